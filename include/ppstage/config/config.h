@@ -1,0 +1,52 @@
+// Configuration of a ppstage run: one plain struct per INI section, with defaults.
+//
+// Every field is an option named `section.key`, both on the command line
+// (`--model.layers 8`) and in an INI file given with `--config` (`[model]` / `layers = 8`);
+// the command line overrides the file. Options are declared in src/config/options.cpp,
+// validated there across fields, then read by the boxes through these structs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ppstage {
+
+// [model]: which model to build or load, and the example input that gives shapes.
+struct ModelConfig {
+  std::string name = "gpt";  // "gpt", "mlp", or a path to a torch.jit.save file
+  int64_t layers = 4;        // decoder blocks (gpt) or residual MLP blocks (mlp)
+  int64_t d_model = 64;
+  int64_t heads = 4;         // gpt only; d_model must be divisible by it
+  int64_t vocab_size = 256;  // gpt vocabulary; also the bound of default token inputs
+  int64_t seq_len = 32;
+  int64_t mlp_ratio = 4;     // hidden width of every MLP = mlp_ratio * d_model
+  bool tie_embeddings = true;  // gpt: LM head shares the token embedding's weight
+  // Example input for a model file: dtype and shape with the batch dimension first.
+  // Empty shape means (train.batch_size, seq_len), token ids below vocab_size.
+  std::string input_dtype = "int64";
+  std::vector<int64_t> input_shape;
+};
+
+// [pipeline]: how the model is cut into stages.
+struct PipelineConfig {
+  // Number of stages; 0 means one more than the number of split points.
+  int64_t stages = 0;
+  // Module paths at which a stage starts ("layers.4,layers.8"); empty means balance.
+  std::vector<std::string> split_points;
+  std::string balance = "params";  // params | flops: what automatic balancing equalizes
+};
+
+// [train]: the training run (only what the splitter needs so far).
+struct TrainConfig {
+  int64_t batch_size = 8;  // global batch; the example input uses it
+  int64_t seed = 0;        // parameter initialisation and example inputs
+};
+
+struct Config {
+  ModelConfig model;
+  PipelineConfig pipeline;
+  TrainConfig train;
+};
+
+}  // namespace ppstage

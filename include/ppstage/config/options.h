@@ -1,0 +1,40 @@
+// Command-line and INI parsing of ppstage's options (Boost.Program_options).
+//
+// A subcommand builds one options_description from the sections it uses, then calls
+// parseOptions(), which reads the command line, then the `--config` file for whatever the
+// command line left unset. The command then calls validate() on each section it uses.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "ppstage/config/config.h"
+
+namespace boost::program_options {
+class options_description;
+}
+
+namespace ppstage {
+
+namespace po = boost::program_options;
+
+void addModelOptions(po::options_description& desc, ModelConfig& model);
+void addPipelineOptions(po::options_description& desc, PipelineConfig& pipeline);
+void addTrainOptions(po::options_description& desc, TrainConfig& train);
+
+// Parses argv (argv[0] is the subcommand's name) into the variables bound in `options`,
+// which gets `--help` and `--config FILE` added. Returns false when --help was asked for:
+// the usage line and every option were printed to `out`, nothing else was done.
+// Throws ppstage::Error on an unknown option, a bad value or an unreadable config file.
+bool parseOptions(int argc, const char* const* argv, po::options_description& options,
+                  const std::string& usage, std::ostream& out);
+
+// Cross-field checks; each throws ppstage::Error naming the option and the value seen.
+void validate(const ModelConfig& model);
+void validate(const PipelineConfig& pipeline);
+void validate(const TrainConfig& train);
+
+// Splits "a,b,,c" into {"a", "b", "c"} (whitespace trimmed, empty items dropped).
+std::vector<std::string> splitList(const std::string& text);
+
+}  // namespace ppstage

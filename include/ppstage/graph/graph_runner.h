@@ -1,0 +1,35 @@
+// Runs a functional graph (a ModelGraph or a stage's graph) through TorchScript's simple
+// executor: no profiling, no specialization, no fusion; ops run as in eager mode and record
+// autograd as eager ops do. This is the numerics baseline every compile mode is held to.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Graph;
+struct GraphExecutor;
+}  // namespace torch::jit
+
+namespace ppstage {
+
+class GraphRunner {
+ public:
+  GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::string& name);
+  ~GraphRunner();
+  GraphRunner(const GraphRunner&) = delete;
+  GraphRunner& operator=(const GraphRunner&) = delete;
+
+  // Runs the graph on `inputs` (one per graph input, in order) and returns its outputs.
+  // Blocking; throws c10::Error when an op fails.
+  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
+
+ private:
+  std::unique_ptr<torch::jit::GraphExecutor> executor_;
+  size_t num_outputs_;
+};
+
+}  // namespace ppstage

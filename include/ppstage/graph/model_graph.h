@@ -1,0 +1,68 @@
+// ModelGraph: a model's forward as one flat, functional TorchScript graph.
+//
+// graph::capture turns a torch::jit::Module into it: every method and function call is
+// inlined, every parameter and buffer becomes a graph input, every other module attribute
+// a constant, and every node remembers which module call it came from ("layers.3.attn").
+//
+//   graph(%input, %param_0, ..., %param_{P-1}) -> (%output_0, ..., %output_{K-1})
+//
+// The splitter reads nothing but this: no model attribute names, no `model.layers`.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace torch::jit {
+struct Graph;
+struct Node;
+}  // namespace torch::jit
+
+namespace ppstage {
+
+// One inlined call of a module's method. Calls form a tree rooted at the model itself.
+struct ModuleCall {
+  std::string path;       // module path: "layers.3.attn"; "" for the model itself
+  std::string type_name;  // class of the module: "__torch__.ppstage.CausalSelfAttention"
+  int parent = -1;        // index of the calling call in ModelGraph::calls; -1 for the root
+};
+
+// A parameter or buffer lifted to a graph input.
+struct ModelParameter {
+  std::string path;  // "layers.3.attn.qkv.weight"
+  at::Tensor value;  // the module's own tensor (not a copy)
+  bool is_parameter = true;  // false: a buffer or a plain tensor attribute (no gradient)
+  int tie_group = -1;        // index into ModelGraph::ties when the tensor has several paths
+};
+
+struct ModelGraph {
+  // inputs: [data input, parameters[0], parameters[1], ...]; outputs: the model's tensor
+  // outputs, tuples flattened.
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::string input_name;                 // the forward argument's name ("idx")
+  std::vector<ModelParameter> parameters;  // one per attribute path, in order of first use
+  // Groups of indices into `parameters` whose paths hold one tensor (tied weights, such as
+  // an embedding shared with the LM head). Each group has at least two entries.
+  std::vector<std::vector<int>> ties;
+  std::vector<ModuleCall> calls;  // calls[0] is the root call (the model's forward)
+  // The innermost module call each node was inlined from; nodes not listed belong to the
+  // root. Keys are nodes of `graph` (at any block depth).
+  std::unordered_map<const torch::jit::Node*, int> node_call;
+
+  static constexpr int kRootCall = 0;
+  int callOf(const torch::jit::Node* node) const;
+  const std::string& modulePathOf(const torch::jit::Node* node) const;
+  // True when call `ancestor` is `call` or one of its callers.
+  bool isWithin(int call, int ancestor) const;
+};
+
+// Captures `module.forward`. The forward must take one tensor; further arguments need
+// default values, which are baked in. Throws ppstage::Error for a forward ppstage cannot
+// capture (other inputs, non-tensor outputs, module state assigned in forward, ...).
+ModelGraph captureModel(const torch::jit::Module& module);
+
+}  // namespace ppstage

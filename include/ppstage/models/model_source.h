@@ -1,0 +1,36 @@
+// Where a model comes from: a built-in (gpt, mlp) or a user's TorchScript file, together
+// with the example input that gives the plan its shapes and the tests their inputs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ppstage/config/config.h"
+
+namespace ppstage {
+
+// Describes the model's one tensor input. Shape is batch first.
+struct InputSpec {
+  at::ScalarType dtype = at::kLong;
+  std::vector<int64_t> shape;  // (batch, ...)
+  int64_t token_bound = 0;     // integer inputs are drawn from [0, token_bound)
+};
+
+struct LoadedModel {
+  torch::jit::Module module;
+  std::string name;  // "gpt", "mlp" or the file's path
+  InputSpec input;
+};
+
+// Builds the built-in model `config.model.name` or loads it as a TorchScript file.
+// Throws ppstage::Error when the file is missing or is not a TorchScript module.
+LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train);
+
+// A reproducible example input following `spec`, with its batch dimension set to `batch`.
+at::Tensor makeExampleInput(const InputSpec& spec, int64_t batch, uint64_t seed);
+
+}  // namespace ppstage

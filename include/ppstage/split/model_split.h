@@ -1,0 +1,34 @@
+// The splitter end to end: model source -> capture -> plan -> extract, as `ppstage split`
+// and the runtime use it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "ppstage/config/config.h"
+#include "ppstage/graph/model_graph.h"
+#include "ppstage/models/model_source.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/split/stage_plan.h"
+
+namespace ppstage {
+
+struct ModelSplit {
+  LoadedModel model;
+  ModelGraph graph;
+  at::Tensor example_input;  // (train.batch_size, ...): what the plan's shapes are for
+  StagePlan plan;
+  std::vector<StageModule> stages;
+  std::vector<TiedParameter> ties;
+};
+
+// Loads (or builds) the model of `config`, captures it and cuts it into stages.
+// Throws ppstage::Error for anything the user can fix.
+ModelSplit splitModel(const Config& config);
+
+// Human-readable dtype name ("float32", "int64", ...).
+std::string dtypeName(at::ScalarType dtype);
+
+}  // namespace ppstage

@@ -1,0 +1,81 @@
+// split::extract: one self-contained StageModule per stage of a StagePlan.
+//
+// A stage's graph is a function of its boundary inputs and its own parameters:
+//
+//   graph(%in_0, ..., %in_{I-1}, %param_0, ..., %param_{P-1}) -> (%out_0, ..., %out_{O-1})
+//
+// Stage 0 takes the model's input; stage s > 0 takes exactly what stage s-1 returns; the
+// last stage returns the model's outputs. Chained in order, the stages compute what the
+// whole model computes. Several tensors may cross a cut; a tensor made in stage i and used
+// in stage j > i+1 passes through the stages between. Only tensors cross: other values are
+// recomputed by the consuming stage, and sizes read from tensor metadata travel as small
+// int64 tensors (see Note [Values crossing a cut] in src/split/extract.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ppstage/graph/model_graph.h"
+#include "ppstage/graph/value_shapes.h"
+#include "ppstage/split/stage_plan.h"
+
+namespace torch::jit {
+struct Graph;
+}
+
+namespace ppstage {
+
+// A tensor crossing into or out of a stage.
+struct BoundaryTensor {
+  std::string name;    // "layers.3/x.9" (producing module / value), or the model input's name
+  TensorMeta meta;     // shape, dtype and requires_grad for the plan's example input
+  int producer_stage;  // -1 for the model's input
+  // True for an int or List[int] read from tensor metadata, packed into an int64 tensor of
+  // shape [] or [n]: no batch dimension, no gradient.
+  bool metadata = false;
+};
+
+struct StageParameter {
+  std::string name;                  // the first path this stage uses it by
+  std::vector<std::string> aliases;  // further paths of the same tensor in this stage
+  at::Tensor value;                  // the stage's own copy
+  bool is_parameter = true;          // false for buffers (no gradient)
+  std::vector<int> model_parameters;  // indices into ModelGraph::parameters it stands for
+};
+
+struct StageModule {
+  int index = 0;
+  std::vector<std::string> modules;  // paths of the units it runs
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<BoundaryTensor> inputs;
+  std::vector<BoundaryTensor> outputs;
+  std::vector<StageParameter> parameters;
+  double flops = 0;
+
+  int64_t numParams() const;  // elements of its trainable parameters
+};
+
+// One tensor of the model held by several stages, such as an embedding tied to the LM head
+// on another stage. The runtime keeps the copies equal (gradients summed before the step).
+struct TiedParameter {
+  struct Copy {
+    int stage;
+    int parameter;     // index into that stage's StageModule::parameters
+    std::string name;  // the path that stage uses
+  };
+  std::vector<Copy> copies;  // one per stage, in stage order
+};
+
+// Cuts `model` into the stages of `plan`. Each stage gets its own copy of its parameters.
+// Throws ppstage::Error when a non-tensor value that depends on tensor data (not only on
+// metadata) would have to cross a cut.
+std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
+                                       const ValueShapes& shapes);
+
+std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,
+                                              const std::vector<StageModule>& stages);
+
+}  // namespace ppstage

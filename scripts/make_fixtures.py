@@ -1,0 +1,355 @@
+#!/usr/bin/python3
+"""Generates the TorchScript fixtures under tests/fixtures (run with Debian's python3-torch:
+/usr/bin/python3 scripts/make_fixtures.py). The files are committed; rerun this only to
+change them. Each model is small (the whole folder stays well under 2 MB) and seeded.
+
+  hf_gpt2.pt        scripted GPT-2 written the way Hugging Face writes it: Conv1D, _attn and
+                    _split_heads helpers, registered causal-mask buffer, dropout modules,
+                    nn.ModuleList `h` inside a `transformer` wrapper, LM head tied to wte,
+                    an Optional attention_mask argument, tuple output
+  traced_gpt.pt     a small GPT traced with torch.jit.trace: sizes become prim::NumToTensor
+                    chains, nn.Sequential MLPs, head output reshaped with B * T
+  unet.pt           scripted 1-D U-Net: skips from the encoder to the decoder that span
+                    several blocks (long residuals), one by addition, one by torch.cat
+  data_dependent.pt an int computed from tensor data in one module and used after the next
+                    one: cannot cross a cut between them (an error case)
+  two_inputs.pt     forward(x, y): an input ppstage does not feed (an error case)
+
+fixtures.json records each model's example input for the tests.
+"""
+import json
+import math
+import os
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+
+
+# --- Hugging Face style GPT-2 (scripted) -------------------------------------------------
+
+class GPT2Config:
+    vocab_size = 96
+    n_positions = 16
+    n_embd = 32
+    n_layer = 3
+    n_head = 4
+    resid_pdrop = 0.0
+    embd_pdrop = 0.0
+    attn_pdrop = 0.0
+    layer_norm_epsilon = 1e-5
+
+
+class Conv1D(nn.Module):
+    """Linear layer with transposed weight, as in transformers.pytorch_utils.Conv1D."""
+
+    def __init__(self, nf: int, nx: int):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + [self.nf]
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        x = x.view(size_out)
+        return x
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
+                                               (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        max_positions = config.n_positions
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones((max_positions, max_positions), dtype=torch.bool)).view(
+                1, 1, max_positions, max_positions),
+            persistent=False,
+        )
+        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=False)
+        self.embed_dim = config.n_embd
+        self.num_heads = config.n_head
+        self.head_dim = self.embed_dim // self.num_heads
+        self.split_size = self.embed_dim
+        self.scale_attn_weights = True
+        self.c_attn = Conv1D(3 * self.embed_dim, self.embed_dim)
+        self.c_proj = Conv1D(self.embed_dim, self.embed_dim)
+        self.attn_dropout = nn.Dropout(config.attn_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def _attn(self, query, key, value, attention_mask: Optional[torch.Tensor] = None):
+        attn_weights = torch.matmul(query, key.transpose(-1, -2))
+        if self.scale_attn_weights:
+            attn_weights = attn_weights / torch.full(
+                [], value.size(-1) ** 0.5, dtype=attn_weights.dtype, device=attn_weights.device)
+        query_length, key_length = query.size(-2), key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        mask_value = torch.full([], -1e9, dtype=attn_weights.dtype, device=attn_weights.device)
+        attn_weights = torch.where(causal_mask, attn_weights, mask_value)
+        if attention_mask is not None:
+            attn_weights = attn_weights + attention_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights = self.attn_dropout(attn_weights)
+        attn_output = torch.matmul(attn_weights, value)
+        return attn_output, attn_weights
+
+    def _split_heads(self, tensor, num_heads: int, attn_head_size: int):
+        new_shape = tensor.size()[:-1] + [num_heads, attn_head_size]
+        tensor = tensor.view(new_shape)
+        return tensor.permute(0, 2, 1, 3)  # (batch, head, seq_length, head_features)
+
+    def _merge_heads(self, tensor, num_heads: int, attn_head_size: int):
+        tensor = tensor.permute(0, 2, 1, 3).contiguous()
+        new_shape = tensor.size()[:-2] + [num_heads * attn_head_size]
+        return tensor.view(new_shape)
+
+    def forward(self, hidden_states, attention_mask: Optional[torch.Tensor] = None):
+        query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        query = self._split_heads(query, self.num_heads, self.head_dim)
+        key = self._split_heads(key, self.num_heads, self.head_dim)
+        value = self._split_heads(value, self.num_heads, self.head_dim)
+        attn_output, attn_weights = self._attn(query, key, value, attention_mask)
+        attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
+        attn_output = self.c_proj(attn_output)
+        attn_output = self.resid_dropout(attn_output)
+        return attn_output
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, intermediate_size, config):
+        super().__init__()
+        embed_dim = config.n_embd
+        self.c_fc = Conv1D(intermediate_size, embed_dim)
+        self.c_proj = Conv1D(embed_dim, intermediate_size)
+        self.act = NewGELUActivation()
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        return hidden_states
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        hidden_size = config.n_embd
+        self.ln_1 = nn.LayerNorm(hidden_size, eps=config.layer_norm_epsilon)
+        self.attn = GPT2Attention(config)
+        self.ln_2 = nn.LayerNorm(hidden_size, eps=config.layer_norm_epsilon)
+        self.mlp = GPT2MLP(4 * hidden_size, config)
+
+    def forward(self, hidden_states, attention_mask: Optional[torch.Tensor] = None):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        attn_output = self.attn(hidden_states, attention_mask=attention_mask)
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        return hidden_states
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.embed_dim = config.n_embd
+        self.wte = nn.Embedding(config.vocab_size, self.embed_dim)
+        self.wpe = nn.Embedding(config.n_positions, self.embed_dim)
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList([GPT2Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(self.embed_dim, eps=config.layer_norm_epsilon)
+
+    def forward(self, input_ids, attention_mask: Optional[torch.Tensor] = None):
+        input_shape = input_ids.size()
+        input_ids = input_ids.view(-1, input_shape[-1])
+        batch_size = input_ids.shape[0]
+        device = input_ids.device
+        position_ids = torch.arange(0, input_shape[-1], dtype=torch.long, device=device)
+        position_ids = position_ids.unsqueeze(0).view(-1, input_shape[-1])
+        if attention_mask is not None:
+            attention_mask = attention_mask.view(batch_size, -1)
+            attention_mask = attention_mask[:, None, None, :]
+            attention_mask = (1.0 - attention_mask) * -10000.0
+        inputs_embeds = self.wte(input_ids)
+        position_embeds = self.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds
+        hidden_states = self.drop(hidden_states)
+        output_shape = input_shape + [hidden_states.size(-1)]
+        for block in self.h:
+            hidden_states = block(hidden_states, attention_mask)
+        hidden_states = self.ln_f(hidden_states)
+        hidden_states = hidden_states.view(output_shape)
+        return hidden_states
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.transformer = GPT2Model(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tie_weights()
+
+    def forward(self, input_ids,
+                attention_mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        hidden_states = self.transformer(input_ids, attention_mask)
+        lm_logits = self.lm_head(hidden_states)
+        return (lm_logits, hidden_states)
+
+
+# --- a traced GPT -------------------------------------------------------------------------
+
+class TracedBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads)
+        mask = torch.ones(T, T, device=x.device).tril() == 0
+        att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.ff(self.norm2(x))
+
+
+class TracedGPT(nn.Module):
+    def __init__(self, vocab=64, d=32, heads=4, layers=3):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([TracedBlock(d, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)).view(B * T, -1)
+
+
+# --- a 1-D U-Net with long skips ----------------------------------------------------------
+
+class ConvBlock(nn.Module):
+    def __init__(self, c_in, c_out, stride: int = 1):
+        super().__init__()
+        self.conv = nn.Conv1d(c_in, c_out, kernel_size=4 if stride == 2 else 3,
+                              stride=stride, padding=1)
+        self.norm = nn.GroupNorm(4, c_out)
+
+    def forward(self, x):
+        return F.silu(self.norm(self.conv(x)))
+
+
+class UpBlock(nn.Module):
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.up = nn.ConvTranspose1d(c_in, c_out, kernel_size=4, stride=2, padding=1)
+        self.norm = nn.GroupNorm(4, c_out)
+
+    def forward(self, x):
+        return F.silu(self.norm(self.up(x)))
+
+
+class UNet1d(nn.Module):
+    def __init__(self, channels=4, width=16):
+        super().__init__()
+        self.stem = ConvBlock(channels, width)
+        self.down1 = ConvBlock(width, 2 * width, stride=2)
+        self.down2 = ConvBlock(2 * width, 4 * width, stride=2)
+        self.mid = ConvBlock(4 * width, 4 * width)
+        self.up2 = UpBlock(4 * width, 2 * width)
+        self.up1 = UpBlock(2 * width, width)
+        self.fuse = ConvBlock(2 * width, width)
+        self.head = nn.Conv1d(width, channels, kernel_size=1)
+
+    def forward(self, x):
+        # x: (B, channels, L) with L divisible by 4
+        s0 = self.stem(x)          # (B, w, L)      -> skip to the last decoder block
+        s1 = self.down1(s0)        # (B, 2w, L/2)   -> skip to up2
+        h = self.down2(s1)         # (B, 4w, L/4)
+        h = self.mid(h)
+        h = self.up2(h) + s1       # long residual by addition
+        h = self.up1(h)            # (B, w, L)
+        h = self.fuse(torch.cat([h, s0], dim=1))  # long residual by concatenation
+        return self.head(h) + x
+
+
+# --- error cases --------------------------------------------------------------------------
+
+class DataDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.first(x)
+        repeats = int(h.abs().sum()) % 3 + 1   # an int that depends on tensor data
+        return self.second(h).repeat(1, repeats)
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        return self.linear(x) + y
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+    inputs = {}
+
+    hf = GPT2LMHeadModel(GPT2Config())
+    torch.jit.save(torch.jit.script(hf), os.path.join(OUT, "hf_gpt2.pt"))
+    inputs["hf_gpt2.pt"] = {"dtype": "int64", "shape": [4, 16], "vocab_size": 96}
+
+    traced = TracedGPT()
+    example = torch.randint(0, 64, (2, 16))
+    torch.jit.save(torch.jit.trace(traced, example), os.path.join(OUT, "traced_gpt.pt"))
+    inputs["traced_gpt.pt"] = {"dtype": "int64", "shape": [4, 16], "vocab_size": 64}
+
+    unet = UNet1d()
+    torch.jit.save(torch.jit.script(unet), os.path.join(OUT, "unet.pt"))
+    inputs["unet.pt"] = {"dtype": "float32", "shape": [4, 4, 32]}
+
+    torch.jit.save(torch.jit.script(DataDependent()), os.path.join(OUT, "data_dependent.pt"))
+    inputs["data_dependent.pt"] = {"dtype": "float32", "shape": [4, 8]}
+    torch.jit.save(torch.jit.script(TwoInputs()), os.path.join(OUT, "two_inputs.pt"))
+    inputs["two_inputs.pt"] = {"dtype": "float32", "shape": [4, 8]}
+
+    with open(os.path.join(OUT, "fixtures.json"), "w") as f:
+        json.dump(inputs, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("wrote", ", ".join(sorted(inputs)), "to", os.path.normpath(OUT))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+// The subcommands of the `ppstage` executable. Each parses its own options, throws
+// ppstage::Error on bad input and returns the process exit code otherwise.
+#pragma once
+
+namespace ppstage::cli {
+
+// argv[0] is the subcommand's name.
+using CommandMain = int (*)(int argc, const char* const* argv);
+
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandMain run;
+};
+
+int splitMain(int argc, const char* const* argv);
+
+// Every subcommand, in the order `ppstage --help` lists them.
+inline constexpr Command kCommands[] = {
+    {"split", "cut a model into pipeline stages and print the plan (table or --json)",
+     splitMain},
+};
+
+}  // namespace ppstage::cli

@@ -1,0 +1,67 @@
+// ppstage's entry point: picks the subcommand and is the one place that decides the
+// process's fate. Library code throws; here every error becomes one line
+// `ppstage: error: ...` on stderr and a non-zero exit (2 for bad input, 1 for anything else).
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "ppstage/core/error.h"
+
+namespace {
+
+constexpr int kExitBadInput = 2;
+constexpr int kExitFailure = 1;
+
+void printUsage(std::ostream& out) {
+  out << "usage: ppstage <command> [--config FILE] [--section.key value ...]\n\n"
+         "ppstage trains a TorchScript model split into pipeline stages.\n\ncommands:\n";
+  for (const auto& command : ppstage::cli::kCommands) {
+    out << "  " << command.name << "  " << command.summary << "\n";
+  }
+  out << "\n`ppstage <command> --help` lists a command's options.\n";
+}
+
+// One line, whatever the message held.
+int fail(const std::string& message, int code) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::cerr << "ppstage: error: " << line << std::endl;
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    printUsage(std::cerr);
+    return kExitBadInput;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    printUsage(std::cout);
+    return 0;
+  }
+  const ppstage::cli::Command* command = nullptr;
+  std::string known;
+  for (const auto& candidate : ppstage::cli::kCommands) {
+    if (name == candidate.name) command = &candidate;
+    known += (known.empty() ? "" : ", ") + std::string(candidate.name);
+  }
+  if (command == nullptr) {
+    return fail("unknown command '" + name + "' (commands: " + known + ")", kExitBadInput);
+  }
+  try {
+    return command->run(argc - 1, argv + 1);
+  } catch (const ppstage::Error& e) {
+    return fail(e.what(), kExitBadInput);
+  } catch (const c10::Error& e) {
+    return fail(e.what_without_backtrace(), kExitFailure);
+  } catch (const std::exception& e) {
+    return fail(e.what(), kExitFailure);
+  }
+}

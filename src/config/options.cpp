@@ -1,0 +1,193 @@
+// Declares every `section.key` option of ppstage, parses command line and INI files, and
+// validates each section across its fields.
+#include "ppstage/config/options.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <ostream>
+#include <set>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+// "8,128,64" -> {8, 128, 64}
+std::vector<int64_t> parseShape(const std::string& option, const std::string& text) {
+  std::vector<int64_t> shape;
+  for (const std::string& item : splitList(text)) {
+    size_t used = 0;
+    long long dim = -1;
+    try {
+      dim = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    PPSTAGE_CHECK(used == item.size() && dim > 0, "--", option, " must be a comma-separated ",
+                  "list of positive sizes such as 8,128; got '", text, "'");
+    shape.push_back(dim);
+  }
+  return shape;
+}
+
+// Every option any ppstage command declares: what a config file may contain.
+std::set<std::string> knownConfigOptions() {
+  Config dummy;
+  po::options_description all;
+  addModelOptions(all, dummy.model);
+  addPipelineOptions(all, dummy.pipeline);
+  addTrainOptions(all, dummy.train);
+  std::set<std::string> names;
+  for (const auto& option : all.options()) names.insert(option->long_name());
+  return names;
+}
+
+void storeConfigFile(const std::string& path, const po::options_description& options,
+                     po::variables_map& vm) {
+  std::ifstream file(path);
+  PPSTAGE_CHECK(file.good(), "cannot read config file '", path, "'");
+  po::parsed_options parsed = po::parse_config_file(file, options, /*allow_unregistered=*/true);
+  // Options of other commands (a [compile] section read by `split`) are fine; a name no
+  // command knows is a typo and must not pass silently.
+  const std::set<std::string> known = knownConfigOptions();
+  for (const auto& option : parsed.options) {
+    if (option.unregistered) {
+      PPSTAGE_CHECK(known.count(option.string_key) > 0, "unknown option '", option.string_key,
+                    "' in config file '", path, "'");
+    }
+  }
+  po::store(parsed, vm);
+}
+
+}  // namespace
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  auto flush = [&] {
+    const auto begin = item.find_first_not_of(" \t");
+    if (begin != std::string::npos) {
+      items.push_back(item.substr(begin, item.find_last_not_of(" \t") - begin + 1));
+    }
+    item.clear();
+  };
+  for (char c : text) {
+    if (c == ',') {
+      flush();
+    } else {
+      item += c;
+    }
+  }
+  flush();
+  return items;
+}
+
+void addModelOptions(po::options_description& desc, ModelConfig& m) {
+  po::options_description section("Model [model]");
+  section.add_options()
+    ("model.name", po::value(&m.name)->default_value(m.name),
+     "built-in model (gpt, mlp) or path to a TorchScript file saved with torch.jit.save")
+    ("model.layers", po::value(&m.layers)->default_value(m.layers),
+     "number of blocks of a built-in model")
+    ("model.d_model", po::value(&m.d_model)->default_value(m.d_model), "model width")
+    ("model.heads", po::value(&m.heads)->default_value(m.heads), "gpt attention heads")
+    ("model.vocab_size", po::value(&m.vocab_size)->default_value(m.vocab_size),
+     "gpt vocabulary size; upper bound of default token inputs")
+    ("model.seq_len", po::value(&m.seq_len)->default_value(m.seq_len), "sequence length")
+    ("model.mlp_ratio", po::value(&m.mlp_ratio)->default_value(m.mlp_ratio),
+     "MLP hidden width as a multiple of d_model")
+    ("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
+     "gpt: the LM head shares the token embedding's weight (true|false)")
+    ("model.input_dtype", po::value(&m.input_dtype)->default_value(m.input_dtype),
+     "example input dtype for a model file: int64 (token ids) or float32")
+    ("model.input_shape",
+     po::value<std::string>()->default_value("")->notifier([&m](const std::string& text) {
+       m.input_shape = parseShape("model.input_shape", text);
+     }),
+     "example input shape for a model file, batch first (e.g. 8,4,32); "
+     "empty: (train.batch_size, model.seq_len)");
+  desc.add(section);
+}
+
+void addPipelineOptions(po::options_description& desc, PipelineConfig& p) {
+  po::options_description section("Pipeline [pipeline]");
+  section.add_options()
+    ("pipeline.stages", po::value(&p.stages)->default_value(p.stages),
+     "number of stages; 0: one more than the number of split points")
+    ("pipeline.split_points",
+     po::value<std::string>()->default_value("")->notifier([&p](const std::string& text) {
+       p.split_points = splitList(text);
+     }),
+     "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
+     "empty: balance automatically")
+    ("pipeline.balance", po::value(&p.balance)->default_value(p.balance),
+     "what automatic splitting balances across stages: params | flops");
+  desc.add(section);
+}
+
+void addTrainOptions(po::options_description& desc, TrainConfig& t) {
+  po::options_description section("Training [train]");
+  section.add_options()
+    ("train.batch_size", po::value(&t.batch_size)->default_value(t.batch_size),
+     "global batch size (sequences per step)")
+    ("train.seed", po::value(&t.seed)->default_value(t.seed),
+     "seed of parameter initialisation and example inputs");
+  desc.add(section);
+}
+
+bool parseOptions(int argc, const char* const* argv, po::options_description& options,
+                  const std::string& usage, std::ostream& out) {
+  std::string config_path;
+  po::options_description general("General");
+  general.add_options()
+    ("help,h", "print this help and exit")
+    ("config", po::value(&config_path), "INI file with [section] key = value options; "
+     "the command line overrides it");
+  options.add(general);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(options).run(), vm);
+    if (vm.count("help")) {
+      out << usage << "\n\n" << options << "\n";
+      return false;
+    }
+    if (vm.count("config")) {
+      storeConfigFile(vm["config"].as<std::string>(), options, vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(e.what());
+  }
+  return true;
+}
+
+void validate(const ModelConfig& m) {
+  PPSTAGE_CHECK(!m.name.empty(), "--model.name must name a built-in model (gpt, mlp) or a file");
+  PPSTAGE_CHECK(m.layers >= 1, "--model.layers must be at least 1; got ", m.layers);
+  PPSTAGE_CHECK(m.d_model >= 1, "--model.d_model must be at least 1; got ", m.d_model);
+  PPSTAGE_CHECK(m.heads >= 1 && m.d_model % m.heads == 0, "--model.heads must divide ",
+                "--model.d_model (", m.d_model, "); got ", m.heads);
+  PPSTAGE_CHECK(m.vocab_size >= 2, "--model.vocab_size must be at least 2; got ", m.vocab_size);
+  PPSTAGE_CHECK(m.seq_len >= 1, "--model.seq_len must be at least 1; got ", m.seq_len);
+  PPSTAGE_CHECK(m.mlp_ratio >= 1, "--model.mlp_ratio must be at least 1; got ", m.mlp_ratio);
+  PPSTAGE_CHECK(m.input_dtype == "int64" || m.input_dtype == "float32",
+                "--model.input_dtype must be int64 or float32; got '", m.input_dtype, "'");
+}
+
+void validate(const PipelineConfig& p) {
+  PPSTAGE_CHECK(p.stages >= 0, "--pipeline.stages must be 0 (automatic) or positive; got ",
+                p.stages);
+  PPSTAGE_CHECK(p.stages == 0 || p.split_points.empty() ||
+                    p.stages == static_cast<int64_t>(p.split_points.size()) + 1,
+                "--pipeline.stages is ", p.stages, " but ", p.split_points.size(),
+                " split points make ", p.split_points.size() + 1, " stages");
+  PPSTAGE_CHECK(p.balance == "params" || p.balance == "flops",
+                "--pipeline.balance must be params or flops; got '", p.balance, "'");
+}
+
+void validate(const TrainConfig& t) {
+  PPSTAGE_CHECK(t.batch_size >= 1, "--train.batch_size must be at least 1; got ", t.batch_size);
+}
+
+}  // namespace ppstage

@@ -1,0 +1,239 @@
+// graph::capture: a torch::jit::Module's forward -> ModelGraph (see model_graph.h).
+//
+// Steps, in order:
+//   1. copy forward's graph; bake in defaults of extra arguments     (bindForwardArguments)
+//   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
+//   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
+//   4. drop `self`, flatten tuple outputs, simplify, group tied tensors
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+
+#include <algorithm>
+#include <map>
+
+#include "module_inliner.h"
+#include "ppstage/core/error.h"
+#include "ppstage/graph/model_graph.h"
+
+namespace ppstage {
+
+using torch::jit::Node;
+using torch::jit::Value;
+namespace prim = c10::prim;
+
+int ModelGraph::callOf(const Node* node) const {
+  const auto it = node_call.find(node);
+  return it == node_call.end() ? kRootCall : it->second;
+}
+
+const std::string& ModelGraph::modulePathOf(const Node* node) const {
+  return calls[callOf(node)].path;
+}
+
+bool ModelGraph::isWithin(int call, int ancestor) const {
+  for (int c = call; c >= 0; c = calls[c].parent) {
+    if (c == ancestor) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// forward(self, x, opt=None, ...): x is the data input; defaults of the rest become
+// constants so the graph takes exactly (self, x).
+std::string bindForwardArguments(torch::jit::Graph& graph, const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  PPSTAGE_CHECK(args.size() >= 2, "the model's forward takes no input; ppstage feeds it one ",
+                "tensor");
+  const c10::Argument& data = args[1];
+  PPSTAGE_CHECK(data.type()->isSubtypeOf(*c10::TensorType::get()),
+                "the model's forward takes an unsupported input '", data.name(), "' of type ",
+                data.type()->repr_str(), "; ppstage feeds it one tensor");
+  for (size_t i = args.size() - 1; i >= 2; --i) {
+    const c10::Argument& extra = args[i];
+    PPSTAGE_CHECK(extra.default_value().has_value(), "the model's forward takes an unsupported ",
+                  "input '", extra.name(), "' of type ", extra.type()->repr_str(),
+                  "; ppstage feeds it one tensor, further arguments need default values");
+    torch::jit::WithInsertPoint guard(graph.block()->nodes().front());
+    Value* value = graph.insertConstant(*extra.default_value());
+    graph.inputs()[i]->replaceAllUsesWith(value);
+    graph.eraseInput(i);
+  }
+  return data.name();
+}
+
+bool isModule(const Value* value) {
+  const auto type = value->type()->cast<c10::ClassType>();
+  return type && type->is_module();
+}
+
+// Replaces every non-module prim::GetAttr: tensors become graph inputs (one per attribute
+// path), anything else a constant.
+class AttributeLifter {
+ public:
+  AttributeLifter(const torch::jit::Module& module, torch::jit::Graph& graph, ModelGraph& out)
+      : module_(module), graph_(graph), out_(out), self_(graph.inputs().at(0)) {}
+
+  void run(torch::jit::Block* block) {
+    for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+      Node* node = *it++;
+      for (torch::jit::Block* sub : node->blocks()) run(sub);
+      PPSTAGE_CHECK(node->kind() != prim::SetAttr, "the model's forward assigns the module ",
+                    "attribute '", attributePath(node), "'; ppstage needs a forward that ",
+                    "leaves module state alone");
+      if (node->kind() == prim::GetAttr && !isModule(node->output())) lift(node);
+    }
+  }
+
+ private:
+  std::string attributePath(Node* node) const {
+    const std::string owner = graph_detail::modulePathOf(node->input(0), self_);
+    const std::string& name = node->s(c10::attr::name);
+    return owner.empty() ? name : owner + "." + name;
+  }
+
+  void lift(Node* node) {
+    const std::string path = attributePath(node);
+    const std::string owner = graph_detail::modulePathOf(node->input(0), self_);
+    const torch::jit::Module holder = submodule(owner);
+    const std::string& name = node->s(c10::attr::name);
+    const c10::IValue value = holder.attr(name);
+    Value* replacement = nullptr;
+    if (value.isTensor()) {
+      replacement = parameterInput(path, value.toTensor(), holder, name);
+    } else {
+      torch::jit::WithInsertPoint guard(node);
+      auto constant = torch::jit::tryInsertConstant(graph_, value);
+      PPSTAGE_CHECK(constant.has_value(), "module attribute '", path, "' of type ",
+                    value.type()->repr_str(), " cannot be captured (not a tensor and not a ",
+                    "constant)");
+      replacement = *constant;
+    }
+    node->output()->replaceAllUsesWith(replacement);
+    node->destroy();
+  }
+
+  // The module at dotted `path` ("layers.3.attn"; "" is the model).
+  torch::jit::Module submodule(const std::string& path) const {
+    torch::jit::Module module = module_;
+    size_t begin = 0;
+    while (begin < path.size()) {
+      size_t end = path.find('.', begin);
+      if (end == std::string::npos) end = path.size();
+      module = module.attr(path.substr(begin, end - begin)).toModule();
+      begin = end + 1;
+    }
+    return module;
+  }
+
+  Value* parameterInput(const std::string& path, const at::Tensor& tensor,
+                        const torch::jit::Module& holder, const std::string& name) {
+    const auto known = inputs_.find(path);
+    if (known != inputs_.end()) return known->second;
+    const auto slot = holder.type()->getAttributeSlot(name);
+    ModelParameter parameter{path, tensor, holder.type()->is_parameter(slot), -1};
+    out_.parameters.push_back(parameter);
+    std::string debug_name = path;
+    std::replace(debug_name.begin(), debug_name.end(), '.', '_');
+    Value* input = graph_.addInput(debug_name)->setType(c10::TensorType::get());
+    inputs_.emplace(path, input);
+    return input;
+  }
+
+  const torch::jit::Module& module_;
+  torch::jit::Graph& graph_;
+  ModelGraph& out_;
+  Value* self_;
+  std::map<std::string, Value*> inputs_;
+};
+
+void flattenInto(Value* value, std::vector<Value*>& outputs) {
+  if (value->type()->isSubtypeOf(*c10::TensorType::get())) {
+    outputs.push_back(value);
+    return;
+  }
+  PPSTAGE_CHECK(value->node()->kind() == prim::TupleConstruct, "the model returns a value of ",
+                "type ", value->type()->repr_str(), "; ppstage needs a tensor or a tuple of ",
+                "tensors");
+  for (Value* item : value->node()->inputs()) flattenInto(item, outputs);
+}
+
+void flattenOutputs(torch::jit::Graph& graph) {
+  std::vector<Value*> outputs;
+  for (Value* output : graph.outputs()) flattenInto(output, outputs);
+  while (!graph.outputs().empty()) graph.eraseOutput(graph.outputs().size() - 1);
+  for (Value* output : outputs) graph.registerOutput(output);
+}
+
+void findTies(ModelGraph& out) {
+  std::map<const c10::TensorImpl*, std::vector<int>> by_tensor;
+  for (size_t i = 0; i < out.parameters.size(); ++i) {
+    by_tensor[out.parameters[i].value.unsafeGetTensorImpl()].push_back(static_cast<int>(i));
+  }
+  for (auto& [impl, group] : by_tensor) {
+    if (group.size() < 2) continue;
+    for (int index : group) out.parameters[index].tie_group = static_cast<int>(out.ties.size());
+    out.ties.push_back(group);
+  }
+}
+
+void checkFullyInlined(const torch::jit::Block* block, const ModelGraph& out) {
+  for (const Node* node : block->nodes()) {
+    PPSTAGE_CHECK(node->kind() != prim::CallMethod && node->kind() != prim::CallFunction,
+                  "the model calls ", node->kind().toQualString(), " at '",
+                  out.modulePathOf(node), "' whose body is not TorchScript (an interface or ",
+                  "builtin); ppstage cannot capture it");
+    for (const torch::jit::Block* sub : node->blocks()) checkFullyInlined(sub, out);
+  }
+}
+
+// Nodes destroyed by the passes must not linger as keys (their addresses get reused).
+void keepLiveNodes(const torch::jit::Block* block, const ModelGraph& out,
+                   std::unordered_map<const Node*, int>& live) {
+  for (const Node* node : block->nodes()) {
+    const auto it = out.node_call.find(node);
+    if (it != out.node_call.end()) live.emplace(*it);
+    for (const torch::jit::Block* sub : node->blocks()) keepLiveNodes(sub, out, live);
+  }
+}
+
+void forgetDestroyedNodes(const torch::jit::Block* block, ModelGraph& out) {
+  std::unordered_map<const Node*, int> live;
+  keepLiveNodes(block, out, live);
+  out.node_call.swap(live);
+}
+
+}  // namespace
+
+ModelGraph captureModel(const torch::jit::Module& module) {
+  const torch::jit::Method forward = module.get_method("forward");
+  ModelGraph out;
+  out.graph = torch::jit::toGraphFunction(forward.function()).graph()->copy();
+  torch::jit::Graph& graph = *out.graph;
+  out.input_name = bindForwardArguments(graph, forward.function().getSchema());
+  out.calls.push_back(ModuleCall{"", module.type()->name()->qualifiedName(), -1});
+
+  graph_detail::inlineCallsWithPaths(graph, out.calls, out.node_call);
+  checkFullyInlined(graph.block(), out);
+  // Passes destroy nodes and make new ones that may reuse their addresses: drop the
+  // destroyed ones from node_call after each.
+  AttributeLifter(module, graph, out).run(graph.block());
+  flattenOutputs(graph);
+  torch::jit::EliminateDeadCode(out.graph);
+  forgetDestroyedNodes(graph.block(), out);
+  PPSTAGE_INTERNAL_ASSERT(!graph.inputs()[0]->hasUses(), "self is still used after lifting");
+  graph.eraseInput(0);
+  torch::jit::LowerSimpleTuples(out.graph);
+  forgetDestroyedNodes(graph.block(), out);
+  torch::jit::ConstantPropagationImmutableTypes(out.graph);
+  forgetDestroyedNodes(graph.block(), out);
+  torch::jit::EliminateDeadCode(out.graph);
+  findTies(out);
+  forgetDestroyedNodes(graph.block(), out);
+  return out;
+}
+
+}  // namespace ppstage

@@ -1,0 +1,45 @@
+// See include/ppstage/split/model_split.h.
+#include "ppstage/split/model_split.h"
+
+#include "ppstage/core/error.h"
+#include "ppstage/graph/value_shapes.h"
+
+namespace ppstage {
+
+std::string dtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(dtype);
+  }
+}
+
+ModelSplit splitModel(const Config& config) {
+  ModelSplit split{loadModel(config.model, config.train), {}, {}, {}, {}, {}};
+  split.graph = captureModel(split.model.module);
+  split.example_input = makeExampleInput(split.model.input, config.train.batch_size,
+                                         static_cast<uint64_t>(config.train.seed));
+  ValueShapes shapes;
+  try {
+    shapes = recordValueShapes(split.graph, split.example_input);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    throw Error(detail::concat("the model fails on its example input (", dtypeName(
+        split.model.input.dtype), ", shape set by --model.input_shape/--model.input_dtype): ",
+        what.substr(0, what.find('\n'))));
+  }
+  split.plan = planStages(split.graph, shapes, config.pipeline);
+  split.stages = extractStages(split.graph, split.plan, shapes);
+  split.ties = findTiedParameters(split.graph, split.stages);
+  return split;
+}
+
+}  // namespace ppstage

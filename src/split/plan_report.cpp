@@ -1,0 +1,205 @@
+// See include/ppstage/split/plan_report.h.
+#include "ppstage/split/plan_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+namespace ppstage {
+namespace {
+
+std::string shapeText(const std::vector<int64_t>& sizes) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << ']';
+  return out.str();
+}
+
+// 1234567 -> "1.23 M"
+std::string humanCount(double n) {
+  const char* suffix[] = {"", " K", " M", " G", " T"};
+  int i = 0;
+  while (n >= 1000 && i < 4) {
+    n /= 1000;
+    ++i;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, i == 0 ? "%.0f%s" : "%.3g%s", n, suffix[i]);
+  return text;
+}
+
+// Splits "layers.12" into ("layers.", 12); number is -1 when the path ends in no index.
+std::pair<std::string, long> indexed(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const std::string tail = dot == std::string::npos ? path : path.substr(dot + 1);
+  if (tail.empty() || !std::all_of(tail.begin(), tail.end(), ::isdigit) || tail.size() > 9) {
+    return {path, -1};
+  }
+  return {path.substr(0, path.size() - tail.size()), std::stol(tail)};
+}
+
+// "wte, wpe, layers.0, layers.1, layers.2" -> "wte, wpe, layers.0..2"
+std::string compactModules(const std::vector<std::string>& modules) {
+  std::ostringstream out;
+  for (size_t i = 0; i < modules.size();) {
+    const auto [prefix, first] = indexed(modules[i]);
+    size_t j = i + 1;
+    while (first >= 0 && j < modules.size() &&
+           indexed(modules[j]) == std::make_pair(prefix, first + static_cast<long>(j - i))) {
+      ++j;
+    }
+    out << (i ? ", " : "") << modules[i];
+    if (j - i > 1) out << ".." << first + static_cast<long>(j - i - 1);
+    i = j;
+  }
+  return out.str();
+}
+
+std::string tensorText(const BoundaryTensor& t) {
+  return t.name + " " + shapeText(t.meta.sizes) + " " + dtypeName(t.meta.dtype) +
+         (t.meta.requires_grad ? " (grad)" : "") + (t.metadata ? " (sizes)" : "");
+}
+
+using Cell = std::vector<std::string>;  // one line per entry
+
+void printTable(std::ostream& out, const std::vector<std::string>& header,
+                const std::vector<std::vector<Cell>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      for (const std::string& line : row[c]) width[c] = std::max(width[c], line.size());
+    }
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      text += cells[c];
+      if (c + 1 < cells.size()) text += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    out << text << '\n';
+  };
+  line(header);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  line(rule);
+  for (const auto& row : rows) {
+    size_t height = 1;
+    for (const Cell& cell : row) height = std::max(height, cell.size());
+    for (size_t k = 0; k < height; ++k) {
+      std::vector<std::string> cells;
+      for (const Cell& cell : row) cells.push_back(k < cell.size() ? cell[k] : "");
+      line(cells);
+    }
+  }
+}
+
+int64_t totalParams(const ModelGraph& graph) {
+  int64_t total = 0;
+  for (const ModelParameter& p : graph.parameters) {
+    if (p.is_parameter && p.tie_group < 0) total += p.value.numel();
+  }
+  for (const auto& group : graph.ties) {
+    if (graph.parameters[group.front()].is_parameter) {
+      total += graph.parameters[group.front()].value.numel();
+    }
+  }
+  return total;
+}
+
+nlohmann::json tensorJson(const BoundaryTensor& t) {
+  return {{"name", t.name},
+          {"shape", t.meta.sizes},
+          {"dtype", dtypeName(t.meta.dtype)},
+          {"requires_grad", t.meta.requires_grad},
+          {"metadata", t.metadata},
+          {"producer_stage", t.producer_stage}};
+}
+
+nlohmann::json stageJson(const StageModule& stage) {
+  nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+  for (const BoundaryTensor& t : stage.inputs) inputs.push_back(tensorJson(t));
+  for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorJson(t));
+  nlohmann::json parameters = nlohmann::json::array();
+  for (const StageParameter& p : stage.parameters) {
+    parameters.push_back({{"name", p.name},
+                          {"aliases", p.aliases},
+                          {"shape", p.value.sizes().vec()},
+                          {"trainable", p.is_parameter}});
+  }
+  return {{"index", stage.index},         {"modules", stage.modules},
+          {"num_params", stage.numParams()}, {"flops", stage.flops},
+          {"inputs", inputs},             {"outputs", outputs},
+          {"parameters", parameters}};
+}
+
+}  // namespace
+
+void printPlanTable(std::ostream& out, const ModelSplit& split) {
+  const at::Tensor& input = split.example_input;
+  out << "model " << split.model.name << ": " << humanCount(static_cast<double>(
+             totalParams(split.graph))) << " parameters, example input "
+      << split.graph.input_name << " " << shapeText(input.sizes().vec()) << " "
+      << dtypeName(input.scalar_type()) << "\n"
+      << split.stages.size() << " stages over " << split.plan.units.size() << " units, "
+      << (split.plan.method == "split_points" ? "cut at the split points"
+                                              : "balanced by " + split.plan.method)
+      << "\n\n";
+  std::vector<std::vector<Cell>> rows;
+  for (const StageModule& stage : split.stages) {
+    Cell inputs, outputs;
+    for (const BoundaryTensor& t : stage.inputs) inputs.push_back(tensorText(t));
+    for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorText(t));
+    rows.push_back({{std::to_string(stage.index)},
+                    {compactModules(stage.modules)},
+                    {humanCount(static_cast<double>(stage.numParams()))},
+                    {humanCount(stage.flops)},
+                    inputs,
+                    outputs});
+  }
+  printTable(out, {"stage", "modules", "params", "FLOPs", "inputs", "outputs"}, rows);
+  if (split.ties.empty()) return;
+  out << "\ntied parameters (one tensor, a copy per stage, kept equal by the runtime):\n";
+  for (const TiedParameter& tie : split.ties) {
+    out << " ";
+    for (size_t i = 0; i < tie.copies.size(); ++i) {
+      out << (i ? " =" : "") << " " << tie.copies[i].name << " (stage " << tie.copies[i].stage
+          << ")";
+    }
+    out << "\n";
+  }
+}
+
+std::string planToJson(const ModelSplit& split) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageModule& stage : split.stages) stages.push_back(stageJson(stage));
+  nlohmann::json units = nlohmann::json::array();
+  for (const SplitUnit& unit : split.plan.units) {
+    units.push_back({{"path", unit.path}, {"num_params", unit.num_params}, {"flops", unit.flops}});
+  }
+  nlohmann::json ties = nlohmann::json::array();
+  for (const TiedParameter& tie : split.ties) {
+    nlohmann::json copies = nlohmann::json::array();
+    for (const auto& copy : tie.copies) {
+      copies.push_back({{"stage", copy.stage}, {"name", copy.name}});
+    }
+    ties.push_back({{"copies", copies}});
+  }
+  const nlohmann::json plan = {
+      {"model", split.model.name},
+      {"method", split.plan.method},
+      {"input", {{"name", split.graph.input_name},
+                 {"shape", split.example_input.sizes().vec()},
+                 {"dtype", dtypeName(split.example_input.scalar_type())}}},
+      {"num_params", totalParams(split.graph)},
+      {"units", units},
+      {"stages", stages},
+      {"tied_parameters", ties}};
+  return plan.dump(2);
+}
+
+}  // namespace ppstage
