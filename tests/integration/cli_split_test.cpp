@@ -1,0 +1,146 @@
+// `ppstage split` as a user runs it: the table, the JSON fields the issue names, and one
+// line `ppstage: error: ...` with exit code 2 for each kind of bad input.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+Result runPpstage(const std::string& args) {
+  // One file per call: CTest runs these tests in parallel processes.
+  static int calls = 0;
+  const std::string err_path = testing::TempDir() + "ppstage_cli_stderr_" +
+                               std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt";
+  const std::string command = std::string(PPSTAGE_BINARY) + " " + args + " 2>" + err_path;
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  result.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return result;
+}
+
+// Exit code 2 and exactly one line on stderr, starting "ppstage: error: ", containing `what`.
+void expectBadInput(const std::string& args, const std::string& what) {
+  const Result r = runPpstage(args);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("ppstage: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(what), std::string::npos) << "expected '" << what << "' in: " << r.err;
+}
+
+std::string fixture(const std::string& name) { return test::fixturePath(name); }
+
+TEST(CliSplit, PrintsATable) {
+  const Result r = runPpstage("split --pipeline.stages 4 --model.layers 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stage  modules"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wte.weight (stage 0) = lm_head.weight (stage 3)"), std::string::npos)
+      << r.out;
+}
+
+TEST(CliSplit, JsonHasTheDocumentedFields) {
+  const Result r = runPpstage("split --config " + std::string(PPSTAGE_SOURCE_DIR) +
+                              "/configs/gpt-tiny.ini --pipeline.split_points layers.2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  ASSERT_EQ(plan.at("stages").size(), 2u);
+  int64_t total = 0;
+  for (const auto& stage : plan.at("stages")) {
+    for (const char* key : {"index", "modules", "num_params", "inputs", "outputs"}) {
+      EXPECT_TRUE(stage.contains(key)) << key;
+    }
+    total += stage.at("num_params").get<int64_t>();
+  }
+  EXPECT_EQ(plan.at("stages")[1].at("modules")[0], "layers.2");
+  const auto& boundary = plan.at("stages")[0].at("outputs")[0];
+  EXPECT_EQ(boundary.at("shape").size(), 3u) << "(batch, seq, d_model)";
+  ASSERT_EQ(plan.at("tied_parameters").size(), 1u);
+  // The tied tensor is held once per stage, so the stages hold it twice.
+  const int64_t tied = plan.at("stages")[0].at("parameters")[0].at("shape")[0].get<int64_t>() *
+                       plan.at("stages")[0].at("parameters")[0].at("shape")[1].get<int64_t>();
+  EXPECT_EQ(total, plan.at("num_params").get<int64_t>() + tied);
+}
+
+TEST(CliSplit, UserModelFile) {
+  const Result r = runPpstage("split --model.name " + fixture("unet.pt") +
+                              " --model.input_dtype float32 --model.input_shape 2,4,32 "
+                              "--pipeline.stages 3 --pipeline.balance flops --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan.at("stages").size(), 3u);
+  EXPECT_EQ(plan.at("method"), "flops");
+}
+
+TEST(CliSplit, HelpDocumentsEveryFlag) {
+  const Result r = runPpstage("split --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--model.name", "--model.layers", "--model.d_model", "--model.heads",
+                           "--model.vocab_size", "--model.seq_len", "--model.tie_embeddings",
+                           "--model.input_dtype", "--model.input_shape", "--pipeline.stages",
+                           "--pipeline.split_points", "--pipeline.balance",
+                           "--train.batch_size", "--json", "--config"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(CliSplit, SplitPointNotFoundListsValidModules) {
+  expectBadInput("split --pipeline.split_points layer.3", "layers.0, layers.1, layers.2");
+}
+
+TEST(CliSplit, MoreStagesThanUnits) {
+  expectBadInput("split --model.layers 2 --pipeline.stages 9", "only 6 splittable units");
+}
+
+TEST(CliSplit, ModelFileMissing) {
+  expectBadInput("split --model.name /nonexistent/model.pt", "not found");
+}
+
+TEST(CliSplit, ModelFileNotTorchScript) {
+  const std::string path = testing::TempDir() + "not_a_model_" + std::to_string(getpid()) + ".pt";
+  std::ofstream(path) << "this is not a zip archive\n";
+  expectBadInput("split --model.name " + path, "cannot load");
+}
+
+TEST(CliSplit, UnsupportedForwardInput) {
+  expectBadInput("split --model.name " + fixture("two_inputs.pt") +
+                     " --model.input_dtype float32 --model.input_shape 2,8",
+                 "unsupported input 'y'");
+}
+
+TEST(CliSplit, NonTensorValueThatCannotCrossACut) {
+  expectBadInput("split --model.name " + fixture("data_dependent.pt") +
+                     " --model.input_dtype float32 --model.input_shape 2,8 "
+                     "--pipeline.split_points second",
+                 "depends on tensor data");
+}
+
+TEST(CliSplit, BadOptions) {
+  expectBadInput("split --pipeline.balance speed", "--pipeline.balance");
+  expectBadInput("split --model.layerz 3", "layerz");
+  expectBadInput("splitt", "unknown command 'splitt'");
+}
+
+}  // namespace
+}  // namespace ppstage

@@ -1,0 +1,158 @@
+// graph::capture: inlining with full module paths, parameter lifting, forward signatures.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <set>
+
+#include "ppstage/core/error.h"
+#include "ppstage/graph/graph_runner.h"
+#include "ppstage/graph/model_graph.h"
+#include "ppstage/models/model_source.h"
+#include "ppstage/models/script_module_builder.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+std::set<std::string> callPaths(const ModelGraph& graph) {
+  std::set<std::string> paths;
+  for (const ModuleCall& call : graph.calls) paths.insert(call.path);
+  return paths;
+}
+
+std::set<std::string> nodePaths(const ModelGraph& graph) {
+  std::set<std::string> paths;
+  for (const torch::jit::Node* node : graph.graph->nodes()) paths.insert(graph.modulePathOf(node));
+  return paths;
+}
+
+ModelGraph captureConfig(const Config& config, LoadedModel* keep = nullptr) {
+  LoadedModel model = loadModel(config.model, config.train);
+  ModelGraph graph = captureModel(model.module);
+  if (keep) *keep = model;
+  return graph;
+}
+
+TEST(Capture, GptNodesCarryFullModulePaths) {
+  const ModelGraph graph = captureConfig(test::builtinConfig("gpt", 4));
+  const std::set<std::string> nodes = nodePaths(graph);
+  for (const char* path : {"wte", "wpe", "layers.0.ln1", "layers.3.attn", "layers.3.attn.qkv",
+                           "layers.2.mlp.fc", "ln_f", "lm_head"}) {
+    EXPECT_TRUE(nodes.count(path)) << path;
+  }
+  EXPECT_TRUE(callPaths(graph).count("layers.3.mlp.proj"));
+  // Every call and free function is gone: one flat graph.
+  for (const torch::jit::Node* node : graph.graph->nodes()) {
+    EXPECT_NE(node->kind(), c10::prim::CallMethod);
+    EXPECT_NE(node->kind(), c10::prim::GetAttr);
+  }
+}
+
+TEST(Capture, LiftsEveryParameterPathAndFindsTies) {
+  LoadedModel model;
+  const ModelGraph tied = captureConfig(test::builtinConfig("gpt", 2, true), &model);
+  std::set<std::string> expected;
+  for (const auto& p : model.module.named_parameters()) expected.insert(p.name);
+  std::set<std::string> lifted;
+  for (const ModelParameter& p : tied.parameters) lifted.insert(p.path);
+  EXPECT_EQ(lifted, expected);
+  EXPECT_EQ(tied.graph->inputs().size(), 1 + tied.parameters.size());
+  ASSERT_EQ(tied.ties.size(), 1u);
+  std::set<std::string> group;
+  for (int i : tied.ties[0]) group.insert(tied.parameters[i].path);
+  EXPECT_EQ(group, (std::set<std::string>{"wte.weight", "lm_head.weight"}));
+
+  const ModelGraph untied = captureConfig(test::builtinConfig("gpt", 2, false));
+  EXPECT_TRUE(untied.ties.empty());
+}
+
+TEST(Capture, CapturedGraphComputesWhatTheModuleComputes) {
+  for (const std::string fixture : {"hf_gpt2.pt", "traced_gpt.pt", "unet.pt"}) {
+    LoadedModel model;
+    const ModelGraph graph = captureConfig(test::fixtureConfig(fixture), &model);
+    const at::Tensor input = makeExampleInput(model.input, 2, 1);
+    std::vector<c10::IValue> inputs{input};
+    for (const ModelParameter& p : graph.parameters) inputs.emplace_back(p.value);
+    const std::vector<c10::IValue> got = GraphRunner(graph.graph, "model").run(inputs);
+    const c10::IValue expected = model.module.forward({input});
+    const at::Tensor first = expected.isTensor() ? expected.toTensor()
+                                                 : expected.toTupleRef().elements()[0].toTensor();
+    EXPECT_LE(test::maxRelDiff(got[0].toTensor(), first), 1e-6) << fixture;
+  }
+}
+
+TEST(Capture, HuggingFaceStyleModel) {
+  const ModelGraph graph = captureConfig(test::fixtureConfig("hf_gpt2.pt"));
+  EXPECT_EQ(graph.input_name, "input_ids");
+  EXPECT_EQ(graph.graph->outputs().size(), 2u) << "tuple output flattened";
+  const std::set<std::string> nodes = nodePaths(graph);
+  EXPECT_TRUE(nodes.count("transformer.h.2.attn")) << "_attn helper belongs to its module";
+  EXPECT_TRUE(nodes.count("transformer.h.0.mlp.act"));
+  bool buffer = false;
+  for (const ModelParameter& p : graph.parameters) {
+    if (p.path == "transformer.h.0.attn.bias") buffer = !p.is_parameter;
+  }
+  EXPECT_TRUE(buffer) << "registered buffers are lifted as non-trainable inputs";
+  ASSERT_EQ(graph.ties.size(), 1u) << "lm_head.weight is transformer.wte.weight";
+}
+
+TEST(Capture, TracedModelKeepsSubmodulePaths) {
+  const std::set<std::string> nodes =
+      nodePaths(captureConfig(test::fixtureConfig("traced_gpt.pt")));
+  EXPECT_TRUE(nodes.count("blocks.1.ff.0"));
+  EXPECT_TRUE(nodes.count("blocks.2.qkv"));
+  EXPECT_TRUE(nodes.count("head"));
+}
+
+TEST(Capture, RejectsAForwardWithAnInputItCannotFeed) {
+  try {
+    captureConfig(test::fixtureConfig("two_inputs.pt"));
+    FAIL() << "expected ppstage::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported input 'y'"), std::string::npos)
+        << e.what();
+  }
+}
+
+torch::jit::Module scripted(const std::string& source) {
+  ScriptModuleBuilder builder;
+  return builder.make(
+      "Scripted",
+      [](torch::jit::Module& m) { m.register_attribute("count", c10::IntType::get(), 0); },
+      source);
+}
+
+TEST(Capture, RejectsForwardThatAssignsModuleState) {
+  const auto module = scripted(R"(
+def forward(self, x):
+    self.count = self.count + 1
+    return x * 2
+)");
+  EXPECT_THROW(captureModel(module), Error);
+}
+
+TEST(Capture, RejectsNonTensorOutput) {
+  const auto module = scripted(R"(
+def forward(self, x):
+    return x.size(0)
+)");
+  EXPECT_THROW(captureModel(module), Error);
+}
+
+TEST(Capture, ExtraArgumentsWithDefaultsAreBakedIn) {
+  const auto module = scripted(R"(
+def forward(self, x, scale: float = 3.0, mask: Optional[Tensor] = None):
+    if mask is not None:
+        x = x * mask
+    return x * scale
+)");
+  const ModelGraph graph = captureModel(module);
+  EXPECT_EQ(graph.graph->inputs().size(), 1u);
+  const at::Tensor x = at::ones({2});
+  const auto out = GraphRunner(graph.graph, "m").run({x});
+  EXPECT_TRUE(at::equal(out[0].toTensor(), x * 3.0));
+}
+
+}  // namespace
+}  // namespace ppstage

@@ -1,0 +1,77 @@
+// Options: section.key on the command line and in INI files, command line first.
+#include <gtest/gtest.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ppstage/config/options.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+std::string writeIni(const std::string& text) {
+  char path[] = "/tmp/ppstage_options_XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+bool parse(std::vector<const char*> argv, Config& config) {
+  po::options_description options;
+  addModelOptions(options, config.model);
+  addPipelineOptions(options, config.pipeline);
+  addTrainOptions(options, config.train);
+  std::ostringstream help;
+  argv.insert(argv.begin(), "test");
+  return parseOptions(static_cast<int>(argv.size()), argv.data(), options, "usage", help);
+}
+
+TEST(Options, CommandLineOverridesConfigFile) {
+  const std::string ini = writeIni(
+      "[model]\nlayers = 6\nd_model = 48\n[pipeline]\nsplit_points = layers.2, layers.4\n"
+      "[train]\nbatch_size = 2\n");
+  Config config;
+  ASSERT_TRUE(parse({"--config", ini.c_str(), "--model.layers", "8"}, config));
+  EXPECT_EQ(config.model.layers, 8);
+  EXPECT_EQ(config.model.d_model, 48);
+  EXPECT_EQ(config.pipeline.split_points, (std::vector<std::string>{"layers.2", "layers.4"}));
+  std::remove(ini.c_str());
+}
+
+TEST(Options, UnknownOptionInConfigFileIsAnError) {
+  const std::string ini = writeIni("[model]\nlayres = 6\n");
+  Config config;
+  EXPECT_THROW(parse({"--config", ini.c_str()}, config), Error);
+  std::remove(ini.c_str());
+}
+
+TEST(Options, BadValuesAreErrors) {
+  Config config;
+  EXPECT_THROW(parse({"--model.input_shape", "8,x"}, config), Error);
+  EXPECT_THROW(parse({"--model.layers", "many"}, config), Error);
+  EXPECT_THROW(parse({"--no.such_option", "1"}, config), Error);
+  Config balance;
+  ASSERT_TRUE(parse({"--pipeline.balance", "time"}, balance));
+  EXPECT_THROW(validate(balance.pipeline), Error);
+  Config stages;
+  ASSERT_TRUE(parse({"--pipeline.stages", "3", "--pipeline.split_points", "a"}, stages));
+  EXPECT_THROW(validate(stages.pipeline), Error);
+}
+
+TEST(Options, HelpStopsAndPrintsEveryOption) {
+  Config config;
+  po::options_description options;
+  addModelOptions(options, config.model);
+  std::ostringstream help;
+  const char* argv[] = {"test", "--help"};
+  EXPECT_FALSE(parseOptions(2, argv, options, "usage line", help));
+  EXPECT_NE(help.str().find("--model.tie_embeddings"), std::string::npos);
+  EXPECT_NE(help.str().find("usage line"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppstage

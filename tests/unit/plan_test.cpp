@@ -1,0 +1,228 @@
+// split::plan and split::extract rules: units, balance, split points and their errors.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "ppstage/core/error.h"
+#include "ppstage/graph/value_shapes.h"
+#include "ppstage/models/model_source.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/split/stage_plan.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+struct Captured {
+  LoadedModel model;
+  ModelGraph graph;
+  ValueShapes shapes;
+};
+
+Captured capture(const Config& config) {
+  Captured c{loadModel(config.model, config.train), {}, {}};
+  c.graph = captureModel(c.model.module);
+  c.shapes = recordValueShapes(c.graph, makeExampleInput(c.model.input, 2, 0));
+  return c;
+}
+
+std::vector<std::string> unitPaths(const std::vector<SplitUnit>& units) {
+  std::vector<std::string> paths;
+  for (const SplitUnit& u : units) paths.push_back(u.path);
+  return paths;
+}
+
+std::vector<std::vector<std::string>> stageModules(const Captured& c, PipelineConfig pipeline) {
+  const StagePlan plan = planStages(c.graph, c.shapes, pipeline);
+  std::vector<std::vector<std::string>> modules;
+  for (const StageRange& r : plan.stages) {
+    modules.emplace_back();
+    for (size_t u = r.first_unit; u < r.end_unit; ++u) modules.back().push_back(plan.units[u].path);
+  }
+  return modules;
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Units, GptUnitsAreTheCallsOfItsForward) {
+  const Captured c = capture(test::builtinConfig("gpt", 3));
+  EXPECT_EQ(unitPaths(findUnits(c.graph, c.shapes)),
+            (std::vector<std::string>{"wte", "wpe", "layers.0", "layers.1", "layers.2", "ln_f",
+                                      "lm_head"}));
+}
+
+TEST(Units, WrapperHoldingMostParametersIsExpanded) {
+  const Captured c = capture(test::fixtureConfig("hf_gpt2.pt"));
+  EXPECT_EQ(unitPaths(findUnits(c.graph, c.shapes)),
+            (std::vector<std::string>{"transformer.wte", "transformer.wpe", "transformer.drop",
+                                      "transformer.h.0", "transformer.h.1", "transformer.h.2",
+                                      "transformer.ln_f", "lm_head"}));
+}
+
+TEST(Units, CountParametersAndFlops) {
+  const Captured c = capture(test::builtinConfig("mlp", 2));
+  const auto units = findUnits(c.graph, c.shapes);
+  ASSERT_EQ(unitPaths(units), (std::vector<std::string>{"layers.0", "layers.1", "norm", "head"}));
+  const int64_t d = 32, h = 4 * 32;
+  EXPECT_EQ(units[0].num_params, 2 * d + (d * h + h) + (h * d + d));
+  EXPECT_EQ(units[3].num_params, d * d + d);
+  // head: (2, 16, 32) x (32 -> 32) = 2 * 2*16*32 * 32
+  EXPECT_DOUBLE_EQ(units[3].flops, 2.0 * 2 * 16 * 32 * 32);
+}
+
+TEST(Balance, PartitionMatchesBruteForce) {
+  std::mt19937 rng(1);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = 1 + rng() % 9, parts = 1 + rng() % n;
+    std::vector<double> costs(n);
+    for (double& c : costs) c = static_cast<double>(rng() % 20);
+    const auto starts = balancedPartition(costs, parts);
+    ASSERT_EQ(starts.size(), parts - 1);
+    auto worst = [&](const std::vector<size_t>& s) {
+      double w = 0, sum = 0;
+      size_t next = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (next < s.size() && s[next] == i) {
+          w = std::max(w, sum), sum = 0, ++next;
+        }
+        sum += costs[i];
+      }
+      return std::max(w, sum);
+    };
+    // Brute force over all sets of parts-1 cut positions in [1, n).
+    double best = std::numeric_limits<double>::infinity();
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      if (mask & 1u || static_cast<size_t>(__builtin_popcount(mask)) != parts - 1) continue;
+      std::vector<size_t> s;
+      for (size_t i = 1; i < n; ++i) {
+        if (mask >> i & 1u) s.push_back(i);
+      }
+      best = std::min(best, worst(s));
+    }
+    for (size_t i = 0; i < starts.size(); ++i) {
+      ASSERT_GT(starts[i], i == 0 ? 0 : starts[i - 1]) << "non-empty parts";
+    }
+    EXPECT_EQ(worst(starts), best) << "trial " << trial;
+  }
+}
+
+TEST(SplitPoints, StagesStartAtTheNamedModules) {
+  const Captured c = capture(test::builtinConfig("gpt", 4));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"layers.2", "layers.1"};  // any order
+  EXPECT_EQ(stageModules(c, pipeline),
+            (std::vector<std::vector<std::string>>{{"wte", "wpe", "layers.0"},
+                                                   {"layers.1"},
+                                                   {"layers.2", "layers.3", "ln_f", "lm_head"}}));
+}
+
+TEST(SplitPoints, APrefixNamesItsFirstModule) {
+  const Captured c = capture(test::builtinConfig("gpt", 2));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"layers"};
+  EXPECT_EQ(stageModules(c, pipeline),
+            (std::vector<std::vector<std::string>>{
+                {"wte", "wpe"}, {"layers.0", "layers.1", "ln_f", "lm_head"}}));
+}
+
+TEST(SplitPoints, ADeeperModuleRefinesItsBlock) {
+  const Captured c = capture(test::builtinConfig("gpt", 2));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"layers.1.mlp"};
+  const auto modules = stageModules(c, pipeline);
+  ASSERT_EQ(modules.size(), 2u);
+  EXPECT_EQ(modules[0], (std::vector<std::string>{"wte", "wpe", "layers.0", "layers.1.ln1",
+                                                  "layers.1.attn", "layers.1.ln2"}));
+  EXPECT_EQ(modules[1], (std::vector<std::string>{"layers.1.mlp", "ln_f", "lm_head"}));
+  // Inside a block two tensors cross: the residual stream and the normalized input.
+  const StagePlan plan = planStages(c.graph, c.shapes, pipeline);
+  const auto stages = extractStages(c.graph, plan, c.shapes);
+  EXPECT_EQ(stages[1].inputs.size(), 2u);
+}
+
+TEST(SplitPoints, ErrorsNameTheProblem) {
+  const Captured c = capture(test::builtinConfig("gpt", 2));
+  PipelineConfig unknown;
+  unknown.split_points = {"layer.1"};
+  const std::string listed = errorOf([&] { planStages(c.graph, c.shapes, unknown); });
+  EXPECT_NE(listed.find("'layer.1'"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("wte, wpe, layers.0, layers.1, ln_f, lm_head"), std::string::npos)
+      << listed;
+
+  PipelineConfig first;
+  first.split_points = {"wte"};
+  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, first); }).find("stage 0 would be empty"),
+            std::string::npos);
+
+  PipelineConfig twice;
+  twice.split_points = {"layers.1", "layers.1.ln1"};
+  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, twice); }).find("start the same stage"),
+            std::string::npos);
+
+  PipelineConfig too_many;
+  too_many.stages = 7;
+  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, too_many); })
+                .find("only 6 splittable units"),
+            std::string::npos);
+}
+
+TEST(Extract, SkipConnectionIsForwardedThroughMiddleStages) {
+  const Captured c = capture(test::fixtureConfig("unet.pt"));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"down2", "up2"};
+  const auto stages =
+      extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  ASSERT_EQ(stages.size(), 3u);
+  // stem's output (the long skip) is made in stage 0 and consumed in stage 2.
+  auto carries = [](const std::vector<BoundaryTensor>& ts, const std::string& prefix) {
+    for (const auto& t : ts) {
+      if (t.name.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(carries(stages[0].outputs, "stem/"));
+  EXPECT_TRUE(carries(stages[1].inputs, "stem/"));
+  EXPECT_TRUE(carries(stages[1].outputs, "stem/")) << "passed through stage 1";
+  EXPECT_TRUE(carries(stages[2].inputs, "stem/"));
+}
+
+TEST(Extract, SizesCrossAsSmallTensorsNotActivations) {
+  const Captured c = capture(test::fixtureConfig("hf_gpt2.pt"));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"transformer.h.1"};
+  const auto stages =
+      extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  int activations = 0, sizes = 0;
+  for (const BoundaryTensor& t : stages[1].inputs) {
+    (t.metadata ? sizes : activations) += 1;
+    if (t.metadata) {
+      EXPECT_EQ(t.meta.dtype, at::kLong);
+      EXPECT_LE(t.meta.sizes.size(), 1u);
+    }
+  }
+  EXPECT_EQ(activations, 1) << "only the hidden state crosses as an activation";
+  EXPECT_GE(sizes, 1) << "output_shape is rebuilt from sizes read in stage 0";
+}
+
+TEST(Extract, RejectsAValueThatDependsOnTensorData) {
+  const Captured c = capture(test::fixtureConfig("data_dependent.pt"));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"second"};
+  const std::string error =
+      errorOf([&] { extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes); });
+  EXPECT_NE(error.find("depends on tensor data"), std::string::npos) << error;
+  EXPECT_NE(error.find("stage 1"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace ppstage
