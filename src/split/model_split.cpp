@@ -1,6 +1,8 @@
 // See include/ppstage/split/model_split.h.
 #include "ppstage/split/model_split.h"
 
+#include <chrono>
+
 #include "ppstage/core/error.h"
 #include "ppstage/graph/value_shapes.h"
 
@@ -22,9 +24,30 @@ std::string dtypeName(at::ScalarType dtype) {
   }
 }
 
+namespace {
+
+class Stopwatch {
+ public:
+  // Seconds since the last lap (or construction).
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return seconds;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 ModelSplit splitModel(const Config& config) {
-  ModelSplit split{loadModel(config.model, config.train), {}, {}, {}, {}, {}};
+  Stopwatch watch;
+  ModelSplit split{loadModel(config.model, config.train), {}, {}, {}, {}, {}, {}};
+  split.timings.load_s = watch.lap();
   split.graph = captureModel(split.model.module);
+  split.timings.capture_s = watch.lap();
   split.example_input = makeExampleInput(split.model.input, config.train.batch_size,
                                          static_cast<uint64_t>(config.train.seed));
   ValueShapes shapes;
@@ -36,9 +59,12 @@ ModelSplit splitModel(const Config& config) {
         split.model.input.dtype), ", shape set by --model.input_shape/--model.input_dtype): ",
         what.substr(0, what.find('\n'))));
   }
+  split.timings.shapes_s = watch.lap();
   split.plan = planStages(split.graph, shapes, config.pipeline);
+  split.timings.plan_s = watch.lap();
   split.stages = extractStages(split.graph, split.plan, shapes);
   split.ties = findTiedParameters(split.graph, split.stages);
+  split.timings.extract_s = watch.lap();
   return split;
 }
 

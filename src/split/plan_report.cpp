@@ -42,9 +42,11 @@ std::pair<std::string, long> indexed(const std::string& path) {
   return {path.substr(0, path.size() - tail.size()), std::stol(tail)};
 }
 
-// "wte, wpe, layers.0, layers.1, layers.2" -> "wte, wpe, layers.0..2"
-std::string compactModules(const std::vector<std::string>& modules) {
-  std::ostringstream out;
+// "wte, wpe, layers.0, layers.1, layers.2" -> "wte, wpe, layers.0..2", wrapped into lines
+// of about `width` characters.
+std::vector<std::string> compactModules(const std::vector<std::string>& modules,
+                                        size_t width = 40) {
+  std::vector<std::string> items;
   for (size_t i = 0; i < modules.size();) {
     const auto [prefix, first] = indexed(modules[i]);
     size_t j = i + 1;
@@ -52,11 +54,17 @@ std::string compactModules(const std::vector<std::string>& modules) {
            indexed(modules[j]) == std::make_pair(prefix, first + static_cast<long>(j - i))) {
       ++j;
     }
-    out << (i ? ", " : "") << modules[i];
-    if (j - i > 1) out << ".." << first + static_cast<long>(j - i - 1);
+    items.push_back(modules[i]);
+    if (j - i > 1) items.back() += ".." + std::to_string(first + static_cast<long>(j - i - 1));
     i = j;
   }
-  return out.str();
+  std::vector<std::string> lines{""};
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string item = items[i] + (i + 1 < items.size() ? "," : "");
+    if (!lines.back().empty() && lines.back().size() + 1 + item.size() > width) lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + item;
+  }
+  return lines;
 }
 
 std::string tensorText(const BoundaryTensor& t) {
@@ -155,13 +163,21 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
     for (const BoundaryTensor& t : stage.inputs) inputs.push_back(tensorText(t));
     for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorText(t));
     rows.push_back({{std::to_string(stage.index)},
-                    {compactModules(stage.modules)},
+                    compactModules(stage.modules),
                     {humanCount(static_cast<double>(stage.numParams()))},
                     {humanCount(stage.flops)},
                     inputs,
                     outputs});
   }
   printTable(out, {"stage", "modules", "params", "FLOPs", "inputs", "outputs"}, rows);
+  const SplitTimings& t = split.timings;
+  char timing[200];
+  std::snprintf(timing, sizeof timing,
+                "\nsplit in %.2f s: load %.2f, capture %.2f, example run %.2f, plan %.2f, "
+                "extract %.2f\n",
+                t.load_s + t.capture_s + t.shapes_s + t.plan_s + t.extract_s, t.load_s,
+                t.capture_s, t.shapes_s, t.plan_s, t.extract_s);
+  out << timing;
   if (split.ties.empty()) return;
   out << "\ntied parameters (one tensor, a copy per stage, kept equal by the runtime):\n";
   for (const TiedParameter& tie : split.ties) {
@@ -198,7 +214,12 @@ std::string planToJson(const ModelSplit& split) {
       {"num_params", totalParams(split.graph)},
       {"units", units},
       {"stages", stages},
-      {"tied_parameters", ties}};
+      {"tied_parameters", ties},
+      {"timings_s", {{"load", split.timings.load_s},
+                     {"capture", split.timings.capture_s},
+                     {"example_run", split.timings.shapes_s},
+                     {"plan", split.timings.plan_s},
+                     {"extract", split.timings.extract_s}}}};
   return plan.dump(2);
 }
 

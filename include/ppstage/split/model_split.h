@@ -15,6 +15,15 @@
 
 namespace ppstage {
 
+// Wall time of each step of splitModel(), in seconds.
+struct SplitTimings {
+  double load_s = 0;     // build the built-in model or load the file
+  double capture_s = 0;  // inline, lift, simplify
+  double shapes_s = 0;   // run the example input once
+  double plan_s = 0;     // units and balance
+  double extract_s = 0;  // stage graphs and parameter copies
+};
+
 struct ModelSplit {
   LoadedModel model;
   ModelGraph graph;
@@ -22,6 +31,7 @@ struct ModelSplit {
   StagePlan plan;
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
+  SplitTimings timings;
 };
 
 // Loads (or builds) the model of `config`, captures it and cuts it into stages.

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Benchmarks whose figures go to docs/benchmarks.md, printed as markdown table rows.
+#   scripts/bench.sh split     time of `ppstage split` (best of 3) for GPTs of growing depth
+# Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${PPSTAGE_BUILD_DIR:-build}
+ppstage="$build/src/ppstage"
+what=${1:-split}
+
+bench_split() {
+  echo "| model | layers | total s | load | capture | example run | plan | extract | peak RSS MB |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for layers in 8 32 96; do
+    best=""
+    for _ in 1 2 3; do
+      json=$(/usr/bin/time -f "%M" -o /tmp/ppstage_bench_rss "$ppstage" split --model.layers "$layers" \
+        --model.d_model 256 --model.heads 4 --model.seq_len 128 --train.batch_size 8 \
+        --pipeline.stages 4 --json)
+      row=$(echo "$json" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["timings_s"]
+keys = ["load", "capture", "example_run", "plan", "extract"]
+print(" | ".join(["%.2f" % sum(t.values())] + ["%.3f" % t[k] for k in keys]))')
+      rss=$(( $(cat /tmp/ppstage_bench_rss) / 1024 ))
+      total=${row%% *}
+      if [[ -z "$best" ]] || awk "BEGIN{exit !($total < ${best%% *})}"; then best="$row | $rss"; fi
+    done
+    echo "| gpt d256 seq128 batch8 | $layers | $best |"
+  done
+}
+
+case "$what" in
+  split) bench_split ;;
+  *) echo "usage: scripts/bench.sh split" >&2; exit 2 ;;
+esac
