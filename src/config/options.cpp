@@ -104,8 +104,8 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
      po::value<std::string>()->default_value("")->notifier([&m](const std::string& text) {
        m.input_shape = parseShape("model.input_shape", text);
      }),
-     "example input shape for a model file, batch first (e.g. 8,4,32); "
-     "empty: (train.batch_size, model.seq_len)");
+     "example input shape for a model file, batch first (e.g. 8,4,32); the batch size used "
+     "is --train.batch_size; empty: (train.batch_size, model.seq_len)");
   desc.add(section);
 }
 

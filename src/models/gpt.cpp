@@ -93,9 +93,7 @@ def forward(self, idx):
     pos = torch.arange(idx.size(1), device=idx.device)
     x = self.wte.forward(idx) + self.wpe.forward(pos)
 )";
-  for (int64_t i = 0; i < layers; ++i) {
-    source += "    x = getattr(self.layers, \"" + std::to_string(i) + "\").forward(x)\n";
-  }
+  source += layers::callEachInTurn("layers", layers);
   source += "    return self.lm_head.forward(self.ln_f.forward(x))\n";
   return source;
 }

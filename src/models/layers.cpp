@@ -11,6 +11,14 @@ at::Tensor normalInit(const std::vector<int64_t>& shape, double std, at::Generat
   return at::empty(shape, at::kFloat).normal_(0.0, std, gen);
 }
 
+std::string callEachInTurn(const std::string& list, int64_t count) {
+  std::string lines;
+  for (int64_t i = 0; i < count; ++i) {
+    lines += "    x = getattr(self." + list + ", \"" + std::to_string(i) + "\").forward(x)\n";
+  }
+  return lines;
+}
+
 torch::jit::Module linear(ScriptModuleBuilder& builder, int64_t in, int64_t out,
                           at::Generator& gen) {
   return builder.make(

@@ -5,6 +5,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <string>
 #include <vector>
 
 #include "ppstage/models/script_module_builder.h"
@@ -26,6 +27,10 @@ torch::jit::Module feedForward(ScriptModuleBuilder& builder, int64_t d, int64_t 
 // calls its items as getattr(self.layers, "3").forward(x).
 torch::jit::Module moduleList(ScriptModuleBuilder& builder,
                               const std::vector<torch::jit::Module>& items);
+
+// TorchScript lines `    x = getattr(self.<list>, "<i>").forward(x)` for i in [0, count):
+// what a scripted `for layer in self.<list>: x = layer(x)` unrolls to.
+std::string callEachInTurn(const std::string& list, int64_t count);
 
 // A parameter tensor drawn from N(0, std), reproducible from `gen`.
 at::Tensor normalInit(const std::vector<int64_t>& shape, double std, at::Generator& gen);

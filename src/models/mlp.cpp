@@ -29,9 +29,7 @@ def forward(self, x):
 
 std::string mlpForward(int64_t layers) {
   std::string source = "\ndef forward(self, x):\n    # x: (B, T, d) -> (B, T, d)\n";
-  for (int64_t i = 0; i < layers; ++i) {
-    source += "    x = getattr(self.layers, \"" + std::to_string(i) + "\").forward(x)\n";
-  }
+  source += layers::callEachInTurn("layers", layers);
   source += "    return self.head.forward(self.norm.forward(x))\n";
   return source;
 }

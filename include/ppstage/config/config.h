@@ -22,8 +22,9 @@ struct ModelConfig {
   int64_t seq_len = 32;
   int64_t mlp_ratio = 4;     // hidden width of every MLP = mlp_ratio * d_model
   bool tie_embeddings = true;  // gpt: LM head shares the token embedding's weight
-  // Example input for a model file: dtype and shape with the batch dimension first.
-  // Empty shape means (train.batch_size, seq_len), token ids below vocab_size.
+  // Example input for a model file: dtype and shape with the batch dimension first (its
+  // size is always train.batch_size). Empty shape means (train.batch_size, seq_len), token
+  // ids below vocab_size.
   std::string input_dtype = "int64";
   std::vector<int64_t> input_shape;
 };
