@@ -14,11 +14,14 @@ struct Command {
 };
 
 int splitMain(int argc, const char* const* argv);
+int benchCommMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
     {"split", "cut a model into pipeline stages and print the plan (table or --json)",
      splitMain},
+    {"bench-comm", "MPI point-to-point latency and bandwidth against raw MPI (mpirun -np 2)",
+     benchCommMain},
 };
 
 }  // namespace ppstage::cli

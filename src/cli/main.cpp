@@ -1,6 +1,7 @@
 // ppstage's entry point: picks the subcommand and is the one place that decides the
 // process's fate. Library code throws; here every error becomes one line
-// `ppstage: error: ...` on stderr and a non-zero exit (2 for bad input, 1 for anything else).
+// `ppstage: error: ...` on stderr and a non-zero exit (2 for bad input, 1 for anything
+// else), and under MPI the end of every rank (failJob).
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
 
 namespace {
@@ -22,16 +24,6 @@ void printUsage(std::ostream& out) {
     out << "  " << command.name << "  " << command.summary << "\n";
   }
   out << "\n`ppstage <command> --help` lists a command's options.\n";
-}
-
-// One line, whatever the message held.
-int fail(const std::string& message, int code) {
-  std::string line = message;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  std::cerr << "ppstage: error: " << line << std::endl;
-  return code;
 }
 
 }  // namespace
@@ -53,15 +45,15 @@ int main(int argc, char** argv) {
     known += (known.empty() ? "" : ", ") + std::string(candidate.name);
   }
   if (command == nullptr) {
-    return fail("unknown command '" + name + "' (commands: " + known + ")", kExitBadInput);
+    ppstage::failJob("unknown command '" + name + "' (commands: " + known + ")", kExitBadInput);
   }
   try {
     return command->run(argc - 1, argv + 1);
   } catch (const ppstage::Error& e) {
-    return fail(e.what(), kExitBadInput);
+    ppstage::failJob(e.what(), kExitBadInput);
   } catch (const c10::Error& e) {
-    return fail(e.what_without_backtrace(), kExitFailure);
+    ppstage::failJob(e.what_without_backtrace(), kExitFailure);
   } catch (const std::exception& e) {
-    return fail(e.what(), kExitFailure);
+    ppstage::failJob(e.what(), kExitFailure);
   }
 }

@@ -37,6 +37,7 @@ std::set<std::string> knownConfigOptions() {
   addModelOptions(all, dummy.model);
   addPipelineOptions(all, dummy.pipeline);
   addTrainOptions(all, dummy.train);
+  addCommOptions(all, dummy.comm);
   std::set<std::string> names;
   for (const auto& option : all.options()) names.insert(option->long_name());
   return names;
@@ -135,6 +136,15 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
   desc.add(section);
 }
 
+void addCommOptions(po::options_description& desc, CommConfig& c) {
+  po::options_description section("Communication [comm]");
+  section.add_options()
+    ("comm.timeout_s", po::value(&c.timeout_s)->default_value(c.timeout_s),
+     "seconds any wait for another rank may take before the job ends with an error naming "
+     "the rank, stage and micro-batch (a dead or stuck peer)");
+  desc.add(section);
+}
+
 bool parseOptions(int argc, const char* const* argv, po::options_description& options,
                   const std::string& usage, std::ostream& out) {
   std::string config_path;
@@ -184,6 +194,10 @@ void validate(const PipelineConfig& p) {
                 " split points make ", p.split_points.size() + 1, " stages");
   PPSTAGE_CHECK(p.balance == "params" || p.balance == "flops",
                 "--pipeline.balance must be params or flops; got '", p.balance, "'");
+}
+
+void validate(const CommConfig& c) {
+  PPSTAGE_CHECK(c.timeout_s > 0, "--comm.timeout_s must be positive; got ", c.timeout_s);
 }
 
 void validate(const TrainConfig& t) {

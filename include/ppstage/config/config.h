@@ -44,10 +44,16 @@ struct TrainConfig {
   int64_t seed = 0;        // parameter initialisation and example inputs
 };
 
+// [comm]: how ranks talk.
+struct CommConfig {
+  double timeout_s = 300;  // every blocking wait gives up after this long (a dead peer)
+};
+
 struct Config {
   ModelConfig model;
   PipelineConfig pipeline;
   TrainConfig train;
+  CommConfig comm;
 };
 
 }  // namespace ppstage

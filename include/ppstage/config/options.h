@@ -21,6 +21,7 @@ namespace po = boost::program_options;
 void addModelOptions(po::options_description& desc, ModelConfig& model);
 void addPipelineOptions(po::options_description& desc, PipelineConfig& pipeline);
 void addTrainOptions(po::options_description& desc, TrainConfig& train);
+void addCommOptions(po::options_description& desc, CommConfig& comm);
 
 // Parses argv (argv[0] is the subcommand's name) into the variables bound in `options`,
 // which gets `--help` and `--config FILE` added. Returns false when --help was asked for:
@@ -33,6 +34,7 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
 void validate(const ModelConfig& model);
 void validate(const PipelineConfig& pipeline);
 void validate(const TrainConfig& train);
+void validate(const CommConfig& comm);
 
 // Splits "a,b,,c" into {"a", "b", "c"} (whitespace trimmed, empty items dropped).
 std::vector<std::string> splitList(const std::string& text);

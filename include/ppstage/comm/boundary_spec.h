@@ -1,0 +1,71 @@
+// What crosses a pipeline boundary, as both neighbours must agree on it before the first
+// step: how many tensors, their dtypes, their shapes as functions of the micro-batch size.
+//
+// Each pair of neighbouring stages exchanges its BoundarySpec once (the sender its
+// outputs, the receiver its inputs) and checks them; receive buffers are then allocated
+// once per micro-batch size from the spec.
+//
+// Wire format (text, versioned): "ppstage-boundary 1 <stage> <count>\n" then one line per
+// tensor: name, dtype, requires_grad, dims as "<per_sample>b+<fixed>" or "<fixed>". A dim
+// may be marked dynamic ("?"): reserved for per-message shapes (variable sequence length),
+// which version 1 does not send.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace ppstage {
+
+class Communicator;
+
+// One dimension as a function of the micro-batch size b: per_sample * b + fixed.
+// A batch dimension is {1, 0}; a flattened (batch * seq) one {seq, 0}; others {0, size}.
+struct DimSpec {
+  int64_t per_sample = 0;
+  int64_t fixed = 0;
+  bool dynamic = false;  // reserved: size sent with every message (not in version 1)
+
+  int64_t at(int64_t batch) const { return per_sample * batch + fixed; }
+  bool operator==(const DimSpec& o) const {
+    return per_sample == o.per_sample && fixed == o.fixed && dynamic == o.dynamic;
+  }
+};
+
+struct TensorSpec {
+  std::string name;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<DimSpec> dims;
+  bool requires_grad = false;
+
+  std::vector<int64_t> sizes(int64_t batch) const;
+  std::string describe() const;  // "x.5 [b, 32, 64] float32 grad"
+  bool operator==(const TensorSpec& o) const {
+    return name == o.name && dtype == o.dtype && dims == o.dims &&
+           requires_grad == o.requires_grad;
+  }
+};
+
+struct BoundarySpec {
+  int stage = 0;  // the boundary in front of this stage (between stage-1 and stage)
+  std::vector<TensorSpec> tensors;
+
+  std::string describe() const;  // "2 tensors: a [b, 4] float32, n [] int64"
+  std::string serialize() const;
+  // Throws ppstage::Error on text that is not a version-1 BoundarySpec.
+  static BoundarySpec deserialize(const std::string& text);
+  bool operator==(const BoundarySpec& o) const { return stage == o.stage && tensors == o.tensors; }
+};
+
+// Before the first step, on both ranks of the boundary in front of `mine.stage`: sends
+// `mine` to `peer`, receives the peer's, and throws ppstage::Error on both ranks when they
+// differ, naming both stages, both ranks and both descriptions. `sender_side` is true on the
+// rank that runs stage-1 (whose outputs `mine` describes). Blocking, with the timeout.
+void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine,
+                          bool sender_side);
+
+// One receive buffer per tensor for a micro-batch of `batch` samples.
+std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch);
+
+}  // namespace ppstage

@@ -1,0 +1,43 @@
+// Message tags: what a point-to-point message carries, as a typed value.
+//
+// A tag names the kind of payload, the pipeline boundary it crosses, the micro-batch and
+// the tensor's index within the boundary, so that messages between the same pair of ranks
+// can be posted and arrive in any order and still never be confused. Communicators encode
+// it into the transport's integer tag; nothing else handles bare integers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ppstage {
+
+enum class MessageKind : uint8_t {
+  kActivation = 0,  // forward: stage-1's output -> stage's input
+  kGradient = 1,    // backward: gradient of stage's input -> stage-1
+  kMetadata = 2,    // boundary descriptions exchanged before the first step
+  kControl = 3,     // tests, benchmarks, anything outside the pipeline's data flow
+};
+
+const char* toString(MessageKind kind);
+
+struct MessageTag {
+  MessageKind kind = MessageKind::kControl;
+  int stage = 0;       // the boundary in front of this stage (between stage-1 and stage)
+  int microbatch = 0;
+  int tensor = 0;      // index of the tensor within the boundary
+
+  // Field ranges that fit a 31-bit tag (every MPI allows at least 2^15; Open MPI 2^31-1).
+  static constexpr int kMaxStage = (1 << 7) - 1;
+  static constexpr int kMaxMicrobatch = (1 << 14) - 1;
+  static constexpr int kMaxTensor = (1 << 7) - 1;
+
+  // Throws ppstage::Error when a field is out of range.
+  int encode() const;
+  static MessageTag decode(int encoded);
+  // "activation 1 of stage 3, micro-batch 5"
+  std::string describe() const;
+
+  bool operator==(const MessageTag& other) const { return encode() == other.encode(); }
+};
+
+}  // namespace ppstage

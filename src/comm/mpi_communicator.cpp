@@ -1,0 +1,312 @@
+// See include/ppstage/comm/mpi_communicator.h.
+//
+// Tensors travel as raw bytes (MPI_BYTE), so every dtype round-trips bitwise; non-contiguous
+// tensors are packed into a contiguous copy on send and unpacked after the receive
+// completes. All-reduce sums one flat buffer per dtype with MPI_Iallreduce. Every wait
+// polls MPI_Test under the handle's mutex until done or the timeout, so a dead peer ends in
+// a CommError instead of a hang.
+#include "ppstage/comm/mpi_communicator.h"
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "ppstage/comm/mpi_session.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::mutex mutex;  // See Note [MPI thread level]
+  ~Handle() {
+    if (comm != MPI_COMM_NULL && mpiActive()) MPI_Comm_free(&comm);
+  }
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string mpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, length);
+}
+
+void checkMpi(int code, const char* call) {
+  if (code != MPI_SUCCESS) {
+    throw CommError(detail::concat("rank ", mpiWorldRank(), ": ", call, " failed: ",
+                                   mpiErrorText(code)));
+  }
+}
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  return detail::concat(static_cast<double>(timeout.count()) / 1000.0, " s");
+}
+
+// Polls `request` until it completes or `timeout` passes. Spins for the first kBusy, then
+// yields between tests until kSpin: MPI moves a large message forward only inside MPI calls, so a receive must keep
+// testing while the bytes flow; after that it sleeps between tests, as a rank waiting for
+// a slow peer should not burn its core.
+// `what` describes the operation for error messages ("waiting to receive ... from rank 1");
+// it is only called on failure, keeping string formatting off the fast path.
+template <typename Describe>
+MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
+                       std::chrono::milliseconds timeout, const Describe& what) {
+  constexpr auto kBusy = std::chrono::milliseconds(1);
+  constexpr auto kSpin = std::chrono::milliseconds(100);
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  MPI_Status status;
+  for (;;) {
+    int done = 0;
+    int code = MPI_SUCCESS;
+    {
+      std::lock_guard<std::mutex> lock(handle.mutex);
+      code = MPI_Test(&request, &done, &status);
+    }
+    if (code != MPI_SUCCESS) {
+      throw CommError(detail::concat("rank ", mpiWorldRank(), " ", what(), ": ",
+                                     mpiErrorText(code)));
+    }
+    if (done) return status;
+    const auto now = Clock::now();
+    if (now > deadline) {
+      throw CommError(detail::concat("timed out after ", seconds(timeout), ": rank ",
+                                     mpiWorldRank(), " ", what(), "; is that rank alive? ",
+                                     "(--comm.timeout_s sets the limit)"));
+    }
+    if (now - start < kBusy) {
+      continue;
+    }
+    if (now - start < kSpin) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+int byteCount(const at::Tensor& t, const MessageTag& tag) {
+  const auto bytes = t.numel() * static_cast<int64_t>(t.element_size());
+  PPSTAGE_CHECK(bytes <= INT_MAX, tag.describe(), " is ", bytes, " bytes; MPI messages are ",
+                "limited to ", INT_MAX, " bytes");
+  return static_cast<int>(bytes);
+}
+
+class MpiWork final : public Work {
+ public:
+  // A send of `buffer` to `peer`, or (with `destination`) a receive from `peer` into
+  // `buffer`, then copied to `destination` when that is another tensor.
+  MpiWork(std::shared_ptr<MpiCommunicator::Handle> handle, at::Tensor buffer,
+          at::Tensor destination, int peer, MessageTag tag)
+      : handle_(std::move(handle)), buffer_(std::move(buffer)),
+        destination_(std::move(destination)), peer_(peer), tag_(tag) {}
+
+  ~MpiWork() override {
+    if (done_ || !mpiActive()) return;
+    // Abandoned (after a timeout): cancel and keep the buffer alive for good, as MPI may
+    // still write to it.
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    MPI_Cancel(&request_);
+    MPI_Request_free(&request_);
+    static std::vector<at::Tensor>* abandoned = new std::vector<at::Tensor>();
+    abandoned->push_back(buffer_);
+  }
+
+  MPI_Request* request() { return &request_; }
+
+  bool isCompleted() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Status status;
+    {
+      std::lock_guard<std::mutex> lock(handle_->mutex);
+      checkMpi(MPI_Test(&request_, &flag, &status), "MPI_Test");
+    }
+    if (flag) finish(status);
+    return done_;
+  }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (done_) return;
+    finish(waitRequest(*handle_, request_, timeout, [this] { return what(); }));
+  }
+
+ private:
+  void finish(const MPI_Status& status) {
+    done_ = true;
+    if (!destination_.defined()) return;  // a send
+    int received = 0;
+    MPI_Get_count(&status, MPI_BYTE, &received);
+    const auto expected = buffer_.numel() * static_cast<int64_t>(buffer_.element_size());
+    if (received != expected) {
+      throw CommError(detail::concat("rank ", mpiWorldRank(), " ", what(), ": got ", received,
+                                     " bytes, expected ", expected));
+    }
+    if (!destination_.is_same(buffer_)) destination_.copy_(buffer_);
+  }
+
+  std::string what() const {
+    return destination_.defined()
+               ? detail::concat("waiting to receive ", tag_.describe(), " from rank ", peer_)
+               : detail::concat("sending ", tag_.describe(), " to rank ", peer_);
+  }
+
+  std::shared_ptr<MpiCommunicator::Handle> handle_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  at::Tensor buffer_;       // contiguous bytes on the wire
+  at::Tensor destination_;  // receives only: where the bytes go
+  int peer_;
+  MessageTag tag_;
+  bool done_ = false;
+};
+
+MPI_Datatype mpiType(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    default: break;
+  }
+  PPSTAGE_CHECK(false, "all-reduce of ", c10::toString(dtype), " tensors is not supported");
+  return MPI_DATATYPE_NULL;
+}
+
+// Half-precision types have no MPI sum: they are reduced in float32.
+at::ScalarType wireType(at::ScalarType dtype) {
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+}  // namespace
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(CommOptions options) {
+  PPSTAGE_CHECK(mpiActive(), "MPI is not initialized (start ppstage through an MpiSession)");
+  auto handle = std::make_shared<Handle>();
+  checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &handle->comm), "MPI_Comm_dup");
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(handle), options));
+}
+
+MpiCommunicator::MpiCommunicator(std::shared_ptr<Handle> handle, CommOptions options)
+    : Communicator(options), handle_(std::move(handle)) {
+  MPI_Comm_set_errhandler(handle_->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(handle_->comm, &rank_);
+  MPI_Comm_size(handle_->comm, &size_);
+  int* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+  const int largest = MessageTag{MessageKind::kControl, MessageTag::kMaxStage,
+                                 MessageTag::kMaxMicrobatch, MessageTag::kMaxTensor}.encode();
+  PPSTAGE_CHECK(found && *tag_ub >= largest, "this MPI's largest tag (",
+                found ? *tag_ub : -1, ") is below ppstage's ", largest);
+}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
+std::shared_ptr<Work> MpiCommunicator::send(const at::Tensor& tensor, int dst, MessageTag tag) {
+  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI sends CPU tensors; got ",
+                          tensor.device());
+  at::Tensor buffer = tensor.contiguous();
+  auto work = std::make_shared<MpiWork>(handle_, buffer, at::Tensor(), dst, tag);
+  std::lock_guard<std::mutex> lock(handle_->mutex);
+  checkMpi(MPI_Isend(buffer.data_ptr(), byteCount(buffer, tag), MPI_BYTE, dst, tag.encode(),
+                     handle_->comm, work->request()),
+           "MPI_Isend");
+  return work;
+}
+
+std::shared_ptr<Work> MpiCommunicator::recv(const at::Tensor& tensor, int src, MessageTag tag) {
+  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI receives CPU tensors; got ",
+                          tensor.device());
+  at::Tensor buffer = tensor.is_contiguous() ? tensor : at::empty_like(tensor).contiguous();
+  auto work = std::make_shared<MpiWork>(handle_, buffer, tensor, src, tag);
+  std::lock_guard<std::mutex> lock(handle_->mutex);
+  checkMpi(MPI_Irecv(buffer.data_ptr(), byteCount(buffer, tag), MPI_BYTE, src, tag.encode(),
+                     handle_->comm, work->request()),
+           "MPI_Irecv");
+  return work;
+}
+
+void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : group) flat.push_back(t.reshape({-1}));
+    at::Tensor buffer = at::cat(flat).to(wireType(dtype)).contiguous();
+    PPSTAGE_CHECK(buffer.numel() <= INT_MAX, "all-reduce of ", buffer.numel(),
+                  " elements is above MPI's limit of ", INT_MAX);
+    MPI_Request request = MPI_REQUEST_NULL;
+    {
+      std::lock_guard<std::mutex> lock(handle_->mutex);
+      checkMpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()),
+                              mpiType(buffer.scalar_type()), MPI_SUM, handle_->comm, &request),
+               "MPI_Iallreduce");
+    }
+    waitRequest(*handle_, request, options().timeout, [&] {
+      return detail::concat("in an all-reduce of ", group.size(), " tensors over ", size_,
+                            " ranks");
+    });
+    int64_t offset = 0;
+    for (const at::Tensor& t : group) {
+      t.copy_(buffer.slice(0, offset, offset + t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+void MpiCommunicator::broadcast(std::string& bytes, int root) {
+  uint64_t length = bytes.size();
+  MPI_Request request = MPI_REQUEST_NULL;
+  const auto what = [root] { return detail::concat("in a broadcast from rank ", root); };
+  {
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    checkMpi(MPI_Ibcast(&length, 1, MPI_UINT64_T, root, handle_->comm, &request), "MPI_Ibcast");
+  }
+  waitRequest(*handle_, request, options().timeout, what);
+  PPSTAGE_CHECK(length <= INT_MAX, "broadcast of ", length, " bytes is above MPI's limit");
+  bytes.resize(length);
+  if (length == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    checkMpi(MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, handle_->comm,
+                        &request),
+             "MPI_Ibcast");
+  }
+  waitRequest(*handle_, request, options().timeout, what);
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    checkMpi(MPI_Ibarrier(handle_->comm, &request), "MPI_Ibarrier");
+  }
+  waitRequest(*handle_, request, options().timeout, [] { return std::string("in a barrier"); });
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  auto handle = std::make_shared<Handle>();
+  {
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    checkMpi(MPI_Comm_split(handle_->comm, color, key, &handle->comm), "MPI_Comm_split");
+  }
+  return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(handle), options()));
+}
+
+void MpiCommunicator::abort(int exit_code) {
+  MPI_Abort(handle_->comm, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace ppstage

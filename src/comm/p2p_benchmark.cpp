@@ -1,0 +1,89 @@
+// See include/ppstage/comm/p2p_benchmark.h.
+#include "ppstage/comm/p2p_benchmark.h"
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "ppstage/comm/mpi_communicator.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr MessageTag kPing{MessageKind::kControl, 0, 0, 0};
+constexpr int kRawTag = 77;
+
+// Seconds for `n` ping-pongs through the Communicator.
+double oursPingPong(Communicator& comm, const at::Tensor& buffer, int n) {
+  const auto start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (comm.rank() == 0) {
+      comm.sendSync(buffer, 1, kPing);
+      comm.recvSync(buffer, 1, kPing);
+    } else {
+      comm.recvSync(buffer, 0, kPing);
+      comm.sendSync(buffer, 0, kPing);
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Seconds for `n` ping-pongs of blocking MPI on the same bytes.
+double rawPingPong(MPI_Comm comm, int rank, const at::Tensor& buffer, int n) {
+  const int bytes = static_cast<int>(buffer.nbytes());
+  const auto start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (rank == 0) {
+      MPI_Send(buffer.data_ptr(), bytes, MPI_BYTE, 1, kRawTag, comm);
+      MPI_Recv(buffer.data_ptr(), bytes, MPI_BYTE, 1, kRawTag, comm, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buffer.data_ptr(), bytes, MPI_BYTE, 0, kRawTag, comm, MPI_STATUS_IGNORE);
+      MPI_Send(buffer.data_ptr(), bytes, MPI_BYTE, 0, kRawTag, comm);
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Rank 0 decides; everyone learns it.
+int agree(MPI_Comm comm, int value) {
+  MPI_Bcast(&value, 1, MPI_INT, 0, comm);
+  return value;
+}
+
+}  // namespace
+
+std::vector<P2pBenchRow> runP2pBenchmark(MpiCommunicator& comm, const P2pBenchOptions& options) {
+  PPSTAGE_CHECK(comm.size() >= 2, "the point-to-point benchmark needs two ranks (mpirun -np 2)");
+  MPI_Comm raw = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+  const bool active = comm.rank() < 2;
+  std::vector<P2pBenchRow> rows;
+  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4) {
+    const at::Tensor buffer = at::full({bytes}, comm.rank() + 1, at::kByte);
+    // Calibrate on the raw loop so that each round takes about seconds_per_size.
+    double probe = active ? rawPingPong(raw, comm.rank(), buffer, 3) / 3 : 0;
+    const int n = agree(raw, std::clamp(static_cast<int>(options.seconds_per_size /
+                                                         std::max(probe, 1e-7)), 5, 20000));
+    P2pBenchRow row{bytes, n, 1e30, 1e30};
+    // Alternate which method goes first, so neither always runs on a warmer cache.
+    for (int round = 0; round < 2 * options.rounds; ++round) {
+      MPI_Barrier(raw);
+      if (!active) continue;
+      if ((round + round / 2) % 2 == 0) {
+        row.ours_s = std::min(row.ours_s, oursPingPong(comm, buffer, n) / (2.0 * n));
+      } else {
+        row.raw_s = std::min(row.raw_s, rawPingPong(raw, comm.rank(), buffer, n) / (2.0 * n));
+      }
+    }
+    if (comm.rank() == 0) rows.push_back(row);
+  }
+  MPI_Comm_free(&raw);
+  return rows;
+}
+
+}  // namespace ppstage

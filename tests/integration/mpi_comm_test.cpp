@@ -1,0 +1,113 @@
+// MpiCommunicator under mpirun with 2 and 4 ranks (tests/CMakeLists.txt runs both).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "ppstage/comm/boundary_spec.h"
+#include "ppstage/comm/mpi_communicator.h"
+#include "ppstage/comm/topology.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::unique_ptr<MpiCommunicator> world() {
+  return MpiCommunicator::world(CommOptions{milliseconds(30000)});
+}
+
+// Deterministic tensors that depend on `seed` only: any rank can compute another's.
+std::vector<at::Tensor> samples(int seed) {
+  at::manual_seed(seed);
+  return {at::randn({3, 5}), at::randn({4, 6}).to(at::kBFloat16),
+          at::randint(-(int64_t{1} << 40), int64_t{1} << 40, {7}, at::kLong),
+          at::randn({6, 4}).t(), at::empty({0})};
+}
+
+TEST(MpiComm, RoundTripsAroundARingAreBitwiseExact) {
+  auto comm = world();
+  const int next = (comm->rank() + 1) % comm->size();
+  const int prev = (comm->rank() + comm->size() - 1) % comm->size();
+  const auto mine = samples(comm->rank());
+  const auto theirs = samples(prev);
+  std::vector<std::shared_ptr<Work>> sends;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    sends.push_back(comm->send(mine[i], next, {MessageKind::kActivation, 1, 2, static_cast<int>(i)}));
+  }
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    at::Tensor got = i == 3 ? at::empty({6, 4}).t() : at::empty_like(theirs[i]);
+    comm->recvSync(got, prev, {MessageKind::kActivation, 1, 2, static_cast<int>(i)});
+    EXPECT_TRUE(at::equal(got, theirs[i])) << "tensor " << i << " from rank " << prev;
+  }
+  for (auto& w : sends) w->wait(milliseconds(30000));
+}
+
+TEST(MpiComm, ManyMessagesInFlightArriveMatchedByTag) {
+  constexpr int kMessages = 100;
+  auto comm = world();
+  const int peer = comm->rank() ^ 1;  // pairs (0,1), (2,3)
+  if (peer >= comm->size()) return;
+  std::vector<std::shared_ptr<Work>> sends, recvs(kMessages);
+  std::vector<at::Tensor> got(kMessages);
+  for (int mb = kMessages - 1; mb >= 0; --mb) {  // receives posted in reverse
+    got[mb] = at::empty({1000});
+    recvs[mb] = comm->recv(got[mb], peer, {MessageKind::kGradient, 3, mb, 1});
+  }
+  for (int mb = 0; mb < kMessages; ++mb) {
+    sends.push_back(comm->send(at::full({1000}, 1000 * comm->rank() + mb, at::kFloat), peer,
+                               {MessageKind::kGradient, 3, mb, 1}));
+  }
+  for (int k = 0; k < kMessages; ++k) {
+    const int mb = (k * 37) % kMessages;
+    recvs[mb]->wait(milliseconds(30000));
+    EXPECT_TRUE(at::equal(got[mb], at::full({1000}, 1000 * peer + mb, at::kFloat))) << mb;
+  }
+  for (auto& w : sends) w->wait(milliseconds(30000));
+}
+
+TEST(MpiComm, AllReduceSumsOverDataParallelGroups) {
+  auto comm = world();
+  const int pp = comm->size() >= 4 ? 2 : 1;
+  const int dp = comm->size() / pp;
+  const Topology topo = Topology::create(comm->size(), comm->rank(), pp, dp, pp);
+  auto dp_group = comm->split(topo.dataParallelColor(), topo.dpRank());
+  ASSERT_EQ(dp_group->size(), dp);
+  at::Tensor grad = at::full({5}, comm->rank() + 1, at::kFloat);
+  at::Tensor half = at::full({3}, 0.5, at::kBFloat16);
+  dp_group->allReduceSum({grad, half});
+  float expected = 0;
+  for (int d = 0; d < dp; ++d) expected += topo.worldRank(topo.ppRank(), d) + 1;
+  EXPECT_TRUE(at::equal(grad, at::full({5}, expected, at::kFloat)));
+  EXPECT_TRUE(at::equal(half, at::full({3}, 0.5 * dp, at::kBFloat16)));
+}
+
+TEST(MpiComm, BroadcastAndBarrier) {
+  auto comm = world();
+  std::string bytes = comm->rank() == 0 ? "hello from rank 0" : "";
+  comm->broadcast(bytes, 0);
+  EXPECT_EQ(bytes, "hello from rank 0");
+  comm->barrier();
+}
+
+TEST(MpiComm, BoundaryMismatchFailsOnBothRanksNamingBoth) {
+  auto comm = world();
+  const int peer = comm->rank() ^ 1;
+  if (peer >= comm->size()) return;
+  const bool sender = comm->rank() % 2 == 0;
+  BoundarySpec mine;
+  mine.stage = 1;
+  mine.tensors.push_back({"x", at::kFloat, {{1, 0}, {0, sender ? 64 : 32}}, true});
+  try {
+    exchangeBoundarySpec(*comm, peer, mine, sender);
+    FAIL() << "expected a mismatch";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not match"), std::string::npos) << what;
+    EXPECT_NE(what.find("x [b, 64] Float grad"), std::string::npos) << what;
+    EXPECT_NE(what.find("x [b, 32] Float grad"), std::string::npos) << what;
+    EXPECT_NE(what.find("(rank " + std::to_string(comm->rank()) + ")"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ppstage
