@@ -66,6 +66,7 @@ std::string bindForwardArguments(torch::jit::Graph& graph, const c10::FunctionSc
 }
 
 bool isModule(const Value* value) {
+  if (value == nullptr) return false;
   const auto type = value->type()->cast<c10::ClassType>();
   return type && type->is_module();
 }
@@ -81,6 +82,9 @@ class AttributeLifter {
     for (auto it = block->nodes().begin(); it != block->nodes().end();) {
       Node* node = *it++;
       for (torch::jit::Block* sub : node->blocks()) run(sub);
+      // Attributes of modules only: objects of TorchScript classes made in forward keep
+      // their own prim::GetAttr / prim::SetAttr.
+      if (!isModule(node->inputs().empty() ? nullptr : node->input(0))) continue;
       PPSTAGE_CHECK(node->kind() != prim::SetAttr, "the model's forward assigns the module ",
                     "attribute '", attributePath(node), "'; ppstage needs a forward that ",
                     "leaves module state alone");
@@ -102,6 +106,7 @@ class AttributeLifter {
     const std::string& name = node->s(c10::attr::name);
     const c10::IValue value = holder.attr(name);
     Value* replacement = nullptr;
+    const int call = out_.callOf(node);
     if (value.isTensor()) {
       replacement = parameterInput(path, value.toTensor(), holder, name);
     } else {
@@ -111,8 +116,12 @@ class AttributeLifter {
                     value.type()->repr_str(), " cannot be captured (not a tensor and not a ",
                     "constant)");
       replacement = *constant;
+      // The constant stands where the attribute was read, in the same module call.
+      if (call != ModelGraph::kRootCall) out_.node_call[replacement->node()] = call;
     }
     node->output()->replaceAllUsesWith(replacement);
+    // Forget the node before destroying it: a new node may get its address.
+    out_.node_call.erase(node);
     node->destroy();
   }
 
@@ -156,8 +165,10 @@ void flattenInto(Value* value, std::vector<Value*>& outputs) {
     return;
   }
   PPSTAGE_CHECK(value->node()->kind() == prim::TupleConstruct, "the model returns a value of ",
-                "type ", value->type()->repr_str(), "; ppstage needs a tensor or a tuple of ",
-                "tensors");
+                "type ", value->type()->repr_str(), " made by ",
+                value->node()->kind().toQualString(), "; ppstage needs a tensor or a tuple of ",
+                "tensors built in forward (returned tuples cannot come from control flow that ",
+                "depends on the input)");
   for (Value* item : value->node()->inputs()) flattenInto(item, outputs);
 }
 
@@ -218,19 +229,24 @@ ModelGraph captureModel(const torch::jit::Module& module) {
 
   graph_detail::inlineCallsWithPaths(graph, out.calls, out.node_call);
   checkFullyInlined(graph.block(), out);
-  // Passes destroy nodes and make new ones that may reuse their addresses: drop the
-  // destroyed ones from node_call after each.
+  // Passes destroy nodes and make new ones that may reuse their addresses: destroyed nodes
+  // are dropped from node_call after each pass. A node a pass creates may still inherit a
+  // stale tag within that pass; only constants are made that way, and units ignore the
+  // tags of constants (see Note [Splittable units]).
   AttributeLifter(module, graph, out).run(graph.block());
-  flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
   PPSTAGE_INTERNAL_ASSERT(!graph.inputs()[0]->hasUses(), "self is still used after lifting");
   graph.eraseInput(0);
+  // Simplify before reading the outputs: a tuple returned through an `if` on a baked-in
+  // default (`if labels is not None`) is a plain TupleConstruct afterwards.
   torch::jit::LowerSimpleTuples(out.graph);
   forgetDestroyedNodes(graph.block(), out);
   torch::jit::ConstantPropagationImmutableTypes(out.graph);
   forgetDestroyedNodes(graph.block(), out);
+  flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
+  forgetDestroyedNodes(graph.block(), out);
   findTies(out);
   forgetDestroyedNodes(graph.block(), out);
   return out;

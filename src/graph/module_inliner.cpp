@@ -77,10 +77,12 @@ class CallInliner {
   // module; the caller itself for its own methods and for free functions.
   int calleeCall(Node* call_node, int caller) {
     if (call_node->kind() != prim::CallMethod) return caller;
+    // Methods of TorchScript class objects made in forward belong to the calling module.
+    const auto owner = call_node->input(0)->type()->cast<c10::ClassType>();
+    if (!owner || !owner->is_module()) return caller;
     const std::string path = modulePathOf(call_node->input(0), self_);
     if (path == calls_[caller].path) return caller;
-    const auto type = call_node->input(0)->type()->expect<c10::ClassType>();
-    calls_.push_back(ModuleCall{path, type->name() ? type->name()->qualifiedName() : "?", caller});
+    calls_.push_back(ModuleCall{path, owner->name() ? owner->name()->qualifiedName() : "?", caller});
     return static_cast<int>(calls_.size()) - 1;
   }
 

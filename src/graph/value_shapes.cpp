@@ -1,10 +1,13 @@
 // See include/ppstage/graph/value_shapes.h.
 //
-// The probe is a copy of the model graph that returns, instead of each tensor, its sizes
-// and dtype. It runs without autograd, so no activation outlives its last use and the
-// probe costs what one inference forward costs. requires_grad is then propagated
-// statically: a floating-point result of an op with an input that requires grad requires
-// grad, except through ops that cut the tape (detach).
+// A probe is a copy of the model graph that returns, instead of each top-level tensor, its
+// sizes and dtype (or whether it requires grad), so activations are freed as the probe
+// goes. Two runs:
+//   - the example batch B, without autograd: exact sizes and dtypes for the plan, at the
+//     cost of one inference forward;
+//   - a small batch b (2, or 3 when B is 2), with autograd: requires_grad as autograd itself
+//     decides it (lists, in-place writes, *_like factories all handled), and the sizes at a
+//     second batch, from which per-sample growth follows: (size(B) - size(b)) / (B - b).
 #include "ppstage/graph/value_shapes.h"
 
 #include <ATen/core/grad_mode.h>
@@ -32,33 +35,17 @@ bool isIntOrIntList(const Value* value) {
          value->type()->isSubtypeOf(*c10::ListType::ofInts());
 }
 
-bool cutsTheTape(const Node* node) {
-  static const c10::Symbol detach = c10::Symbol::fromQualString("aten::detach");
-  return node->kind() == detach;
-}
-
-// True when `node` or a node nested in it reads a value that requires grad.
-bool readsGrad(const Node* node, const ValueShapes& shapes) {
-  for (const Value* input : node->inputs()) {
-    const auto it = shapes.find(input);
-    if (it != shapes.end() && it->second.requires_grad) return true;
-  }
-  for (const torch::jit::Block* block : node->blocks()) {
-    for (const Node* inner : block->nodes()) {
-      if (readsGrad(inner, shapes)) return true;
-    }
-  }
-  return false;
-}
+enum class Asks { kDtype, kRequiresGrad };
 
 struct Probe {
   std::shared_ptr<torch::jit::Graph> graph = std::make_shared<torch::jit::Graph>();
-  // Per model value, in output order: a tensor adds two outputs (sizes, dtype), an int or
-  // List[int] one (itself).
+  // In output order: a tensor adds two outputs (sizes, then dtype or requires_grad), an int
+  // or List[int] one (itself).
   std::vector<const Value*> probed;
 };
 
-Probe buildProbe(torch::jit::Graph& model) {
+Probe buildProbe(torch::jit::Graph& model, Asks asks) {
+  static const c10::Symbol requires_grad = c10::Symbol::fromQualString("prim::requires_grad");
   Probe probe;
   torch::jit::Graph& g = *probe.graph;
   std::unordered_map<Value*, Value*> copy_of;
@@ -72,7 +59,7 @@ Probe buildProbe(torch::jit::Graph& model) {
       if (isTensor(original)) {
         probe.probed.push_back(original);
         g.registerOutput(g.insert(c10::aten::size, {value}));
-        g.registerOutput(g.insert(c10::prim::dtype, {value}));
+        g.registerOutput(g.insert(asks == Asks::kDtype ? c10::prim::dtype : requires_grad, {value}));
       } else if (isIntOrIntList(original)) {
         probe.probed.push_back(original);
         g.registerOutput(value);
@@ -82,46 +69,81 @@ Probe buildProbe(torch::jit::Graph& model) {
   return probe;
 }
 
+// Runs `probe` on `input` and the parameters; buffers are copies, so a BatchNorm's running
+// statistics in the user's module stay as they were.
+std::vector<c10::IValue> runProbe(const Probe& probe, const ModelGraph& model,
+                                  const at::Tensor& input) {
+  std::vector<c10::IValue> inputs{input};
+  for (const ModelParameter& p : model.parameters) {
+    inputs.emplace_back(p.is_parameter ? p.value : p.value.clone());
+  }
+  return GraphRunner(probe.graph, "value_shapes").run(inputs);
+}
+
+TensorMeta inputMeta(const at::Tensor& t) {
+  return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}};
+}
+
+// Per-sample growth of each dimension between batch `small` and batch `batch`; empty
+// when the shapes are not affine in the batch.
+std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t batch,
+                               const std::vector<int64_t>& at_small, int64_t small) {
+  if (at_batch.size() != at_small.size()) return {};
+  std::vector<int64_t> growth;
+  for (size_t d = 0; d < at_batch.size(); ++d) {
+    const int64_t delta = at_batch[d] - at_small[d];
+    if (delta % (batch - small) != 0) return {};
+    const int64_t per = delta / (batch - small);
+    if (per < 0 || at_batch[d] - per * batch < 0) return {};
+    growth.push_back(per);
+  }
+  return growth;
+}
+
 }  // namespace
 
-ValueShapes recordValueShapes(const ModelGraph& model, const at::Tensor& input) {
+ValueShapes recordValueShapes(const ModelGraph& model,
+                              const std::function<at::Tensor(int64_t)>& make_input,
+                              int64_t batch) {
   ValueShapes shapes;
-  std::vector<c10::IValue> inputs{input};
-  for (const ModelParameter& p : model.parameters) inputs.emplace_back(p.value);
+  const at::Tensor input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
-  for (size_t i = 0; i < graph_inputs.size(); ++i) {
-    const at::Tensor& t = inputs[i].toTensor();
-    shapes[graph_inputs[i]] = TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad()};
+  shapes[graph_inputs[0]] = inputMeta(input);
+  for (size_t i = 1; i < graph_inputs.size(); ++i) {
+    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
   }
 
-  const Probe probe = buildProbe(*model.graph);
-  std::vector<c10::IValue> outputs;
+  const Probe sizes_probe = buildProbe(*model.graph, Asks::kDtype);
+  std::vector<c10::IValue> full;
   {
     at::NoGradGuard no_grad;
-    outputs = GraphRunner(probe.graph, "value_shapes").run(inputs);
+    full = runProbe(sizes_probe, model, input);
   }
+  const int64_t small = batch == 2 ? 3 : 2;
+  const Probe grad_probe = buildProbe(*model.graph, Asks::kRequiresGrad);
+  const std::vector<c10::IValue> few = runProbe(grad_probe, model, make_input(small));
+
   size_t next = 0;
-  for (const Value* value : probe.probed) {
-    const c10::IValue& out = outputs[next++];
+  for (const Value* value : sizes_probe.probed) {
+    const c10::IValue& out = full[next];
     if (isTensor(value)) {
-      const auto dtype = static_cast<at::ScalarType>(outputs[next++].toInt());
-      shapes[value] = TensorMeta{out.toIntVector(), dtype, false};
-    } else if (out.isInt()) {
-      shapes[value] = TensorMeta{{}, at::kLong, false};  // crosses as a 0-dim int64 tensor
+      const std::vector<int64_t> sizes = out.toIntVector();
+      TensorMeta meta{sizes, static_cast<at::ScalarType>(full[next + 1].toInt()),
+                      few[next + 1].toBool(),
+                      perSample(sizes, batch, few[next].toIntVector(), small)};
+      shapes[value] = std::move(meta);
+      next += 2;
     } else {
-      shapes[value] = TensorMeta{{static_cast<int64_t>(out.toIntList().size())}, at::kLong, false};
+      // Crosses a cut as an int64 tensor of shape [] (an int) or [n] (a List[int]).
+      const std::vector<int64_t> sizes =
+          out.isInt() ? std::vector<int64_t>{}
+                      : std::vector<int64_t>{static_cast<int64_t>(out.toIntList().size())};
+      shapes[value] = TensorMeta{sizes, at::kLong, false, std::vector<int64_t>(sizes.size(), 0)};
+      next += 1;
     }
   }
-  for (const Node* node : model.graph->nodes()) {
-    if (cutsTheTape(node) || !readsGrad(node, shapes)) continue;
-    for (const Value* output : node->outputs()) {
-      auto it = shapes.find(output);
-      if (it != shapes.end() && isTensor(output) &&
-          (at::isFloatingType(it->second.dtype) || at::isComplexType(it->second.dtype))) {
-        it->second.requires_grad = true;
-      }
-    }
-  }
+  shapes[graph_inputs[0]].per_sample = perSample(input.sizes().vec(), batch,
+                                                 make_input(small).sizes().vec(), small);
   return shapes;
 }
 

@@ -19,6 +19,7 @@
 // aten::Int) counts as metadata too. A value that depends on tensor *data* (aten::Int of a
 // real tensor, .item(), .tolist()) cannot be recomputed from metadata and is rejected: the
 // user moves the split point.
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
@@ -128,6 +129,7 @@ class StageExtractor {
     const size_t S = plan_.numStages();
     uses_.assign(S, StageUses{});
     for (size_t s = 0; s < S; ++s) findUses(static_cast<int>(s));
+    checkWrittenBuffersStayInOneStage();
     findCrossings();
     std::vector<StageModule> stages;
     for (size_t s = 0; s < S; ++s) stages.push_back(buildStage(static_cast<int>(s)));
@@ -185,14 +187,19 @@ class StageExtractor {
   void recompute(Value* v, int s, Value* crossing, Node* user) {
     Node* n = v->node();
     if (uses_[s].recomputed.count(n)) return;
+    if (n->kind() != prim::Constant) {
+      PPSTAGE_CHECK(n->blocks().empty(), cannotCross(crossing, s, user, n, "it comes out of "
+                                                     "control flow"));
+      PPSTAGE_CHECK(!n->hasSideEffects(), cannotCross(crossing, s, user, n, "it comes from an "
+                                                      "op with side effects"));
+      PPSTAGE_CHECK(!involvesMutation(n), cannotCross(crossing, s, user, n, "it is modified in "
+                                                      "place, and a copy would miss the change"));
+    }
     if (readsOnlyMetadata(n) && isPackable(v)) {
       uses_[s].received.insert(v);
       return;
     }
     if (n->kind() != prim::Constant) {
-      PPSTAGE_CHECK(n->blocks().empty() && !n->hasSideEffects() && !involvesMutation(n),
-                    cannotCross(crossing, s, user, n, "it comes from control flow or from an "
-                                "op with side effects"));
       for (Value* u : n->inputs()) recomputeInput(u, n, s, crossing, user);
     }
     uses_[s].recomputed.insert(n);
@@ -289,7 +296,46 @@ class StageExtractor {
       }
     }
     torch::jit::EliminateDeadCode(stage.graph);  // unpacked values nobody reads
+    copyInputsWrittenInPlace(stage);
     return stage;
+  }
+
+  // A stage that writes in place into a tensor it receives (`x += f(x)`, ReLU(inplace=True)
+  // right after a cut) would write into the sender's tensor (same process) or into a leaf
+  // autograd refuses to modify: it gets a private copy first, used by everything after it,
+  // forwarding included, so later stages still see the written value.
+  void copyInputsWrittenInPlace(StageModule& stage) {
+    torch::jit::Graph& g = *stage.graph;
+    std::vector<Value*> written;
+    {
+      torch::jit::AliasDb aliases(stage.graph);
+      for (size_t i = 0; i < stage.inputs.size(); ++i) {
+        Value* in = g.inputs()[i];
+        if (isTensor(in) && aliases.hasWriters(in)) written.push_back(in);
+      }
+    }
+    for (Value* in : written) {
+      torch::jit::WithInsertPoint guard(g.block()->nodes().front());
+      Value* copy = g.insert(aten::clone, {in});
+      in->replaceAllUsesAfterNodeWith(copy->node(), copy);
+    }
+  }
+
+  // A buffer written in place (a running statistic) must live in one stage: each stage has
+  // its own copy, and a write in one would never reach another's reads.
+  void checkWrittenBuffersStayInOneStage() {
+    torch::jit::AliasDb aliases(model_.graph);
+    std::map<int, std::vector<int>> stages_of;  // parameter -> stages using it
+    for (size_t s = 0; s < uses_.size(); ++s) {
+      for (int p : uses_[s].parameters) stages_of[p].push_back(static_cast<int>(s));
+    }
+    for (const auto& [p, stages] : stages_of) {
+      if (stages.size() < 2 || !aliases.hasWriters(graph_.inputs()[p + 1])) continue;
+      PPSTAGE_CHECK(false, "'", model_.parameters[p].path, "' is written in place by the ",
+                    "model and used in stages ", stages.front(), " and ", stages.back(),
+                    "; a written buffer must stay in one stage: move the split point ",
+                    "(--pipeline.split_points)");
+    }
   }
 
   // One graph input and one copy per distinct tensor (tied paths in one stage share it).

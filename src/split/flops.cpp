@@ -1,6 +1,7 @@
 // See include/ppstage/split/flops.h.
 #include "ppstage/split/flops.h"
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 namespace ppstage {
@@ -23,9 +24,14 @@ double convolutionFlops(const torch::jit::Node* node, const TensorMeta& out,
   // weight: (C_out, C_in/groups, k...) for conv; (C_in, C_out/groups, k...) transposed.
   int64_t per_output = 1;
   for (size_t i = 1; i < weight->sizes.size(); ++i) per_output *= weight->sizes[i];
-  const bool transposed = node->kind() == c10::aten::conv_transpose1d ||
-                          node->kind() == c10::aten::conv_transpose2d ||
-                          node->kind() == c10::aten::conv_transpose3d;
+  bool transposed = node->kind() == c10::aten::conv_transpose1d ||
+                    node->kind() == c10::aten::conv_transpose2d ||
+                    node->kind() == c10::aten::conv_transpose3d;
+  // aten::_convolution / aten::convolution (what tracing records) carry it as input 6.
+  if ((node->kind() == c10::aten::_convolution || node->kind() == c10::aten::convolution) &&
+      node->inputs().size() > 6) {
+    transposed = torch::jit::constant_as<bool>(node->input(6)).value_or(false);
+  }
   if (transposed) {
     // Each input element is spread over C_out/groups * kernel outputs.
     const TensorMeta* in = metaOf(node->input(0), shapes);

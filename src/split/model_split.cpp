@@ -52,7 +52,10 @@ ModelSplit splitModel(const Config& config) {
                                          static_cast<uint64_t>(config.train.seed));
   ValueShapes shapes;
   try {
-    shapes = recordValueShapes(split.graph, split.example_input);
+    const auto make_input = [&](int64_t batch) {
+      return makeExampleInput(split.model.input, batch, static_cast<uint64_t>(config.train.seed));
+    };
+    shapes = recordValueShapes(split.graph, make_input, config.train.batch_size);
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     throw Error(detail::concat("the model fails on its example input (", dtypeName(

@@ -88,8 +88,8 @@ int resolveSplitPoint(const ModelGraph& model, const std::vector<size_t>& first_
     if (found < 0 || first_node[c] < first_node[found]) found = static_cast<int>(c);
   }
   PPSTAGE_CHECK(found >= 0, "split point '", point, "' is not a module the model's forward ",
-                "calls; valid split points are these module paths, any module inside them ",
-                "or a prefix of them: ", listPaths(units));
+                "calls outside loops and branches; valid split points are these module paths, ",
+                "any module inside them or a prefix of them: ", listPaths(units));
   return found;
 }
 

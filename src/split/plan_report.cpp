@@ -125,6 +125,7 @@ nlohmann::json tensorJson(const BoundaryTensor& t) {
           {"dtype", dtypeName(t.meta.dtype)},
           {"requires_grad", t.meta.requires_grad},
           {"metadata", t.metadata},
+          {"per_sample", t.meta.per_sample},
           {"producer_stage", t.producer_stage}};
 }
 

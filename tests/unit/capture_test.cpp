@@ -156,3 +156,23 @@ def forward(self, x, scale: float = 3.0, mask: Optional[Tensor] = None):
 
 }  // namespace
 }  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+TEST(Capture, ATupleReturnedThroughAFoldedBranchIsFlattened) {
+  const auto module = scripted(R"(
+def forward(self, x, labels: Optional[Tensor] = None):
+    if labels is not None:
+        return x * 2, labels
+    return x * 3, x + 1
+)");
+  const ModelGraph graph = captureModel(module);
+  ASSERT_EQ(graph.graph->outputs().size(), 2u);
+  const auto out = GraphRunner(graph.graph, "m").run({at::ones({2})});
+  EXPECT_TRUE(at::equal(out[0].toTensor(), at::full({2}, 3.0)));
+  EXPECT_TRUE(at::equal(out[1].toTensor(), at::full({2}, 2.0)));
+}
+
+}  // namespace
+}  // namespace ppstage

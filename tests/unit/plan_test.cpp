@@ -25,7 +25,8 @@ struct Captured {
 Captured capture(const Config& config) {
   Captured c{loadModel(config.model, config.train), {}, {}};
   c.graph = captureModel(c.model.module);
-  c.shapes = recordValueShapes(c.graph, makeExampleInput(c.model.input, 2, 0));
+  c.shapes = recordValueShapes(
+      c.graph, [&](int64_t b) { return makeExampleInput(c.model.input, b, 0); }, 2);
   return c;
 }
 

@@ -1,18 +1,26 @@
 // The splitter's contract: for every model and every stage count N, chaining the N
-// StageModules in one process computes the unsplit model's outputs, and after backward of
-// the same loss, every parameter's gradient (tied copies' gradients summed).
+// StageModules in one process, as a pipeline runs them (inputs received as fresh leaves,
+// backward stage by stage), computes the unsplit model's outputs and, after backward of the
+// same loss, every parameter's gradient (tied copies' gradients summed). What crosses each
+// cut is what the plan says, at the plan's batch and at another.
 // Reference: the original torch::jit::Module's own forward and autograd.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
+
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <map>
 
+#include "ppstage/core/error.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
+#include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 #include "support/test_support.h"
@@ -24,20 +32,71 @@ constexpr double kTolerance = 1e-6;  // relative, per tensor
 
 struct ModelCase {
   std::string name;
-  Config config;
+  std::function<LoadedModel()> load;
+  int64_t batch;
   // Built from ops in the same order as the module's own forward: outputs and gradients must
   // be bitwise equal, not only within tolerance.
   bool bitwise;
 };
 
+ModelCase fromConfig(const std::string& name, const Config& config, bool bitwise) {
+  return {name, [config] { return loadModel(config.model, config.train); },
+          config.train.batch_size, bitwise};
+}
+
+// A model that writes in place into what its second module receives (relu_, *=) and keeps
+// BatchNorm running statistics (buffers written in place).
+LoadedModel inPlaceModel() {
+  ScriptModuleBuilder builder;
+  at::manual_seed(5);
+  auto linear = [&](int64_t in, int64_t out) {
+    return builder.make("Linear", [&](torch::jit::Module& m) {
+      m.register_parameter("weight", at::randn({out, in}) * 0.3, false);
+      m.register_parameter("bias", at::randn({out}) * 0.1, false);
+    }, "\ndef forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n");
+  };
+  auto residual = builder.make("InPlaceResidual", [&](torch::jit::Module& m) {
+    m.register_module("fc", linear(8, 8));
+  }, R"(
+def forward(self, x):
+    x = torch.relu_(x)
+    x = x + self.fc.forward(x)
+    x *= 0.5
+    return x
+)");
+  auto norm = builder.make("BatchNorm", [&](torch::jit::Module& m) {
+    m.register_parameter("weight", at::ones({8}), false);
+    m.register_parameter("bias", at::zeros({8}), false);
+    m.register_buffer("running_mean", at::zeros({8}));
+    m.register_buffer("running_var", at::ones({8}));
+  }, R"(
+def forward(self, x):
+    return torch.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
+                            True, 0.1, 1e-5, False)
+)");
+  auto top = builder.make("InPlaceNet", [&](torch::jit::Module& m) {
+    m.register_module("first", linear(8, 8));
+    m.register_module("residual", residual);
+    m.register_module("norm", norm);
+    m.register_module("last", linear(8, 4));
+  }, R"(
+def forward(self, x):
+    h = self.first.forward(x)
+    h = self.residual.forward(h)
+    return self.last.forward(self.norm.forward(h))
+)");
+  return {top, "inplace", InputSpec{at::kFloat, {6, 8}, 0}};
+}
+
 std::vector<ModelCase> modelCases() {
   return {
-      {"gpt_tied", test::builtinConfig("gpt", 4, true), true},
-      {"gpt_untied", test::builtinConfig("gpt", 3, false), true},
-      {"mlp", test::builtinConfig("mlp", 6), true},
-      {"hf_gpt2", test::fixtureConfig("hf_gpt2.pt"), false},
-      {"traced_gpt", test::fixtureConfig("traced_gpt.pt"), false},
-      {"unet", test::fixtureConfig("unet.pt"), false},
+      fromConfig("gpt_tied", test::builtinConfig("gpt", 4, true), true),
+      fromConfig("gpt_untied", test::builtinConfig("gpt", 3, false), true),
+      fromConfig("mlp", test::builtinConfig("mlp", 6), true),
+      fromConfig("hf_gpt2", test::fixtureConfig("hf_gpt2.pt"), false),
+      fromConfig("traced_gpt", test::fixtureConfig("traced_gpt.pt"), false),
+      fromConfig("unet", test::fixtureConfig("unet.pt"), false),
+      {"inplace", inPlaceModel, 6, true},
   };
 }
 
@@ -82,18 +141,77 @@ Reference runReference(LoadedModel& model, const at::Tensor& input) {
   return ref;
 }
 
-std::vector<at::Tensor> runChain(const std::vector<StageModule>& stages,
-                                 const at::Tensor& input) {
-  std::vector<c10::IValue> activations{input};
-  for (const StageModule& stage : stages) {
-    std::vector<c10::IValue> inputs = activations;
-    for (const StageParameter& p : stage.parameters) inputs.emplace_back(p.value);
-    activations = GraphRunner(stage.graph, "stage").run(inputs);
+// What crossed each boundary must be what the plan said: sizes (at `batch`, from the
+// per-sample growth when `batch` is not the plan's), dtype and requires_grad.
+void expectMatchesPlan(const std::vector<c10::IValue>& values,
+                       const std::vector<BoundaryTensor>& planned, int64_t batch,
+                       int64_t plan_batch) {
+  ASSERT_EQ(values.size(), planned.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const at::Tensor& t = values[i].toTensor();
+    const TensorMeta& meta = planned[i].meta;
+    std::vector<int64_t> sizes = meta.sizes;
+    if (batch != plan_batch) {
+      ASSERT_EQ(meta.per_sample.size(), sizes.size()) << planned[i].name;
+      for (size_t d = 0; d < sizes.size(); ++d) sizes[d] += meta.per_sample[d] * (batch - plan_batch);
+    }
+    EXPECT_EQ(t.sizes().vec(), sizes) << planned[i].name << " at batch " << batch;
+    EXPECT_EQ(t.scalar_type(), meta.dtype) << planned[i].name;
+    if (at::GradMode::is_enabled()) EXPECT_EQ(t.requires_grad(), meta.requires_grad) << planned[i].name;
   }
-  std::vector<at::Tensor> outputs;
-  for (const c10::IValue& v : activations) outputs.push_back(v.toTensor());
-  return outputs;
 }
+
+// The stages run as the pipeline runs them: each stage's inputs are fresh autograd leaves
+// (as if received from another rank), and backward goes stage by stage, last to first,
+// each stage's input gradients becoming the previous stage's output gradients.
+class Chain {
+ public:
+  Chain(const std::vector<StageModule>& stages, int64_t plan_batch)
+      : stages_(stages), plan_batch_(plan_batch) {}
+
+  std::vector<at::Tensor> forward(const at::Tensor& input) {
+    std::vector<c10::IValue> activations{input};
+    inputs_.clear();
+    outputs_.clear();
+    for (const StageModule& stage : stages_) {
+      std::vector<at::Tensor> received;
+      std::vector<c10::IValue> inputs;
+      for (const c10::IValue& a : activations) {
+        at::Tensor leaf = a.toTensor().detach();
+        if (a.toTensor().requires_grad()) leaf.requires_grad_(true);
+        received.push_back(leaf);
+        inputs.emplace_back(leaf);
+      }
+      for (const StageParameter& p : stage.parameters) inputs.emplace_back(p.value);
+      activations = GraphRunner(stage.graph, "stage").run(inputs);
+      expectMatchesPlan(activations, stage.outputs, input.size(0), plan_batch_);
+      inputs_.push_back(received);
+      outputs_.emplace_back();
+      for (const c10::IValue& v : activations) outputs_.back().push_back(v.toTensor());
+    }
+    return outputs_.back();
+  }
+
+  // Backward of `loss` (a function of the last stage's outputs), stage by stage.
+  void backward(const at::Tensor& loss) {
+    loss.backward();
+    for (size_t s = stages_.size() - 1; s-- > 0;) {
+      std::vector<at::Tensor> roots, grads;
+      for (size_t k = 0; k < outputs_[s].size(); ++k) {
+        const at::Tensor& grad = inputs_[s + 1][k].grad();
+        if (!outputs_[s][k].requires_grad() || !grad.defined()) continue;
+        roots.push_back(outputs_[s][k]);
+        grads.push_back(grad);
+      }
+      if (!roots.empty()) torch::autograd::backward(roots, grads);
+    }
+  }
+
+ private:
+  const std::vector<StageModule>& stages_;
+  int64_t plan_batch_;
+  std::vector<std::vector<at::Tensor>> inputs_, outputs_;
+};
 
 // Gradient of model parameter `index` as the stages hold it: the sum over the copies of its
 // tensor, under any of its paths (a tied embedding is wte.weight in one stage and
@@ -123,11 +241,11 @@ class StageChainTest : public testing::TestWithParam<ModelCase> {};
 
 TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
   const ModelCase& c = GetParam();
-  LoadedModel model = loadModel(c.config.model, c.config.train);
+  LoadedModel model = c.load();
   const ModelGraph graph = captureModel(model.module);
-  const at::Tensor input =
-      makeExampleInput(model.input, c.config.train.batch_size, /*seed=*/3);
-  const ValueShapes shapes = recordValueShapes(graph, input);
+  const at::Tensor input = makeExampleInput(model.input, c.batch, /*seed=*/3);
+  const ValueShapes shapes = recordValueShapes(
+      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 3); }, c.batch);
   const Reference ref = runReference(model, input);
   const size_t units = findUnits(graph, shapes).size();
   const size_t max_stages = std::min<size_t>(8, units);
@@ -141,7 +259,13 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
       const StagePlan plan = planStages(graph, shapes, pipeline);
       ASSERT_EQ(plan.numStages(), n);
       const std::vector<StageModule> stages = extractStages(graph, plan, shapes);
-      const std::vector<at::Tensor> outputs = runChain(stages, input);
+      {
+        // Another batch size: every boundary follows its planned per-sample growth.
+        at::NoGradGuard no_grad;
+        Chain(stages, c.batch).forward(makeExampleInput(model.input, c.batch + 3, 4));
+      }
+      Chain chain(stages, c.batch);
+      const std::vector<at::Tensor> outputs = chain.forward(input);
 
       ASSERT_EQ(outputs.size(), ref.outputs.size());
       double worst_output = 0;
@@ -152,7 +276,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
       }
       EXPECT_LE(worst_output, kTolerance) << c.name << " N=" << n << " " << balance;
 
-      weightedLoss(outputs, ref.weights).backward();
+      chain.backward(weightedLoss(outputs, ref.weights));
       double worst_grad = 0;
       for (size_t p = 0; p < graph.parameters.size(); ++p) {
         const ModelParameter& mp = graph.parameters[p];
@@ -184,7 +308,7 @@ TEST(StageChainTies, TiedEmbeddingAndHeadAreOneTieGroupAcrossStages) {
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
   const ValueShapes shapes =
-      recordValueShapes(graph, makeExampleInput(model.input, 4, 0));
+      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 3;
   const std::vector<StageModule> stages =
@@ -207,7 +331,8 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   const Config config = test::builtinConfig("gpt", 2, true);
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
-  const ValueShapes shapes = recordValueShapes(graph, makeExampleInput(model.input, 4, 0));
+  const ValueShapes shapes =
+      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 1;
   const std::vector<StageModule> stages =
@@ -218,6 +343,54 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   ASSERT_NE(wte, params.end());
   EXPECT_EQ(wte->aliases, std::vector<std::string>{"lm_head.weight"});
   EXPECT_TRUE(findTiedParameters(graph, stages).empty());
+}
+
+}  // namespace
+}  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+TEST(StageChainState, ShapeProbesLeaveTheModuleBuffersAlone) {
+  LoadedModel model = inPlaceModel();
+  const ModelGraph graph = captureModel(model.module);
+  const at::Tensor before =
+      model.module.attr("norm").toModule().attr("running_mean").toTensor().clone();
+  recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 6);
+  EXPECT_TRUE(at::equal(model.module.attr("norm").toModule().attr("running_mean").toTensor(),
+                        before));
+}
+
+TEST(StageChainState, ABufferWrittenInOneStageAndReadInAnotherIsRejected) {
+  ScriptModuleBuilder builder;
+  auto linear = [&] {
+    return builder.make("Linear", [&](torch::jit::Module& m) {
+      m.register_parameter("weight", at::randn({4, 4}), false);
+    }, "\ndef forward(self, x):\n    return torch.linear(x, self.weight)\n");
+  };
+  auto top = builder.make("Counting", [&](torch::jit::Module& m) {
+    m.register_module("a", linear());
+    m.register_module("b", linear());
+    m.register_buffer("seen", at::zeros({}));
+  }, R"(
+def forward(self, x):
+    h = self.a.forward(x)
+    self.seen.add_(1.0)
+    return self.b.forward(h) * self.seen
+)");
+  LoadedModel model{top, "counting", InputSpec{at::kFloat, {2, 4}, 0}};
+  const ModelGraph graph = captureModel(model.module);
+  const ValueShapes shapes =
+      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 2);
+  PipelineConfig pipeline;
+  pipeline.split_points = {"b"};
+  try {
+    extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+    FAIL() << "expected ppstage::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'seen' is written in place"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

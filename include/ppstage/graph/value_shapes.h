@@ -1,9 +1,11 @@
-// The concrete shapes of a ModelGraph's values for one example input: what the plan prints
-// for boundary tensors and what FLOP estimates are computed from.
+// The concrete shapes of a ModelGraph's values for the example input: what the plan prints
+// for boundary tensors, what FLOP estimates are computed from, and how each dimension
+// grows with the batch (what receive buffers for a micro-batch are sized from).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -16,19 +18,27 @@ struct Value;
 namespace ppstage {
 
 struct TensorMeta {
-  std::vector<int64_t> sizes;
+  std::vector<int64_t> sizes;  // for the example batch
   at::ScalarType dtype = at::kFloat;
   bool requires_grad = false;
+  // Per dimension, how much it grows per sample: size(b) = per_sample*b + (sizes - per_sample*B)
+  // for the example batch B. 1 for a batch dimension, seq for a flattened (batch*seq) one,
+  // 0 for the rest; empty when the shape is not an affine function of the batch.
+  std::vector<int64_t> per_sample;
 
   int64_t numel() const;
 };
 
 using ValueShapes = std::unordered_map<const torch::jit::Value*, TensorMeta>;
 
-// Runs `model` once on `input` (with gradients recorded, so requires_grad is as in
-// training) and returns the metadata of every tensor value in its top-level block: graph
-// inputs and node outputs. Ints and List[int]s are listed too, as the int64 tensors of
-// shape [] and [n] they cross cuts as. Values inside control-flow blocks are not listed.
-ValueShapes recordValueShapes(const ModelGraph& model, const at::Tensor& input);
+// Sizes and dtypes of every top-level value of `model` for `make_input(batch)`: graph
+// inputs and node outputs, with ints and List[int]s listed as the int64 tensors of shape
+// [] and [n] they cross cuts as. Values inside control-flow blocks are not listed.
+// Two probe runs (see value_shapes.cpp): the example batch without autograd, and a small
+// batch with autograd for requires_grad and per-sample growth. The module's own tensors
+// are not modified (buffers are copied first).
+ValueShapes recordValueShapes(const ModelGraph& model,
+                              const std::function<at::Tensor(int64_t batch)>& make_input,
+                              int64_t batch);
 
 }  // namespace ppstage

@@ -70,8 +70,10 @@ struct TiedParameter {
 };
 
 // Cuts `model` into the stages of `plan`. Each stage gets its own copy of its parameters.
-// Throws ppstage::Error when a non-tensor value that depends on tensor data (not only on
-// metadata) would have to cross a cut.
+// Throws ppstage::Error when a non-tensor value would have to cross a cut that cannot be
+// recomputed from constants and tensor metadata (it depends on tensor data, on a
+// parameter, on control flow, or is modified in place), and when a buffer the model writes
+// in place would be used by two stages.
 std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
                                        const ValueShapes& shapes);
 
