@@ -3,6 +3,15 @@
 
 namespace ppstage {
 
+std::vector<std::shared_ptr<Work>> Communicator::batch(const std::vector<P2pOp>& ops) {
+  std::vector<std::shared_ptr<Work>> works;
+  for (const P2pOp& op : ops) {
+    works.push_back(op.kind == P2pOp::Kind::kSend ? send(op.tensor, op.peer, op.tag)
+                                                  : recv(op.tensor, op.peer, op.tag));
+  }
+  return works;
+}
+
 void Communicator::sendSync(const at::Tensor& tensor, int dst, MessageTag tag) {
   send(tensor, dst, tag)->wait(options_.timeout);
 }

@@ -3,7 +3,8 @@
 // Contract, for every implementation (MPI, local threads, NCCL):
 //   - send() and recv() post a point-to-point operation and return at once with a Work.
 //     A message is matched by (peer, tag) only, so any number may be in flight between two
-//     ranks in any posting order. The sender's tensor must stay unmodified, and the
+//     ranks in any posting order. (NCCL has no tags: it matches in posting order, so both
+//     ranks must post a pair's messages in the same order, as a lowered schedule does.) The sender's tensor must stay unmodified, and the
 //     receiver's tensor untouched, until the Work completes; the Work keeps both alive.
 //     recv() writes into a tensor of the message's exact dtype and element count (any
 //     strides); a mismatch is an error.
@@ -48,6 +49,15 @@ class Work {
   virtual void wait(std::chrono::milliseconds timeout) = 0;
 };
 
+// One operation of a batch of sends and receives (Communicator::batch).
+struct P2pOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  at::Tensor tensor;
+  int peer = 0;
+  MessageTag tag;
+};
+
 class Communicator {
  public:
   explicit Communicator(CommOptions options) : options_(options) {}
@@ -61,6 +71,10 @@ class Communicator {
 
   virtual std::shared_ptr<Work> send(const at::Tensor& tensor, int dst, MessageTag tag) = 0;
   virtual std::shared_ptr<Work> recv(const at::Tensor& tensor, int src, MessageTag tag) = 0;
+  // Posts several sends and receives together, one Work each, in order. NCCL posts them as
+  // one group (ncclGroupStart/End), so a rank may send to and receive from the same peer
+  // in one batch without deadlock; the default posts them one by one.
+  virtual std::vector<std::shared_ptr<Work>> batch(const std::vector<P2pOp>& ops);
 
   // In place: every tensor becomes the sum over ranks of that tensor. Blocking.
   virtual void allReduceSum(const std::vector<at::Tensor>& tensors) = 0;
