@@ -49,6 +49,12 @@ double rawPingPong(MPI_Comm comm, int rank, const at::Tensor& buffer, int n) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 // Rank 0 decides; everyone learns it.
 int agree(MPI_Comm comm, int value) {
   MPI_Bcast(&value, 1, MPI_INT, 0, comm);
@@ -70,15 +76,21 @@ std::vector<P2pBenchRow> runP2pBenchmark(MpiCommunicator& comm, const P2pBenchOp
     const int n = agree(raw, std::clamp(static_cast<int>(options.seconds_per_size /
                                                          std::max(probe, 1e-7)), 5, 20000));
     P2pBenchRow row{bytes, n, 1e30, 1e30};
-    // Alternate which method goes first, so neither always runs on a warmer cache.
-    for (int round = 0; round < 2 * options.rounds; ++round) {
+    // Short blocks of each method, alternating ABBA so that both see the same noise; the
+    // median block of each method counts (robust to a neighbour's burst on a shared host).
+    std::vector<double> ours, raws;
+    for (int block = 0; block < 2 * options.rounds; ++block) {
       MPI_Barrier(raw);
       if (!active) continue;
-      if ((round + round / 2) % 2 == 0) {
-        row.ours_s = std::min(row.ours_s, oursPingPong(comm, buffer, n) / (2.0 * n));
+      if ((block + block / 2) % 2 == 0) {
+        ours.push_back(oursPingPong(comm, buffer, n) / (2.0 * n));
       } else {
-        row.raw_s = std::min(row.raw_s, rawPingPong(raw, comm.rank(), buffer, n) / (2.0 * n));
+        raws.push_back(rawPingPong(raw, comm.rank(), buffer, n) / (2.0 * n));
       }
+    }
+    if (active) {
+      row.ours_s = median(ours);
+      row.raw_s = median(raws);
     }
     if (comm.rank() == 0) rows.push_back(row);
   }

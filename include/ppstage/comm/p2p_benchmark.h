@@ -12,14 +12,14 @@ class MpiCommunicator;
 struct P2pBenchOptions {
   int64_t min_bytes = 4 << 10;   // sizes go up by 4x from here ...
   int64_t max_bytes = 64 << 20;  // ... to here
-  double seconds_per_size = 0.3;  // per method and round, roughly
-  int rounds = 3;                 // alternating rounds; the best of each method counts
+  double seconds_per_size = 0.05;  // per block, roughly
+  int rounds = 9;                  // blocks per method, alternating; the median counts
 };
 
 struct P2pBenchRow {
   int64_t bytes = 0;
   int iterations = 0;  // ping-pongs per round
-  double ours_s = 0;   // one-way time of one message, best round
+  double ours_s = 0;   // one-way time of one message, median block
   double raw_s = 0;
 };
 
