@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks whose figures go to docs/benchmarks.md, printed as markdown table rows.
 #   scripts/bench.sh split     time of `ppstage split` (best of 3) for GPTs of growing depth
+#   scripts/bench.sh comm      MPI point-to-point: ppstage's communicator against raw MPI
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,13 @@ print(" | ".join(["%.2f" % sum(t.values())] + ["%.3f" % t[k] for k in keys]))')
   done
 }
 
+bench_comm() {
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun --oversubscribe -np 2 "$ppstage" bench-comm --bench.seconds 0.1 --bench.rounds 11
+}
+
 case "$what" in
   split) bench_split ;;
-  *) echo "usage: scripts/bench.sh split" >&2; exit 2 ;;
+  comm) bench_comm ;;
+  *) echo "usage: scripts/bench.sh split|comm" >&2; exit 2 ;;
 esac
