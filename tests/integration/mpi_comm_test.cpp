@@ -1,5 +1,6 @@
 // MpiCommunicator under mpirun with 2 and 4 ranks (tests/CMakeLists.txt runs both).
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include "ppstage/comm/boundary_spec.h"
@@ -18,10 +19,11 @@ std::unique_ptr<MpiCommunicator> world() {
 
 // Deterministic tensors that depend on `seed` only: any rank can compute another's.
 std::vector<at::Tensor> samples(int seed) {
-  at::manual_seed(seed);
-  return {at::randn({3, 5}), at::randn({4, 6}).to(at::kBFloat16),
-          at::randint(-(int64_t{1} << 40), int64_t{1} << 40, {7}, at::kLong),
-          at::randn({6, 4}).t(), at::empty({0})};
+  // A generator of its own: ranks that are threads must not share the global one.
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  return {at::randn({3, 5}, gen), at::randn({4, 6}, gen).to(at::kBFloat16),
+          at::randint(-(int64_t{1} << 40), int64_t{1} << 40, {7}, gen, at::kLong),
+          at::randn({6, 4}, gen).t(), at::empty({0})};
 }
 
 TEST(MpiComm, RoundTripsAroundARingAreBitwiseExact) {

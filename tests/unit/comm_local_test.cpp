@@ -1,6 +1,7 @@
 // The communication layer without MPI: LocalGroup (ranks as threads), Topology, message
 // tags and boundary descriptions.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -39,11 +40,11 @@ void runRanks(int size, const std::function<void(int, Communicator&)>& body,
 }
 
 std::vector<at::Tensor> samples(int seed) {
-  at::manual_seed(seed);
-  return {at::randn({3, 5}), at::randn({4, 6}).to(at::kBFloat16),
-          at::randint(-(int64_t{1} << 40), int64_t{1} << 40, {7}, at::kLong),
-          at::randn({6, 4}).t(),  // non-contiguous
-          at::tensor(42, at::kLong)};
+  // A generator of its own: ranks that are threads must not share the global one.
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  return {at::randn({3, 5}, gen), at::randn({4, 6}, gen).to(at::kBFloat16),
+          at::randint(-(int64_t{1} << 40), int64_t{1} << 40, {7}, gen, at::kLong),
+          at::randn({6, 4}, gen).t(), at::tensor(42, at::kLong)};
 }
 
 TEST(LocalComm, RoundTripsAreBitwiseExact) {
