@@ -15,11 +15,14 @@ struct Command {
 
 int splitMain(int argc, const char* const* argv);
 int benchCommMain(int argc, const char* const* argv);
+int scheduleMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
     {"split", "cut a model into pipeline stages and print the plan (table or --json)",
      splitMain},
+    {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",
+     scheduleMain},
     {"bench-comm", "MPI point-to-point latency and bandwidth against raw MPI (mpirun -np 2)",
      benchCommMain},
 };

@@ -15,7 +15,8 @@ int splitMain(int argc, const char* const* argv) {
   bool json = false;
   po::options_description options;
   addModelOptions(options, config.model);
-  addPipelineOptions(options, config.pipeline);
+  addStageCountOption(options, config.pipeline);
+  addSplitOptions(options, config.pipeline);
   addTrainOptions(options, config.train);
   po::options_description output("Output");
   output.add_options()("json", po::bool_switch(&json),

@@ -35,7 +35,9 @@ std::set<std::string> knownConfigOptions() {
   Config dummy;
   po::options_description all;
   addModelOptions(all, dummy.model);
-  addPipelineOptions(all, dummy.pipeline);
+  addStageCountOption(all, dummy.pipeline);
+  addSplitOptions(all, dummy.pipeline);
+  addScheduleOptions(all, dummy.pipeline);
   addTrainOptions(all, dummy.train);
   addCommOptions(all, dummy.comm);
   std::set<std::string> names;
@@ -61,27 +63,6 @@ void storeConfigFile(const std::string& path, const po::options_description& opt
 }
 
 }  // namespace
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> items;
-  std::string item;
-  auto flush = [&] {
-    const auto begin = item.find_first_not_of(" \t");
-    if (begin != std::string::npos) {
-      items.push_back(item.substr(begin, item.find_last_not_of(" \t") - begin + 1));
-    }
-    item.clear();
-  };
-  for (char c : text) {
-    if (c == ',') {
-      flush();
-    } else {
-      item += c;
-    }
-  }
-  flush();
-  return items;
-}
 
 void addModelOptions(po::options_description& desc, ModelConfig& m) {
   po::options_description section("Model [model]");
@@ -110,11 +91,17 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
   desc.add(section);
 }
 
-void addPipelineOptions(po::options_description& desc, PipelineConfig& p) {
+void addStageCountOption(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Pipeline [pipeline]");
   section.add_options()
     ("pipeline.stages", po::value(&p.stages)->default_value(p.stages),
-     "number of stages; 0: one more than the number of split points")
+     "number of stages; 0: one more than the number of split points");
+  desc.add(section);
+}
+
+void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
+  po::options_description section("Splitting [pipeline]");
+  section.add_options()
     ("pipeline.split_points",
      po::value<std::string>()->default_value("")->notifier([&p](const std::string& text) {
        p.split_points = splitList(text);
@@ -123,6 +110,22 @@ void addPipelineOptions(po::options_description& desc, PipelineConfig& p) {
      "empty: balance automatically")
     ("pipeline.balance", po::value(&p.balance)->default_value(p.balance),
      "what automatic splitting balances across stages: params | flops");
+  desc.add(section);
+}
+
+void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
+  po::options_description section("Schedule [pipeline]");
+  section.add_options()
+    ("pipeline.schedule", po::value(&p.schedule)->default_value(p.schedule),
+     "gpipe | 1f1b | interleaved-1f1b | zb-h1 | a plugin's schedule | path/to/table.csv")
+    ("pipeline.microbatches", po::value(&p.microbatches)->default_value(p.microbatches),
+     "micro-batches per step; 0: twice the number of stages")
+    ("pipeline.stages_per_rank", po::value(&p.stages_per_rank)->default_value(p.stages_per_rank),
+     "stages on each pipeline rank (virtual stages, for interleaved-1f1b)")
+    ("pipeline.placement", po::value(&p.placement)->default_value(p.placement),
+     "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)")
+    ("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
+     "shared library exporting ppstage_register_schedules, adding more schedules");
   desc.add(section);
 }
 
@@ -194,6 +197,12 @@ void validate(const PipelineConfig& p) {
                 " split points make ", p.split_points.size() + 1, " stages");
   PPSTAGE_CHECK(p.balance == "params" || p.balance == "flops",
                 "--pipeline.balance must be params or flops; got '", p.balance, "'");
+  PPSTAGE_CHECK(p.microbatches >= 0, "--pipeline.microbatches must be positive (or 0 for ",
+                "twice the stages); got ", p.microbatches);
+  PPSTAGE_CHECK(p.stages_per_rank >= 1, "--pipeline.stages_per_rank must be at least 1; got ",
+                p.stages_per_rank);
+  PPSTAGE_CHECK(p.placement == "loop" || p.placement == "v",
+                "--pipeline.placement must be loop or v; got '", p.placement, "'");
 }
 
 void validate(const CommConfig& c) {

@@ -23,7 +23,8 @@ std::string writeIni(const std::string& text) {
 bool parse(std::vector<const char*> argv, Config& config) {
   po::options_description options;
   addModelOptions(options, config.model);
-  addPipelineOptions(options, config.pipeline);
+  addStageCountOption(options, config.pipeline);
+  addSplitOptions(options, config.pipeline);
   addTrainOptions(options, config.train);
   std::ostringstream help;
   argv.insert(argv.begin(), "test");

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-namespace ppstage {
+#include "ppstage/core/placement.h"
 
-enum class Placement { kLoop, kV };
+namespace ppstage {
 
 class Topology {
  public:

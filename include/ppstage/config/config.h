@@ -29,13 +29,18 @@ struct ModelConfig {
   std::vector<int64_t> input_shape;
 };
 
-// [pipeline]: how the model is cut into stages.
+// [pipeline]: how the model is cut into stages, and the schedule that drives them.
 struct PipelineConfig {
   // Number of stages; 0 means one more than the number of split points.
   int64_t stages = 0;
   // Module paths at which a stage starts ("layers.4,layers.8"); empty means balance.
   std::vector<std::string> split_points;
   std::string balance = "params";  // params | flops: what automatic balancing equalizes
+  std::string schedule = "1f1b";   // a registered schedule, or a .csv table
+  int64_t microbatches = 0;        // 0: twice the number of stages
+  int64_t stages_per_rank = 1;     // more than 1: interleaved (virtual) stages
+  std::string placement = "loop";  // loop | v: which rank runs which stage
+  std::string schedule_plugin;     // shared library registering more schedules
 };
 
 // [train]: the training run (only what the splitter needs so far).

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ppstage/config/config.h"
+#include "ppstage/core/text.h"
 
 namespace boost::program_options {
 class options_description;
@@ -19,7 +20,10 @@ namespace ppstage {
 namespace po = boost::program_options;
 
 void addModelOptions(po::options_description& desc, ModelConfig& model);
-void addPipelineOptions(po::options_description& desc, PipelineConfig& pipeline);
+// [pipeline] in three groups, so each command shows only the keys it reads.
+void addStageCountOption(po::options_description& desc, PipelineConfig& pipeline);
+void addSplitOptions(po::options_description& desc, PipelineConfig& pipeline);
+void addScheduleOptions(po::options_description& desc, PipelineConfig& pipeline);
 void addTrainOptions(po::options_description& desc, TrainConfig& train);
 void addCommOptions(po::options_description& desc, CommConfig& comm);
 
@@ -35,8 +39,5 @@ void validate(const ModelConfig& model);
 void validate(const PipelineConfig& pipeline);
 void validate(const TrainConfig& train);
 void validate(const CommConfig& comm);
-
-// Splits "a,b,,c" into {"a", "b", "c"} (whitespace trimmed, empty items dropped).
-std::vector<std::string> splitList(const std::string& text);
 
 }  // namespace ppstage

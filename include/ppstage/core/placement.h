@@ -1,0 +1,16 @@
+// How pipeline stages are placed on pipeline ranks (see Topology and the schedules).
+#pragma once
+
+#include <string>
+
+namespace ppstage {
+
+// kLoop: stage s on pp rank s % P (0 1 2 3 0 1 2 3). kV: two stages per rank, the second
+// half mirrored (0 1 2 3 3 2 1 0), so the last stage sits with the first.
+enum class Placement { kLoop, kV };
+
+inline const char* toString(Placement placement) {
+  return placement == Placement::kV ? "v" : "loop";
+}
+
+}  // namespace ppstage

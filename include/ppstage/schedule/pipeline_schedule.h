@@ -1,0 +1,49 @@
+// From a schedule's name (or CSV table) to the validated, lowered action lists every rank
+// runs: registry -> factory -> lowering -> validation and simulation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppstage/schedule/schedule_api.h"
+#include "ppstage/schedule/simulator.h"
+
+namespace ppstage {
+
+// The built-in schedules, plus those of the plugin at `plugin_path` when it is not empty.
+ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path = "");
+
+// dlopen()s `path` and calls its ppstage_register_schedules. The library stays loaded.
+// Throws ppstage::Error when it cannot be loaded or lacks the symbol.
+void loadSchedulePlugin(ScheduleRegistry& registry, const std::string& path);
+
+struct ScheduleOptions {
+  std::string schedule = "1f1b";  // a registered name, or a path ending in .csv
+  int stages = 0;                 // 0: from the CSV table
+  int microbatches = 0;           // 0: from the CSV table
+  int stages_per_rank = 1;
+  Placement placement = Placement::kLoop;
+  ActionCosts costs;
+};
+
+struct PipelineSchedule {
+  std::string name;
+  ScheduleRequest request;
+  std::vector<ActionList> ranks;  // lowered: communication included
+  SimulationResult simulation;    // with ScheduleOptions::costs
+};
+
+// Throws ppstage::Error for an unknown name (listing the known ones), a request the
+// schedule refuses, an unreadable or malformed table; ScheduleError for an invalid one.
+PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleOptions& options);
+
+// The same for a table's text (what buildSchedule reads from a .csv file); `source` names
+// it in errors. Its shape (stages, micro-batches, ranks, placement) comes from the table.
+PipelineSchedule scheduleFromTable(const std::string& text, const std::string& source,
+                                   const ScheduleOptions& options);
+
+// Limits of the message tags that will carry the schedule's transfers.
+inline constexpr int kMaxStages = 128;
+inline constexpr int kMaxMicrobatches = 16384;
+
+}  // namespace ppstage

@@ -1,0 +1,82 @@
+// The schedule plugin API: how schedules, built-in or loaded, are made and registered.
+//
+// A schedule is a factory: given a ScheduleRequest, it returns one compute-only ActionList
+// per pipeline rank (F, B or I + W; no SEND/RECV: a shared lowering pass adds those). It
+// throws ppstage::Error for requests it cannot serve (too few micro-batches, ...).
+//
+// A plugin is a shared library exporting
+//
+//   extern "C" void ppstage_register_schedules(ppstage::ScheduleRegistry* registry);
+//
+// which adds its factories with registry->add(...). The built-in schedules register through
+// the same function type, from an explicit list (schedules/builtin_schedules.cpp); nothing
+// registers itself from a static constructor. This header is self-contained: a plugin
+// needs ppstage's headers, not its libraries (schedules/examples/).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ppstage/core/error.h"
+#include "ppstage/core/placement.h"
+#include "ppstage/schedule/action.h"
+
+namespace ppstage {
+
+struct ScheduleRequest {
+  int num_stages = 1;
+  int num_microbatches = 1;
+  int stages_per_rank = 1;
+  Placement placement = Placement::kLoop;
+  std::vector<int> rank_of_stage;  // filled from the Topology: the pipeline rank of each stage
+
+  int numRanks() const { return num_stages / stages_per_rank; }
+  // The stages `rank` runs, in increasing order.
+  std::vector<int> stagesOf(int rank) const {
+    std::vector<int> stages;
+    for (int s = 0; s < num_stages; ++s) {
+      if (rank_of_stage.at(s) == rank) stages.push_back(s);
+    }
+    return stages;
+  }
+};
+
+using ScheduleFactory = std::function<std::vector<ActionList>(const ScheduleRequest&)>;
+
+class ScheduleRegistry {
+ public:
+  // Throws ppstage::Error when `name` is taken.
+  void add(const std::string& name, const std::string& description, ScheduleFactory factory) {
+    PPSTAGE_CHECK(!name.empty() && entries_.count(name) == 0, "a schedule named '", name,
+                  "' is already registered");
+    entries_.emplace(name, Entry{description, std::move(factory)});
+  }
+  // nullptr when unknown.
+  const ScheduleFactory* find(const std::string& name) const {
+    const auto it = entries_.find(name);
+    return it == entries_.end() ? nullptr : &it->second.factory;
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, entry] : entries_) out.push_back(name);
+    return out;
+  }
+  const std::string& description(const std::string& name) const {
+    return entries_.at(name).description;
+  }
+
+ private:
+  struct Entry {
+    std::string description;
+    ScheduleFactory factory;
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+// The registration function every plugin exports, under this name.
+using RegisterSchedulesFn = void (*)(ScheduleRegistry* registry);
+inline constexpr const char* kRegisterSchedulesSymbol = "ppstage_register_schedules";
+
+}  // namespace ppstage

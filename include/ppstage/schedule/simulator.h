@@ -1,0 +1,70 @@
+// Validator and simulator, run on every schedule before it executes.
+//
+// Given per-action costs (defaults F=1, B=2, I=1, W=1, or measured ones), it checks the
+// schedule's structure, then runs every rank's list in order — an action starts when its
+// rank is free and its inputs exist: the forward of the previous stage (or the message
+// carrying it), the F it differentiates, the gradient from the next stage — and reports
+// the makespan, each rank's idle time, the bubble fraction and the peak number of
+// micro-batches whose activations are alive on each stage. A schedule whose ranks can all
+// get stuck waiting is a deadlock.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppstage/core/error.h"
+#include "ppstage/schedule/schedule_api.h"
+
+namespace ppstage {
+
+struct ActionCosts {
+  double forward = 1;
+  double backward = 2;
+  double input_grad = 1;   // I
+  double weight_grad = 1;  // W
+  double comm = 0;         // from a SEND to its data being usable by the receiver
+
+  double of(ActionKind kind) const;  // communication actions take no rank time
+  // "1,2,1,1" (F,B,I,W). Throws ppstage::Error.
+  static ActionCosts parse(const std::string& text);
+};
+
+struct SimulationResult {
+  double makespan = 0;
+  std::vector<double> busy;     // per rank
+  std::vector<double> idle;     // per rank: makespan - busy
+  double bubble_fraction = 0;   // total idle / (ranks * makespan)
+  std::vector<int> peak_inflight;          // per stage: micro-batches alive (F done, B/W not)
+  std::vector<std::vector<double>> start;  // per rank, per action: when it starts
+  // Every pair of ranks receives messages in the order they were sent (what NCCL, which
+  // matches in posting order, needs; MPI matches by tag).
+  bool in_order_per_pair = true;
+};
+
+// An invalid schedule: what() is one line; grid() shows every rank's actions with the
+// problem marked [like this].
+class ScheduleError : public Error {
+ public:
+  ScheduleError(const std::string& summary, std::string grid)
+      : Error(summary), grid_(std::move(grid)) {}
+  const std::string& grid() const { return grid_; }
+
+ private:
+  std::string grid_;
+};
+
+// Validates and simulates `ranks` (communication actions included, see lowering.h).
+// Throws ScheduleError when an action runs on the wrong rank or names a stage or
+// micro-batch that does not exist; when a (stage, micro-batch) lacks its F or its B (or
+// I and W), or has one twice; when a SEND has no matching RECV or the reverse, or a
+// remote input is used without a RECV before it; and when the ranks deadlock.
+SimulationResult simulateSchedule(const ScheduleRequest& request,
+                                  const std::vector<ActionList>& ranks,
+                                  const ActionCosts& costs = {});
+
+// One row per rank, one column per time unit (the cheapest compute cost), each action's
+// label repeated over its duration; idle units are '.'.
+std::string renderTimeline(const ScheduleRequest& request, const std::vector<ActionList>& ranks,
+                           const SimulationResult& result, const ActionCosts& costs);
+
+}  // namespace ppstage

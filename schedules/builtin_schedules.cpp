@@ -1,0 +1,30 @@
+// The explicit list of built-in schedules: no static registration.
+#include "builtin_schedules.h"
+
+namespace ppstage {
+
+void requireOneStagePerRank(const ScheduleRequest& request, const char* schedule) {
+  PPSTAGE_CHECK(request.stages_per_rank == 1, schedule, " runs one stage per rank; got ",
+                request.stages_per_rank, " (--pipeline.stages_per_rank); use interleaved-1f1b ",
+                "for several");
+}
+
+void registerBuiltinSchedules(ScheduleRegistry* registry) {
+  registry->add("gpipe", "all forwards, then all backwards (activations of every micro-batch "
+                "alive at once)", gpipeSchedule);
+  registry->add("1f1b", "one forward one backward: warm-up, steady state, cool-down "
+                "(activations of at most stages - stage micro-batches alive)", oneFOneBSchedule);
+  registry->add("interleaved-1f1b", "1F1B over several virtual stages per rank (Megatron-LM): "
+                "bubble divided by the stages per rank", interleavedOneFOneBSchedule);
+  registry->add("zb-h1", "zero bubble H1: backward split into input (I) and weight (W) "
+                "gradients, W deferred into the bubbles; 1F1B's peak memory, a third of its "
+                "bubble when F, I and W cost the same", zeroBubbleH1Schedule);
+}
+
+}  // namespace ppstage
+
+// The built-ins as a plugin would export them (schedule_api.h): used by the tests to load
+// the built-in list through the plugin path.
+extern "C" void ppstage_register_builtin_schedules(ppstage::ScheduleRegistry* registry) {
+  ppstage::registerBuiltinSchedules(registry);
+}

@@ -1,0 +1,27 @@
+// See include/ppstage/core/text.h.
+#include "ppstage/core/text.h"
+
+namespace ppstage {
+
+std::vector<std::string> splitList(const std::string& text, char separator) {
+  std::vector<std::string> items;
+  std::string item;
+  auto flush = [&] {
+    const auto begin = item.find_first_not_of(" \t\r");
+    if (begin != std::string::npos) {
+      items.push_back(item.substr(begin, item.find_last_not_of(" \t\r") - begin + 1));
+    }
+    item.clear();
+  };
+  for (char c : text) {
+    if (c == separator) {
+      flush();
+    } else {
+      item += c;
+    }
+  }
+  flush();
+  return items;
+}
+
+}  // namespace ppstage

@@ -1,0 +1,377 @@
+// See include/ppstage/schedule/simulator.h. Structure checks first (checkStructure), then
+// the timed run (Simulation), then the derived figures.
+#include "ppstage/schedule/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "ppstage/core/text.h"
+
+namespace ppstage {
+
+double ActionCosts::of(ActionKind kind) const {
+  switch (kind) {
+    case ActionKind::kForward: return forward;
+    case ActionKind::kBackward: return backward;
+    case ActionKind::kBackwardInput: return input_grad;
+    case ActionKind::kBackwardWeight: return weight_grad;
+    default: return 0;
+  }
+}
+
+ActionCosts ActionCosts::parse(const std::string& text) {
+  const std::vector<std::string> items = splitList(text);
+  PPSTAGE_CHECK(items.size() == 4, "--costs takes four numbers F,B,I,W (such as 1,2,1,1); got '",
+                text, "'");
+  double values[4];
+  for (size_t i = 0; i < 4; ++i) {
+    size_t used = 0;
+    try {
+      values[i] = std::stod(items[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    PPSTAGE_CHECK(used == items[i].size() && values[i] >= 0 && std::isfinite(values[i]),
+                  "--costs: '", items[i], "' is not a non-negative number");
+  }
+  ActionCosts costs;
+  costs.forward = values[0];
+  costs.backward = values[1];
+  costs.input_grad = values[2];
+  costs.weight_grad = values[3];
+  return costs;
+}
+
+namespace {
+
+using Mark = std::pair<size_t, size_t>;  // (rank, position)
+
+std::string grid(const std::vector<ActionList>& ranks, const std::vector<Mark>& marks) {
+  std::ostringstream out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    out << "rank " << r << ":";
+    for (size_t p = 0; p < ranks[r].size(); ++p) {
+      const bool marked = std::find(marks.begin(), marks.end(), Mark{r, p}) != marks.end();
+      out << ' ' << (marked ? "[" : "") << toString(ranks[r][p]) << (marked ? "]" : "");
+    }
+    if (std::find_if(marks.begin(), marks.end(), [&](const Mark& m) {
+          return m.first == r && m.second >= ranks[r].size();
+        }) != marks.end()) {
+      out << " [end]";
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+[[noreturn]] void fail(const std::vector<ActionList>& ranks, const std::vector<Mark>& marks,
+                       const std::string& summary) {
+  throw ScheduleError(summary, grid(ranks, marks));
+}
+
+// Position of every action: (rank, index), keyed by the action.
+using Positions = std::map<Action, Mark>;
+
+Positions checkStructure(const ScheduleRequest& req, const std::vector<ActionList>& ranks) {
+  if (static_cast<int>(ranks.size()) != req.numRanks()) {
+    fail(ranks, {}, detail::concat("the schedule has ", ranks.size(), " ranks; ", req.num_stages,
+                                   " stages at ", req.stages_per_rank, " per rank need ",
+                                   req.numRanks()));
+  }
+  Positions where;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (size_t p = 0; p < ranks[r].size(); ++p) {
+      const Action& a = ranks[r][p];
+      const std::string name = toString(a);
+      if (a.stage >= req.num_stages || a.microbatch >= req.num_microbatches) {
+        fail(ranks, {{r, p}}, detail::concat(name, " names a stage or micro-batch beyond ",
+                                             req.num_stages, " stages and ",
+                                             req.num_microbatches, " micro-batches"));
+      }
+      if (req.rank_of_stage[a.stage] != static_cast<int>(r)) {
+        fail(ranks, {{r, p}}, detail::concat("rank ", r, " runs ", name, " but stage ", a.stage,
+                                             " is on rank ", req.rank_of_stage[a.stage]));
+      }
+      if (!where.emplace(a, Mark{r, p}).second) {
+        fail(ranks, {where[a], {r, p}}, detail::concat(name, " appears twice"));
+      }
+    }
+  }
+  return where;
+}
+
+bool has(const Positions& where, const Action& a) { return where.count(a) > 0; }
+
+void checkComputeCoverage(const ScheduleRequest& req, const std::vector<ActionList>& ranks,
+                          const Positions& where) {
+  for (int s = 0; s < req.num_stages; ++s) {
+    for (int m = 0; m < req.num_microbatches; ++m) {
+      const bool f = has(where, forwardOf(s, m)), b = has(where, backwardOf(s, m));
+      const bool i = has(where, inputGradOf(s, m)), w = has(where, weightGradOf(s, m));
+      const std::string at = detail::concat("stage ", s, ", micro-batch ", m);
+      if (!f) fail(ranks, {}, detail::concat(at, " has no forward (", s, "F", m, ")"));
+      if (b && (i || w)) {
+        fail(ranks, {where.at(backwardOf(s, m))},
+             detail::concat(at, " has both a full backward and an I/W split"));
+      }
+      if (!b && !(i && w)) {
+        fail(ranks, {}, detail::concat(at, " has no backward: needs ", s, "B", m, " or both ", s,
+                                       "I", m, " and ", s, "W", m));
+      }
+    }
+  }
+}
+
+// Every SEND has its RECV on the neighbour's rank and the reverse; a compute that needs a
+// remote input has its RECV earlier on its rank; a SEND comes after what it sends.
+void checkCommunication(const ScheduleRequest& req, const std::vector<ActionList>& ranks,
+                        const Positions& where) {
+  auto gradOf = [&](int s, int m) {
+    return has(where, backwardOf(s, m)) ? backwardOf(s, m) : inputGradOf(s, m);
+  };
+  for (const auto& [a, pos] : where) {
+    const int s = a.stage, m = a.microbatch;
+    const std::string name = toString(a);
+    // `other` must exist and, when `before_me`, come earlier on this rank.
+    auto need = [&](const Action& other, bool before_me, const std::string& why) {
+      const auto it = where.find(other);
+      if (it == where.end()) fail(ranks, {pos}, name + " " + why + ": no " + toString(other));
+      if (before_me && it->second.first == pos.first && it->second.second > pos.second) {
+        fail(ranks, {pos, it->second},
+             name + " " + why + ", so it must come after " + toString(other));
+      }
+    };
+    switch (a.kind) {
+      case ActionKind::kSendForward:
+        if (s + 1 >= req.num_stages || req.rank_of_stage[s + 1] == req.rank_of_stage[s]) {
+          fail(ranks, {pos}, name + " sends to a stage on the same rank or past the last");
+        }
+        need({ActionKind::kRecvForward, s + 1, m}, false, "is never received");
+        need(forwardOf(s, m), true, "sends the output of");
+        break;
+      case ActionKind::kSendBackward:
+        if (s == 0 || req.rank_of_stage[s - 1] == req.rank_of_stage[s]) {
+          fail(ranks, {pos}, name + " sends to a stage on the same rank or before the first");
+        }
+        need({ActionKind::kRecvBackward, s - 1, m}, false, "is never received");
+        need(gradOf(s, m), true, "sends the gradient of");
+        break;
+      case ActionKind::kRecvForward:
+        need({ActionKind::kSendForward, s - 1, m}, false, "is never sent");
+        break;
+      case ActionKind::kRecvBackward:
+        need({ActionKind::kSendBackward, s + 1, m}, false, "is never sent");
+        break;
+      case ActionKind::kForward:
+        if (s > 0 && req.rank_of_stage[s - 1] != req.rank_of_stage[s]) {
+          need({ActionKind::kRecvForward, s, m}, true, "needs its input first");
+        }
+        break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (s + 1 < req.num_stages && req.rank_of_stage[s + 1] != req.rank_of_stage[s]) {
+          need({ActionKind::kRecvBackward, s, m}, true, "needs its output's gradient first");
+        }
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// The timed run: an action starts when its rank is free and its inputs exist.
+class Simulation {
+ public:
+  Simulation(const ScheduleRequest& req, const std::vector<ActionList>& ranks,
+             const ActionCosts& costs)
+      : req_(req), ranks_(ranks), costs_(costs) {}
+
+  SimulationResult run() {
+    const size_t P = ranks_.size();
+    std::vector<size_t> pos(P, 0);
+    std::vector<double> clock(P, 0);
+    SimulationResult result;
+    result.busy.assign(P, 0);
+    result.start.resize(P);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t r = 0; r < P; ++r) {
+        while (pos[r] < ranks_[r].size()) {
+          const Action& a = ranks_[r][pos[r]];
+          const std::optional<double> ready = readyTime(a);
+          if (!ready) break;
+          const double start = std::max(clock[r], *ready);
+          const double cost = costs_.of(a.kind);
+          clock[r] = start + cost;
+          result.busy[r] += cost;
+          result.start[r].push_back(start);
+          finished_[a] = clock[r];
+          ++pos[r];
+          progress = true;
+        }
+      }
+    }
+    std::vector<Mark> stuck;
+    for (size_t r = 0; r < P; ++r) {
+      if (pos[r] < ranks_[r].size()) stuck.push_back({r, pos[r]});
+    }
+    if (!stuck.empty()) {
+      fail(ranks_, stuck, detail::concat("deadlock: ", stuck.size(), " of ", P,
+                                         " ranks wait forever (marked)"));
+    }
+    result.makespan = *std::max_element(clock.begin(), clock.end());
+    return result;
+  }
+
+ private:
+  std::optional<double> done(const Action& a) const {
+    const auto it = finished_.find(a);
+    return it == finished_.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+  // When the gradient of stage s's input for micro-batch m exists (its B or I finished).
+  std::optional<double> gradDone(int s, int m) const {
+    if (auto b = done(backwardOf(s, m))) return b;
+    return done(inputGradOf(s, m));
+  }
+  std::optional<double> arrival(ActionKind send, int s, int m) const {
+    const auto sent = done({send, s, m});
+    return sent ? std::optional<double>(*sent + costs_.comm) : std::nullopt;
+  }
+  bool local(int a, int b) const { return req_.rank_of_stage[a] == req_.rank_of_stage[b]; }
+
+  static std::optional<double> latest(std::initializer_list<std::optional<double>> deps) {
+    double t = 0;
+    for (const auto& d : deps) {
+      if (!d) return std::nullopt;
+      t = std::max(t, *d);
+    }
+    return t;
+  }
+
+  std::optional<double> readyTime(const Action& a) const {
+    const int s = a.stage, m = a.microbatch;
+    const int last = req_.num_stages - 1;
+    switch (a.kind) {
+      case ActionKind::kForward:
+        if (s == 0) return 0.0;
+        return local(s, s - 1) ? done(forwardOf(s - 1, m))
+                               : arrival(ActionKind::kSendForward, s - 1, m);
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput: {
+        if (s == last) return done(forwardOf(s, m));
+        const auto grad = local(s, s + 1) ? gradDone(s + 1, m)
+                                          : arrival(ActionKind::kSendBackward, s + 1, m);
+        return latest({done(forwardOf(s, m)), grad});
+      }
+      case ActionKind::kBackwardWeight: return done(inputGradOf(s, m));
+      case ActionKind::kSendForward: return done(forwardOf(s, m));
+      case ActionKind::kSendBackward: return gradDone(s, m);
+      default: return 0.0;  // RECV: posting needs nothing
+    }
+  }
+
+  const ScheduleRequest& req_;
+  const std::vector<ActionList>& ranks_;
+  const ActionCosts& costs_;
+  std::map<Action, double> finished_;
+};
+
+std::vector<int> peakInflight(const ScheduleRequest& req, const std::vector<ActionList>& ranks) {
+  std::vector<int> live(req.num_stages, 0), peak(req.num_stages, 0);
+  for (const ActionList& list : ranks) {
+    for (const Action& a : list) {
+      if (a.kind == ActionKind::kForward) {
+        peak[a.stage] = std::max(peak[a.stage], ++live[a.stage]);
+      } else if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight) {
+        --live[a.stage];
+      }
+    }
+  }
+  return peak;
+}
+
+// Per (sender, receiver): the messages in sending order equal those in receiving order.
+bool inOrderPerPair(const ScheduleRequest& req, const std::vector<ActionList>& ranks) {
+  std::map<std::pair<int, int>, std::vector<Action>> sent, received;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (const Action& a : ranks[r]) {
+      const int me = static_cast<int>(r);
+      switch (a.kind) {
+        case ActionKind::kSendForward:
+          sent[{me, req.rank_of_stage[a.stage + 1]}].push_back({ActionKind::kForward, a.stage, a.microbatch});
+          break;
+        case ActionKind::kSendBackward:
+          sent[{me, req.rank_of_stage[a.stage - 1]}].push_back({ActionKind::kBackward, a.stage, a.microbatch});
+          break;
+        case ActionKind::kRecvForward:
+          received[{req.rank_of_stage[a.stage - 1], me}].push_back({ActionKind::kForward, a.stage - 1, a.microbatch});
+          break;
+        case ActionKind::kRecvBackward:
+          received[{req.rank_of_stage[a.stage + 1], me}].push_back({ActionKind::kBackward, a.stage + 1, a.microbatch});
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return sent == received;
+}
+
+}  // namespace
+
+SimulationResult simulateSchedule(const ScheduleRequest& request,
+                                  const std::vector<ActionList>& ranks,
+                                  const ActionCosts& costs) {
+  const Positions where = checkStructure(request, ranks);
+  checkComputeCoverage(request, ranks, where);
+  checkCommunication(request, ranks, where);
+  SimulationResult result = Simulation(request, ranks, costs).run();
+  double idle = 0;
+  for (double busy : result.busy) {
+    result.idle.push_back(result.makespan - busy);
+    idle += result.idle.back();
+  }
+  const double capacity = result.makespan * static_cast<double>(ranks.size());
+  result.bubble_fraction = capacity > 0 ? idle / capacity : 0;
+  result.peak_inflight = peakInflight(request, ranks);
+  result.in_order_per_pair = inOrderPerPair(request, ranks);
+  return result;
+}
+
+std::string renderTimeline(const ScheduleRequest& request, const std::vector<ActionList>& ranks,
+                           const SimulationResult& result, const ActionCosts& costs) {
+  double unit = 0;
+  for (double c : {costs.forward, costs.backward, costs.input_grad, costs.weight_grad}) {
+    if (c > 0 && (unit == 0 || c < unit)) unit = c;
+  }
+  if (unit == 0) unit = 1;
+  const auto columns = static_cast<size_t>(std::ceil(result.makespan / unit - 1e-9));
+  const bool show_stage = request.stages_per_rank > 1;
+  std::vector<std::vector<std::string>> cells(ranks.size(), std::vector<std::string>(columns, "."));
+  size_t width = 1;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (size_t p = 0; p < ranks[r].size(); ++p) {
+      const Action& a = ranks[r][p];
+      const double cost = costs.of(a.kind);
+      if (cost <= 0) continue;
+      const std::string label = (show_stage ? std::to_string(a.stage) : "") + kindName(a.kind) +
+                                std::to_string(a.microbatch);
+      width = std::max(width, label.size());
+      const auto first = static_cast<size_t>(std::llround(result.start[r][p] / unit));
+      const auto last = static_cast<size_t>(std::llround((result.start[r][p] + cost) / unit));
+      for (size_t c = first; c < last && c < columns; ++c) cells[r][c] = label;
+    }
+  }
+  std::ostringstream out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    out << "rank " << r << " |";
+    for (const std::string& cell : cells[r]) out << ' ' << cell << std::string(width - cell.size(), ' ');
+    out << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace ppstage

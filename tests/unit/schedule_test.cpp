@@ -1,0 +1,210 @@
+// Schedules against their formulas (simulated with the validator), the CSV form, the
+// plugin API and the errors. Needs no LibTorch: links ppstage_core only.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+#include "ppstage/schedule/lowering.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/schedule/schedule_csv.h"
+
+namespace ppstage {
+namespace {
+
+const ScheduleRegistry& registry() {
+  static const ScheduleRegistry r = makeScheduleRegistry();
+  return r;
+}
+
+PipelineSchedule build(const std::string& name, int stages, int microbatches,
+                       int stages_per_rank = 1, ActionCosts costs = {}) {
+  ScheduleOptions o;
+  o.schedule = name;
+  o.stages = stages;
+  o.microbatches = microbatches;
+  o.stages_per_rank = stages_per_rank;
+  o.costs = costs;
+  return buildSchedule(registry(), o);
+}
+
+double totalIdle(const SimulationResult& r) {
+  return std::accumulate(r.idle.begin(), r.idle.end(), 0.0);
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Schedules, GpipeAnd1f1bBubbleIsExactlyTheFormula) {
+  for (int S = 2; S <= 8; ++S) {
+    for (int M = S; M <= 4 * S; ++M) {
+      const double formula = static_cast<double>(S - 1) / (M + S - 1);
+      const auto gpipe = build("gpipe", S, M);
+      const auto one = build("1f1b", S, M);
+      EXPECT_NEAR(gpipe.simulation.bubble_fraction, formula, 1e-12) << "gpipe S=" << S << " M=" << M;
+      EXPECT_NEAR(one.simulation.bubble_fraction, formula, 1e-12) << "1f1b S=" << S << " M=" << M;
+      for (int s = 0; s < S; ++s) {
+        EXPECT_EQ(one.simulation.peak_inflight[s], std::min(M, S - s)) << "S=" << S << " M=" << M;
+        EXPECT_EQ(gpipe.simulation.peak_inflight[s], M);
+      }
+    }
+  }
+}
+
+TEST(Schedules, InterleavedBubbleIsDividedByTheStagesPerRank) {
+  for (int P = 2; P <= 4; ++P) {
+    for (int V = 2; V <= 4; ++V) {
+      for (int M = P; M <= 4 * P; M += P) {
+        const ActionCosts costs;  // F=1, B=2
+        const auto s = build("interleaved-1f1b", P * V, M, V, costs);
+        const double ideal = V * M * (costs.forward + costs.backward);
+        for (size_t r = 0; r < s.simulation.idle.size(); ++r) {
+          EXPECT_NEAR(s.simulation.idle[r] / ideal, static_cast<double>(P - 1) / (V * M), 1e-12)
+              << "P=" << P << " V=" << V << " M=" << M << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(Schedules, ZeroBubbleH1CutsTheBubbleToAThirdWithoutMoreMemory) {
+  ActionCosts costs;  // F = I = W = 1 (B = I + W = 2 for 1F1B)
+  for (int S = 2; S <= 8; ++S) {
+    for (int M = S; M <= 4 * S; ++M) {
+      const auto zb = build("zb-h1", S, M, 1, costs).simulation;
+      const auto one = build("1f1b", S, M, 1, costs).simulation;
+      EXPECT_LE(totalIdle(zb), 0.4 * totalIdle(one)) << "S=" << S << " M=" << M;
+      EXPECT_LE(*std::max_element(zb.peak_inflight.begin(), zb.peak_inflight.end()),
+                *std::max_element(one.peak_inflight.begin(), one.peak_inflight.end()));
+    }
+  }
+}
+
+TEST(Schedules, CsvRoundTripIsIdentity) {
+  for (const auto& [name, stages, per_rank] :
+       {std::tuple<std::string, int, int>{"gpipe", 4, 1}, {"1f1b", 5, 1},
+        {"interleaved-1f1b", 6, 2}, {"zb-h1", 3, 1}}) {
+    const auto s = build(name, stages, 6, per_rank);
+    const std::string csv = scheduleToCsv(s.ranks, "round trip");
+    EXPECT_EQ(scheduleFromCsv(csv, "test.csv"), s.ranks) << name;
+    // A table runs as the named schedule did.
+    const auto again = scheduleFromTable(csv, "test.csv", ScheduleOptions{});
+    EXPECT_EQ(again.ranks, s.ranks);
+    EXPECT_DOUBLE_EQ(again.simulation.makespan, s.simulation.makespan);
+  }
+}
+
+TEST(Schedules, LoweringAddsTransfersOnlyBetweenRanks) {
+  const auto s = build("1f1b", 2, 1);
+  auto strings = [](const ActionList& list) {
+    std::vector<std::string> out;
+    for (const Action& a : list) out.push_back(toString(a));
+    return out;
+  };
+  EXPECT_EQ(strings(s.ranks[0]), (std::vector<std::string>{"0F0", "0SEND_F0", "0RECV_B0", "0B0"}));
+  EXPECT_EQ(strings(s.ranks[1]), (std::vector<std::string>{"1RECV_F0", "1F0", "1B0", "1SEND_B0"}));
+  // Interleaved, 1 rank: every stage on rank 0, no transfers at all.
+  const auto single = build("interleaved-1f1b", 2, 2, 2);
+  for (const Action& a : single.ranks[0]) EXPECT_TRUE(a.isCompute()) << toString(a);
+}
+
+TEST(Schedules, DeadlockIsRejectedWithTheStuckActionsMarked) {
+  ScheduleOptions o;
+  o.schedule = std::string(PPSTAGE_FIXTURES_DIR) + "/deadlock.csv";
+  try {
+    buildSchedule(registry(), o);
+    FAIL() << "expected a ScheduleError";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(e.grid().find("[0B0]"), std::string::npos) << e.grid();
+    EXPECT_NE(e.grid().find("[1F1]"), std::string::npos) << e.grid();
+  }
+}
+
+TEST(Schedules, HandWrittenTableRuns) {
+  ScheduleOptions o;
+  o.schedule = std::string(PPSTAGE_SOURCE_DIR) + "/schedules/examples/1f1b_2stages_4mb.csv";
+  const auto s = buildSchedule(registry(), o);
+  EXPECT_EQ(s.request.num_stages, 2);
+  EXPECT_EQ(s.request.num_microbatches, 4);
+  EXPECT_NEAR(s.simulation.bubble_fraction, 1.0 / 5, 1e-12);
+}
+
+TEST(Schedules, MalformedCsvNamesLineAndColumn) {
+  EXPECT_NE(errorOf([] { scheduleFromCsv("# header\n0F0,0B0\n1F0, 1X0\n", "t.csv"); })
+                .find("t.csv:3:6: unknown action kind 'X'"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { scheduleFromCsv("0F0,,0B0\n", "t.csv"); }).find("t.csv:1:5: empty"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { scheduleFromCsv("F0\n", "t.csv"); }).find("t.csv:1:1: 'F0' is not"),
+            std::string::npos);
+  EXPECT_THROW(scheduleFromCsv("# only comments\n", "t.csv"), Error);
+}
+
+TEST(Schedules, ValidatorCatchesBrokenTables) {
+  const ScheduleOptions o;
+  auto fails = [&](const std::string& table, const std::string& expected) {
+    const std::string error = errorOf([&] { scheduleFromTable(table, "t.csv", o); });
+    EXPECT_NE(error.find(expected), std::string::npos) << table << " -> " << error;
+  };
+  fails("0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", "stage 0, micro-batch 1 has no backward");
+  fails("0F0,0B0,0F0\n1F0,1B0\n", "appears twice");
+  fails("0F0,0B0,1F0\n1B0\n", "but stage 1 is on rank 1");
+  fails("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n", "0SEND_F0 is never received");
+  fails("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n",
+        "1F0 needs its input first, so it must come after 1RECV_F0");
+  fails("0F0,0I0,0B0\n", "both a full backward and an I/W split");
+}
+
+TEST(Schedules, RequestsASchedulCannotServeAreClearErrors) {
+  EXPECT_NE(errorOf([] { build("zb-h1", 4, 3); }).find("at least as many micro-batches"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { build("interleaved-1f1b", 4, 3, 2); }).find("multiple of the pipeline"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { build("1f1b", 6, 8, 4); }).find("stages_per_rank must divide"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { build("1f1b", 4, 8, 2); }).find("one stage per rank"), std::string::npos);
+  const std::string unknown = errorOf([] { build("zero-bubble", 4, 8); });
+  EXPECT_NE(unknown.find("known schedules: 1f1b, gpipe, interleaved-1f1b, zb-h1"),
+            std::string::npos)
+      << unknown;
+}
+
+TEST(SchedulePlugins, ExamplePluginLoadsRegistersAndValidates) {
+  ScheduleRegistry plugins = makeScheduleRegistry(PPSTAGE_EXAMPLE_PLUGIN);
+  ASSERT_NE(plugins.find("reverse-gpipe"), nullptr);
+  ScheduleOptions o;
+  o.schedule = "reverse-gpipe";
+  o.stages = 3;
+  o.microbatches = 5;
+  const auto s = buildSchedule(plugins, o);
+  EXPECT_NEAR(s.simulation.bubble_fraction, 2.0 / 7, 1e-12);  // GPipe's: (S-1)/(M+S-1)
+  EXPECT_EQ(toString(s.ranks[2][s.ranks[2].size() - 2]), "2B0") << "backwards in reverse";
+}
+
+TEST(SchedulePlugins, BadPluginsAreClearErrors) {
+  ScheduleRegistry r;
+  EXPECT_NE(errorOf([&] { loadSchedulePlugin(r, PPSTAGE_NO_SYMBOL_PLUGIN); })
+                .find("does not export ppstage_register_schedules"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { loadSchedulePlugin(r, "/nonexistent/plugin.so"); })
+                .find("cannot load schedule plugin"),
+            std::string::npos);
+}
+
+TEST(ActionCosts, ParsesFourNumbers) {
+  const ActionCosts c = ActionCosts::parse("1, 2.5,0.5,1");
+  EXPECT_DOUBLE_EQ(c.backward, 2.5);
+  EXPECT_THROW(ActionCosts::parse("1,2,3"), Error);
+  EXPECT_THROW(ActionCosts::parse("1,2,x,1"), Error);
+}
+
+}  // namespace
+}  // namespace ppstage
