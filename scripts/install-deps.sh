@@ -17,6 +17,10 @@ packages=(
 if [[ "${PPSTAGE_FIXTURE_DEPS:-0}" == 1 ]]; then
   packages+=(python3-torch)
 fi
+# Only the fuzzer (tests/fuzz) needs clang and libFuzzer; ask with PPSTAGE_FUZZ_DEPS=1.
+if [[ "${PPSTAGE_FUZZ_DEPS:-0}" == 1 ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

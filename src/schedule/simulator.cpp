@@ -132,7 +132,9 @@ void checkCommunication(const ScheduleRequest& req, const std::vector<ActionList
   auto gradOf = [&](int s, int m) {
     return has(where, backwardOf(s, m)) ? backwardOf(s, m) : inputGradOf(s, m);
   };
-  for (const auto& [a, pos] : where) {
+  for (const auto& entry : where) {
+    const Action& a = entry.first;
+    const Mark pos = entry.second;  // a copy: lambdas cannot capture structured bindings
     const int s = a.stage, m = a.microbatch;
     const std::string name = toString(a);
     // `other` must exist and, when `before_me`, come earlier on this rank.
