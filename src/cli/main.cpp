@@ -4,6 +4,7 @@
 // else), and under MPI the end of every rank (failJob).
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -20,8 +21,11 @@ constexpr int kExitFailure = 1;
 void printUsage(std::ostream& out) {
   out << "usage: ppstage <command> [--config FILE] [--section.key value ...]\n\n"
          "ppstage trains a TorchScript model split into pipeline stages.\n\ncommands:\n";
+  size_t width = 0;
+  for (const auto& command : ppstage::cli::kCommands) width = std::max(width, std::strlen(command.name));
   for (const auto& command : ppstage::cli::kCommands) {
-    out << "  " << command.name << "  " << command.summary << "\n";
+    out << "  " << command.name << std::string(width - std::strlen(command.name) + 2, ' ')
+        << command.summary << "\n";
   }
   out << "\n`ppstage <command> --help` lists a command's options.\n";
 }

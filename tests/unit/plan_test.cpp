@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "support/error_of.h"
 #include "ppstage/core/error.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
@@ -46,14 +47,7 @@ std::vector<std::vector<std::string>> stageModules(const Captured& c, PipelineCo
   return modules;
 }
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::errorOf;
 
 TEST(Units, GptUnitsAreTheCallsOfItsForward) {
   const Captured c = capture(test::builtinConfig("gpt", 3));

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "support/error_of.h"
 #include "ppstage/schedule/lowering.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/schedule/schedule_csv.h"
@@ -33,14 +34,7 @@ double totalIdle(const SimulationResult& r) {
   return std::accumulate(r.idle.begin(), r.idle.end(), 0.0);
 }
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::errorOf;
 
 TEST(Schedules, GpipeAnd1f1bBubbleIsExactlyTheFormula) {
   for (int S = 2; S <= 8; ++S) {
