@@ -1,7 +1,15 @@
 // The non-virtual helpers of include/ppstage/comm/communicator.h.
 #include "ppstage/comm/communicator.h"
 
+#include "ppstage/core/error.h"
+
 namespace ppstage {
+
+CommError timeoutError(std::chrono::milliseconds timeout, const std::string& what) {
+  return CommError(detail::concat("timed out after ", static_cast<double>(timeout.count()) / 1000.0,
+                                  " s: ", what, "; is that rank alive? (--comm.timeout_s sets ",
+                                  "the limit)"));
+}
 
 std::vector<std::shared_ptr<Work>> Communicator::batch(const std::vector<P2pOp>& ops) {
   std::vector<std::shared_ptr<Work>> works;

@@ -42,10 +42,6 @@ using Clock = std::chrono::steady_clock;
 using Lock = std::unique_lock<std::mutex>;
 using State = LocalGroup::State;
 
-std::string seconds(std::chrono::milliseconds timeout) {
-  return detail::concat(static_cast<double>(timeout.count()) / 1000.0, " s");
-}
-
 // Waits on `state.changed` until `ready()`; throws CommError on timeout or abort.
 void waitFor(State& state, Lock& lock, std::chrono::milliseconds timeout,
              const std::function<bool()>& ready, const std::string& what) {
@@ -54,8 +50,7 @@ void waitFor(State& state, Lock& lock, std::chrono::milliseconds timeout,
     if (state.aborted) throw CommError(what + ": " + state.abort_reason);
     if (state.changed.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
       if (state.aborted) throw CommError(what + ": " + state.abort_reason);
-      throw CommError(detail::concat("timed out after ", seconds(timeout), ": ", what,
-                                     "; is that rank alive? (--comm.timeout_s sets the limit)"));
+      throw timeoutError(timeout, what);
     }
   }
 }

@@ -46,10 +46,6 @@ void checkMpi(int code, const char* call) {
   }
 }
 
-std::string seconds(std::chrono::milliseconds timeout) {
-  return detail::concat(static_cast<double>(timeout.count()) / 1000.0, " s");
-}
-
 // Polls `request` until it completes or `timeout` passes. Spins for the first kBusy, then
 // yields between tests until kSpin: MPI moves a large message forward only inside MPI calls, so a receive must keep
 // testing while the bytes flow; after that it sleeps between tests, as a rank waiting for
@@ -78,9 +74,7 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     if (done) return status;
     const auto now = Clock::now();
     if (now > deadline) {
-      throw CommError(detail::concat("timed out after ", seconds(timeout), ": rank ",
-                                     mpiWorldRank(), " ", what(), "; is that rank alive? ",
-                                     "(--comm.timeout_s sets the limit)"));
+      throw timeoutError(timeout, detail::concat("rank ", mpiWorldRank(), " ", what()));
     }
     if (now - start < kBusy) {
       continue;

@@ -86,9 +86,7 @@ void waitEvent(Impl& impl, at::cuda::CUDAEvent& event, std::chrono::milliseconds
     if (Clock::now() > deadline) {
       ncclCommAbort(impl.comm);
       impl.comm = nullptr;
-      throw CommError(detail::concat("timed out after ", timeout.count() / 1000.0, " s: rank ",
-                                     impl.bootstrap->rank(), " ", what(),
-                                     "; is that rank alive? (--comm.timeout_s sets the limit)"));
+      throw timeoutError(timeout, detail::concat("rank ", impl.bootstrap->rank(), " ", what()));
     }
     std::this_thread::yield();
   }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
@@ -38,6 +39,17 @@ bool ModelGraph::isWithin(int call, int ancestor) const {
     if (c == ancestor) return true;
   }
   return false;
+}
+
+int64_t ModelGraph::numTrainableParams() const {
+  std::set<const c10::TensorImpl*> seen;
+  int64_t total = 0;
+  for (const ModelParameter& p : parameters) {
+    if (p.is_parameter && seen.insert(p.value.unsafeGetTensorImpl()).second) {
+      total += p.value.numel();
+    }
+  }
+  return total;
 }
 
 namespace {

@@ -120,8 +120,9 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     full = runProbe(sizes_probe, model, input);
   }
   const int64_t small = batch == 2 ? 3 : 2;
+  const at::Tensor small_input = make_input(small);
   const Probe grad_probe = buildProbe(*model.graph, Asks::kRequiresGrad);
-  const std::vector<c10::IValue> few = runProbe(grad_probe, model, make_input(small));
+  const std::vector<c10::IValue> few = runProbe(grad_probe, model, small_input);
 
   size_t next = 0;
   for (const Value* value : sizes_probe.probed) {
@@ -143,7 +144,7 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     }
   }
   shapes[graph_inputs[0]].per_sample = perSample(input.sizes().vec(), batch,
-                                                 make_input(small).sizes().vec(), small);
+                                                 small_input.sizes().vec(), small);
   return shapes;
 }
 

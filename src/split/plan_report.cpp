@@ -106,19 +106,6 @@ void printTable(std::ostream& out, const std::vector<std::string>& header,
   }
 }
 
-int64_t totalParams(const ModelGraph& graph) {
-  int64_t total = 0;
-  for (const ModelParameter& p : graph.parameters) {
-    if (p.is_parameter && p.tie_group < 0) total += p.value.numel();
-  }
-  for (const auto& group : graph.ties) {
-    if (graph.parameters[group.front()].is_parameter) {
-      total += graph.parameters[group.front()].value.numel();
-    }
-  }
-  return total;
-}
-
 nlohmann::json tensorJson(const BoundaryTensor& t) {
   return {{"name", t.name},
           {"shape", t.meta.sizes},
@@ -151,7 +138,7 @@ nlohmann::json stageJson(const StageModule& stage) {
 void printPlanTable(std::ostream& out, const ModelSplit& split) {
   const at::Tensor& input = split.example_input;
   out << "model " << split.model.name << ": " << humanCount(static_cast<double>(
-             totalParams(split.graph))) << " parameters, example input "
+             split.graph.numTrainableParams())) << " parameters, example input "
       << split.graph.input_name << " " << shapeText(input.sizes().vec()) << " "
       << dtypeName(input.scalar_type()) << "\n"
       << split.stages.size() << " stages over " << split.plan.units.size() << " units, "
@@ -212,7 +199,7 @@ std::string planToJson(const ModelSplit& split) {
       {"input", {{"name", split.graph.input_name},
                  {"shape", split.example_input.sizes().vec()},
                  {"dtype", dtypeName(split.example_input.scalar_type())}}},
-      {"num_params", totalParams(split.graph)},
+      {"num_params", split.graph.numTrainableParams()},
       {"units", units},
       {"stages", stages},
       {"tied_parameters", ties},

@@ -131,17 +131,6 @@ void measureUnits(const ModelGraph& model, const std::vector<Node*>& nodes,
   }
 }
 
-int64_t totalParams(const ModelGraph& model) {
-  std::set<const c10::TensorImpl*> seen;
-  int64_t total = 0;
-  for (const ModelParameter& p : model.parameters) {
-    if (p.is_parameter && seen.insert(p.value.unsafeGetTensorImpl()).second) {
-      total += p.value.numel();
-    }
-  }
-  return total;
-}
-
 }  // namespace
 
 std::vector<SplitUnit> findUnits(const ModelGraph& model, const ValueShapes& shapes,
@@ -154,7 +143,7 @@ std::vector<SplitUnit> findUnits(const ModelGraph& model, const ValueShapes& sha
   measureUnits(model, nodes, shapes, units);
 
   // Expand wrappers (see Note [Splittable units]) until none is left.
-  const int64_t total = totalParams(model);
+  const int64_t total = model.numTrainableParams();
   std::set<int> tried;
   for (bool changed = true; changed;) {
     changed = false;

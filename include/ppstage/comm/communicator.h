@@ -34,6 +34,10 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The error every communicator raises when a wait outlasts its timeout: `what` says who
+// waited for what ("rank 0 waiting to receive activation 0 of stage 1, ... from rank 1").
+CommError timeoutError(std::chrono::milliseconds timeout, const std::string& what);
+
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
 };

@@ -58,6 +58,8 @@ struct ModelGraph {
   const std::string& modulePathOf(const torch::jit::Node* node) const;
   // True when call `ancestor` is `call` or one of its callers.
   bool isWithin(int call, int ancestor) const;
+  // Elements of the model's trainable parameters, a tensor with several paths counted once.
+  int64_t numTrainableParams() const;
 };
 
 // Captures `module.forward`. The forward must take one tensor; further arguments need
