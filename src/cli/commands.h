@@ -16,9 +16,15 @@ struct Command {
 int splitMain(int argc, const char* const* argv);
 int benchCommMain(int argc, const char* const* argv);
 int scheduleMain(int argc, const char* const* argv);
+int trainMain(int argc, const char* const* argv);
+int compareRunsMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
+    {"train", "train a model split into pipeline stages (mpirun -np P ppstage train)",
+     trainMain},
+    {"compare-runs", "compare two training runs' losses and final parameters (numerics)",
+     compareRunsMain},
     {"split", "cut a model into pipeline stages and print the plan (table or --json)",
      splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",

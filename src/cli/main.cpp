@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
 
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
   }
   try {
     return command->run(argc - 1, argv + 1);
+  } catch (const ppstage::JobError& e) {
+    // Every rank of the job has this error and has left MPI: one of them reports it.
+    if (e.reportsHere()) std::cerr << "ppstage: error: " << e.what() << std::endl;
+    return e.exitCode();
   } catch (const ppstage::Error& e) {
     ppstage::failJob(e.what(), kExitBadInput);
   } catch (const c10::Error& e) {

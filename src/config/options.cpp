@@ -39,7 +39,11 @@ std::set<std::string> knownConfigOptions() {
   addSplitOptions(all, dummy.pipeline);
   addScheduleOptions(all, dummy.pipeline);
   addTrainOptions(all, dummy.train);
+  addTrainingLoopOptions(all, dummy.train);
   addCommOptions(all, dummy.comm);
+  addCompileOptions(all, dummy.compile);
+  addDataOptions(all, dummy.data);
+  addOutputOptions(all, dummy.output);
   std::set<std::string> names;
   for (const auto& option : all.options()) names.insert(option->long_name());
   return names;
@@ -139,6 +143,58 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
   desc.add(section);
 }
 
+void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
+  po::options_description section("Training loop [train]");
+  section.add_options()
+    ("train.steps", po::value(&t.steps)->default_value(t.steps), "optimizer steps to run")
+    ("train.lr", po::value(&t.lr)->default_value(t.lr), "learning rate")
+    ("train.weight_decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
+     "weight decay (decoupled for adamw, L2 for sgd)")
+    ("train.grad_clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
+     "clip the global gradient norm, over all stages, to this value; 0: no clipping")
+    ("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd")
+    ("train.loss", po::value(&t.loss)->default_value(t.loss),
+     "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
+     "model takes token ids, mse otherwise")
+    ("train.dp", po::value(&t.dp)->default_value(t.dp),
+     "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp")
+    ("train.threads", po::value(&t.threads)->default_value(t.threads),
+     "intra-op threads per rank; 0: the machine's cores divided by the ranks on it");
+  desc.add(section);
+}
+
+void addCompileOptions(po::options_description& desc, CompileConfig& c) {
+  po::options_description section("Compilation [compile]");
+  section.add_options()
+    ("compile.mode", po::value(&c.mode)->default_value(c.mode),
+     "none: each stage graph runs unoptimized (the numerics baseline) | stage: one "
+     "TorchScript profiling executor per stage (specialization, autodiff, fusion)");
+  desc.add(section);
+}
+
+void addDataOptions(po::options_description& desc, DataConfig& d) {
+  po::options_description section("Data [data]");
+  section.add_options()
+    ("data.path", po::value(&d.path)->default_value(d.path),
+     "text file read as bytes (byte-level tokens, next-byte targets) | synthetic (random "
+     "samples from the seed) | empty: the public-domain text embedded in ppstage");
+  desc.add(section);
+}
+
+void addOutputOptions(po::options_description& desc, OutputConfig& o) {
+  po::options_description section("Output [output]");
+  section.add_options()
+    ("output.log_every", po::value(&o.log_every)->default_value(o.log_every),
+     "print a line every N steps (and for the last); 0: only the summary")
+    ("output.metrics_json", po::value(&o.metrics_json)->default_value(o.metrics_json),
+     "write the run's metrics (losses, step times, per-rank busy/idle/RSS, predicted "
+     "makespan) to this JSON file at the end")
+    ("output.params_dir", po::value(&o.params_dir)->default_value(o.params_dir),
+     "write every stage's final parameters to this directory (params-rank<r>.pt), for "
+     "ppstage compare-runs");
+  desc.add(section);
+}
+
 void addCommOptions(po::options_description& desc, CommConfig& c) {
   po::options_description section("Communication [comm]");
   section.add_options()
@@ -211,6 +267,29 @@ void validate(const CommConfig& c) {
 
 void validate(const TrainConfig& t) {
   PPSTAGE_CHECK(t.batch_size >= 1, "--train.batch_size must be at least 1; got ", t.batch_size);
+  PPSTAGE_CHECK(t.steps >= 1, "--train.steps must be at least 1; got ", t.steps);
+  PPSTAGE_CHECK(t.lr > 0, "--train.lr must be positive; got ", t.lr);
+  PPSTAGE_CHECK(t.weight_decay >= 0, "--train.weight_decay must not be negative; got ",
+                t.weight_decay);
+  PPSTAGE_CHECK(t.grad_clip >= 0, "--train.grad_clip must be positive, or 0 for no clipping; ",
+                "got ", t.grad_clip);
+  PPSTAGE_CHECK(t.optimizer == "adamw" || t.optimizer == "sgd",
+                "--train.optimizer must be adamw or sgd; got '", t.optimizer, "'");
+  PPSTAGE_CHECK(t.loss == "cross_entropy" || t.loss == "mse" || t.loss == "auto",
+                "--train.loss must be cross_entropy, mse or auto; got '", t.loss, "'");
+  PPSTAGE_CHECK(t.dp >= 1, "--train.dp must be at least 1; got ", t.dp);
+  PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
+                t.threads);
+}
+
+void validate(const CompileConfig& c) {
+  PPSTAGE_CHECK(c.mode != "block", "--compile.mode block is not built yet; use none or stage");
+  PPSTAGE_CHECK(c.mode == "none" || c.mode == "stage",
+                "--compile.mode must be none or stage; got '", c.mode, "'");
+}
+
+void validate(const OutputConfig& o) {
+  PPSTAGE_CHECK(o.log_every >= 0, "--output.log_every must not be negative; got ", o.log_every);
 }
 
 }  // namespace ppstage

@@ -8,9 +8,12 @@
 
 namespace ppstage {
 
-GraphRunner::GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::string& name)
+GraphRunner::GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::string& name,
+                         bool profiling)
     : executor_(std::make_unique<torch::jit::GraphExecutor>(
-          graph, name, torch::jit::ExecutorExecutionMode::SIMPLE)),
+          graph, name,
+          profiling ? torch::jit::ExecutorExecutionMode::PROFILING
+                    : torch::jit::ExecutorExecutionMode::SIMPLE)),
       num_outputs_(graph->outputs().size()) {}
 
 GraphRunner::~GraphRunner() = default;

@@ -43,10 +43,37 @@ struct PipelineConfig {
   std::string schedule_plugin;     // shared library registering more schedules
 };
 
-// [train]: the training run (only what the splitter needs so far).
+// [train]: the training run.
 struct TrainConfig {
-  int64_t batch_size = 8;  // global batch; the example input uses it
-  int64_t seed = 0;        // parameter initialisation and example inputs
+  int64_t batch_size = 8;  // global batch (over all micro-batches and replicas)
+  int64_t seed = 0;        // parameter initialisation, example inputs, sample order
+  int64_t steps = 50;      // optimizer steps
+  double lr = 3e-3;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;            // global gradient-norm bound; 0 turns clipping off
+  std::string optimizer = "adamw";   // adamw | sgd
+  std::string loss = "auto";         // cross_entropy | mse | auto (by the input's dtype)
+  int64_t dp = 1;                    // data-parallel replicas; world = pp * dp
+  int64_t threads = 0;               // intra-op threads per rank; 0: cores / local ranks
+};
+
+// [compile]: how each stage's graph runs (see include/ppstage/compile/compiled_stage.h).
+struct CompileConfig {
+  std::string mode = "none";  // none | stage (| block, not built yet)
+};
+
+// [data]: where training samples come from.
+struct DataConfig {
+  // "" : the public-domain text embedded in ppstage; "synthetic": random samples drawn
+  // from the seed; anything else: a file read as bytes (byte-level tokens).
+  std::string path;
+};
+
+// [output]: what a training run reports.
+struct OutputConfig {
+  int64_t log_every = 1;     // print a step line every N steps (and the last); 0: never
+  std::string metrics_json;  // write the run's metrics here at the end
+  std::string params_dir;    // write each rank's final parameters here (compare-runs reads it)
 };
 
 // [comm]: how ranks talk.
@@ -59,6 +86,9 @@ struct Config {
   PipelineConfig pipeline;
   TrainConfig train;
   CommConfig comm;
+  CompileConfig compile;
+  DataConfig data;
+  OutputConfig output;
 };
 
 }  // namespace ppstage

@@ -24,7 +24,13 @@ void addModelOptions(po::options_description& desc, ModelConfig& model);
 void addStageCountOption(po::options_description& desc, PipelineConfig& pipeline);
 void addSplitOptions(po::options_description& desc, PipelineConfig& pipeline);
 void addScheduleOptions(po::options_description& desc, PipelineConfig& pipeline);
+// [train] batch_size and seed: what the splitter reads.
 void addTrainOptions(po::options_description& desc, TrainConfig& train);
+// [train] everything else: steps, optimizer, loss, dp, ...
+void addTrainingLoopOptions(po::options_description& desc, TrainConfig& train);
+void addCompileOptions(po::options_description& desc, CompileConfig& compile);
+void addDataOptions(po::options_description& desc, DataConfig& data);
+void addOutputOptions(po::options_description& desc, OutputConfig& output);
 void addCommOptions(po::options_description& desc, CommConfig& comm);
 
 // Parses argv (argv[0] is the subcommand's name) into the variables bound in `options`,
@@ -39,5 +45,7 @@ void validate(const ModelConfig& model);
 void validate(const PipelineConfig& pipeline);
 void validate(const TrainConfig& train);
 void validate(const CommConfig& comm);
+void validate(const CompileConfig& compile);
+void validate(const OutputConfig& output);
 
 }  // namespace ppstage

@@ -1,6 +1,8 @@
-// Runs a functional graph (a ModelGraph or a stage's graph) through TorchScript's simple
-// executor: no profiling, no specialization, no fusion; ops run as in eager mode and record
-// autograd as eager ops do. This is the numerics baseline every compile mode is held to.
+// Runs a functional graph (a ModelGraph or a stage's graph) through a TorchScript
+// GraphExecutor. By default the simple executor: no profiling, no specialization, no
+// fusion; ops run as in eager mode and record autograd as eager ops do. This is the
+// numerics baseline every compile mode is held to. With `profiling`, the profiling
+// executor, which optimizes the graph after its first runs (see compile/compiled_stage.h).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -18,7 +20,9 @@ namespace ppstage {
 
 class GraphRunner {
  public:
-  GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::string& name);
+  // The executor owns and may rewrite `graph`; pass a copy to keep the original.
+  GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::string& name,
+              bool profiling = false);
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;

@@ -1,0 +1,39 @@
+// Errors every rank reports together. A job's setup (options, schedule, split, data) runs
+// on every rank; some failures show on one rank only (a data file only the first stage's
+// rank opens). runAgreed() lets every rank learn of any rank's failure, so all of them stop
+// at once with the same message instead of waiting on a rank that has left.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+class Communicator;
+
+// Thrown on every rank when some rank's setup failed. The CLI prints what() once, on rank 0,
+// and every rank exits with exitCode() after finalizing MPI: no rank is killed, none hangs.
+class JobError : public Error {
+ public:
+  JobError(const std::string& message, int exit_code, int failed_rank, bool reports_here)
+      : Error(message), exit_code_(exit_code), failed_rank_(failed_rank),
+        reports_here_(reports_here) {}
+  int exitCode() const { return exit_code_; }
+  int failedRank() const { return failed_rank_; }
+  // True on the one rank that prints the message (rank 0).
+  bool reportsHere() const { return reports_here_; }
+
+ private:
+  int exit_code_;
+  int failed_rank_;
+  bool reports_here_;
+};
+
+// Runs `fn` on this rank, then agrees with every rank of `comm` (collective): when `fn`
+// threw on any rank, throws JobError on all of them with the lowest failing rank's message
+// ("[rank r] ..." when r is not 0) and exit code (2 for ppstage::Error, 1 otherwise).
+void runAgreed(Communicator& comm, const std::function<void()>& fn);
+
+}  // namespace ppstage

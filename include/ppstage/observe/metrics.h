@@ -1,0 +1,57 @@
+// observe: what a training run reports — the metrics JSON (--output.metrics_json), read
+// back by `ppstage compare-runs`, and the process measurements behind it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ppstage {
+
+struct RankMetrics {
+  int rank = 0;
+  std::vector<int> stages;
+  double busy_s = 0;  // compute (F, B, I, W) over the whole run
+  double idle_s = 0;  // the rest of the steps' wall time: waiting, communication, optimizer
+  double peak_rss_mb = 0;
+};
+
+struct RunMetrics {
+  // What ran.
+  std::string model;
+  std::string schedule;
+  std::string compile_mode;
+  std::string data;
+  int stages = 1;
+  int pp = 1;
+  int dp = 1;
+  int microbatches = 1;
+  long long batch_size = 0;
+  long long tokens_per_step = 0;
+  std::string params_dir;  // where the final parameters were written; empty: nowhere
+  // Per step.
+  std::vector<double> losses;
+  std::vector<double> step_time_s;
+  std::vector<double> bubble_fraction;  // measured: idle / (ranks * step time)
+  // Summary.
+  double final_loss = 0;
+  double tokens_per_s = 0;     // median over steps
+  double measured_step_s = 0;  // median over steps
+  // The schedule simulator's makespan with this run's measured mean action costs
+  // (steps after the first, which includes the compile/profiling runs).
+  double predicted_makespan_s = 0;
+  double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs
+  std::vector<RankMetrics> ranks;
+};
+
+std::string metricsToJson(const RunMetrics& metrics);
+// Reads what metricsToJson wrote (the fields compare-runs needs: losses, final_loss,
+// params_dir, ...). Throws ppstage::Error naming `source` on malformed input.
+RunMetrics metricsFromJson(const std::string& text, const std::string& source);
+
+// Peak resident set size of this process so far, in MB (getrusage).
+double peakRssMb();
+
+// Median of `values` (0 for none).
+double median(std::vector<double> values);
+
+}  // namespace ppstage

@@ -1,0 +1,91 @@
+// runtime::Executor: runs one rank's lowered action list (schedule/lowering.h) for one
+// optimizer step over the stages this rank owns.
+//
+// What each action does, for stage s and micro-batch m:
+//   RECV_F  post receives for s's inputs (buffers sized from the BoundarySpec)
+//   F       wait for the inputs, run the stage forward recording autograd; keep the inputs
+//           (autograd leaves) and outputs backward needs. The last stage computes the loss
+//           of m against its targets, scaled by ExecutorOptions::loss_scale. When s+1 runs on
+//           this rank, its inputs are handed over directly (detached leaves, no copy).
+//   SEND_F  post sends of s's outputs
+//   RECV_B  post receives for the gradients of s's outputs
+//   B       input and weight gradients in one autograd pass; weight gradients accumulate in
+//           the parameters' .grad, input gradients go to SEND_B or to stage s-1 on this rank
+//   I       input gradients only (autograd::grad with retain_graph: W walks the graph again)
+//   W       weight gradients only, then m's autograd graph is freed
+//   SEND_B  post sends of the input gradients
+// A tensor whose BoundarySpec says requires_grad always gets a gradient message (zeros when
+// autograd produced none), so both sides agree on what crosses without looking at values.
+//
+// Gradients accumulate over micro-batches; with loss_scale = 1/(M * dp) a pipelined step
+// accumulates what one full-batch step of the mean loss computes.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "ppstage/comm/boundary_spec.h"
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/runtime/loss.h"
+#include "ppstage/schedule/action.h"
+
+namespace ppstage {
+
+class Communicator;
+class Topology;
+struct StageModule;
+
+// Receive-buffer descriptions of a stage's inputs (`inputs` true) or outputs, from the
+// plan's shapes at `plan_batch`. Throws ppstage::Error for a boundary tensor whose shape is
+// not an affine function of the batch (it could not be cut into micro-batches).
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch);
+
+// A stage this rank runs: the splitter's module, compiled.
+struct LocalStage {
+  StageModule* module = nullptr;  // parameters are updated in place by the optimizer
+  std::unique_ptr<CompiledStage> compiled;
+  BoundarySpec input_spec;   // the boundary in front of the stage
+  BoundarySpec output_spec;  // the boundary after it (described as the next stage's inputs)
+};
+
+struct ExecutorOptions {
+  int64_t microbatch_size = 1;
+  LossKind loss = LossKind::kCrossEntropy;
+  double loss_scale = 1;  // applied to every micro-batch's loss before backward
+};
+
+// What one step cost on this rank.
+struct StepStats {
+  double loss_sum = 0;  // sum of scaled micro-batch losses (last stage only)
+  // Per compute kind (F, B, I, W, in ActionKind order): seconds and count.
+  std::array<double, 4> compute_s{};
+  std::array<int64_t, 4> compute_count{};
+  double busy_s() const { return compute_s[0] + compute_s[1] + compute_s[2] + compute_s[3]; }
+};
+
+class Executor {
+ public:
+  // `stages` are this rank's, in increasing stage order; `actions` its lowered list.
+  Executor(Communicator& comm, const Topology& topology, std::vector<LocalStage> stages,
+           ActionList actions, ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // One step. `inputs[m]` is micro-batch m of the model's input (only read when this rank
+  // runs stage 0), `targets[m]` its targets (only read when it runs the last stage).
+  // Throws CommError when a peer does not answer in time.
+  StepStats runStep(const std::vector<at::Tensor>& inputs,
+                    const std::vector<at::Tensor>& targets);
+
+  const std::vector<LocalStage>& stages() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ppstage

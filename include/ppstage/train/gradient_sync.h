@@ -1,0 +1,54 @@
+// What happens to gradients between the executor's step and the optimizer's:
+//   1. data parallel: every replica's gradients are summed over its dp group (the loss is
+//      already scaled by 1/dp, so the sum is the mean);
+//   2. tied parameters: the copies of one tensor on different stages (an embedding and the
+//      LM head) get the sum of all copies' gradients, so identical updates keep them equal;
+//   3. the global gradient norm over all stages, each tensor counted once, for clipping
+//      (the squared norm of this rank's share; the caller all-reduces it).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "ppstage/split/stage_module.h"
+
+namespace ppstage {
+
+class Communicator;
+class Topology;
+
+class GradientSync {
+ public:
+  // Collective over `world` (it splits off the dp and tie groups). `stages` are this
+  // rank's; `ties` the whole model's.
+  GradientSync(Communicator& world, const Topology& topology, std::vector<StageModule*> stages,
+               const std::vector<TiedParameter>& ties);
+  ~GradientSync();
+
+  // Steps 1 and 2. Undefined gradients become zeros first, so every rank contributes.
+  void synchronize();
+
+  // This rank's share of the squared global gradient norm: its own parameters on dp rank 0,
+  // a tied tensor only on the stage of its first copy; 0 on other replicas.
+  double squaredNormShare() const;
+
+  // Multiplies every gradient by `factor` (clipping).
+  void scale(double factor);
+
+  // The trainable parameters of this rank's stages, in stage order.
+  std::vector<at::Tensor> parameters() const;
+
+ private:
+  struct TieGroup;
+  const Topology& topology_;
+  std::vector<StageModule*> stages_;
+  std::unique_ptr<Communicator> dp_group_;
+  std::vector<TieGroup> ties_;
+};
+
+// clip_grad_norm_'s coefficient: min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0.
+double clipCoefficient(double norm, double max_norm);
+
+}  // namespace ppstage

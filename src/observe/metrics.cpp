@@ -1,0 +1,84 @@
+// See include/ppstage/observe/metrics.h.
+#include "ppstage/observe/metrics.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+std::string metricsToJson(const RunMetrics& m) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMetrics& r : m.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"stages", r.stages},
+                     {"busy_s", r.busy_s},
+                     {"idle_s", r.idle_s},
+                     {"peak_rss_mb", r.peak_rss_mb}});
+  }
+  nlohmann::json json = {
+      {"model", m.model},
+      {"schedule", m.schedule},
+      {"compile_mode", m.compile_mode},
+      {"data", m.data},
+      {"stages", m.stages},
+      {"pp", m.pp},
+      {"dp", m.dp},
+      {"microbatches", m.microbatches},
+      {"batch_size", m.batch_size},
+      {"tokens_per_step", m.tokens_per_step},
+      {"params_dir", m.params_dir},
+      {"losses", m.losses},
+      {"final_loss", m.final_loss},
+      {"step_time_s", m.step_time_s},
+      {"bubble_fraction", m.bubble_fraction},
+      {"tokens_per_s", m.tokens_per_s},
+      {"measured_step_s", m.measured_step_s},
+      {"predicted_makespan_s", m.predicted_makespan_s},
+      {"action_costs_s",
+       {{"F", m.forward_s}, {"B", m.backward_s}, {"I", m.input_grad_s}, {"W", m.weight_grad_s}}},
+      {"ranks", ranks},
+  };
+  return json.dump(2);
+}
+
+RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
+  RunMetrics m;
+  try {
+    const nlohmann::json json = nlohmann::json::parse(text);
+    m.model = json.value("model", "");
+    m.schedule = json.value("schedule", "");
+    m.compile_mode = json.value("compile_mode", "");
+    m.stages = json.value("stages", 1);
+    m.pp = json.value("pp", 1);
+    m.dp = json.value("dp", 1);
+    m.microbatches = json.value("microbatches", 1);
+    m.params_dir = json.value("params_dir", "");
+    m.losses = json.at("losses").get<std::vector<double>>();
+    m.final_loss = json.at("final_loss").get<double>();
+    m.step_time_s = json.value("step_time_s", std::vector<double>{});
+    m.measured_step_s = json.value("measured_step_s", 0.0);
+    m.predicted_makespan_s = json.value("predicted_makespan_s", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::concat(source, " is not a ppstage metrics file: ", e.what()));
+  }
+  return m;
+}
+
+double peakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace ppstage

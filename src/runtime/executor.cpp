@@ -1,0 +1,325 @@
+// See include/ppstage/runtime/executor.h.
+#include "ppstage/runtime/executor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "ppstage/comm/communicator.h"
+#include "ppstage/comm/topology.h"
+#include "ppstage/core/error.h"
+#include "ppstage/split/stage_module.h"
+
+namespace ppstage {
+
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
+  BoundarySpec spec;
+  spec.stage = inputs ? stage.index : stage.index + 1;
+  for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
+    const TensorMeta& meta = t.meta;
+    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
+                  "' crossing into stage ", spec.stage, " has a shape that does not grow ",
+                  "linearly with the batch, so it cannot be cut into micro-batches");
+    TensorSpec tensor;
+    tensor.name = t.name;
+    tensor.dtype = meta.dtype;
+    tensor.requires_grad = meta.requires_grad;
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
+    }
+    spec.tensors.push_back(std::move(tensor));
+  }
+  return spec;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What one (stage, micro-batch) keeps between its actions.
+struct MicroBatchState {
+  std::vector<at::Tensor> inputs;        // received or handed over; leaves for autograd
+  std::vector<std::shared_ptr<Work>> input_works;
+  std::vector<at::Tensor> outputs;       // forward's outputs (autograd roots)
+  at::Tensor loss;                       // last stage: the scaled loss
+  std::vector<at::Tensor> output_grads;  // one per output; undefined: no gradient
+  std::vector<std::shared_ptr<Work>> output_grad_works;
+  std::vector<at::Tensor> input_grads;   // one per input needing a gradient; for SEND_B
+  bool forward_done = false;
+  bool weights_done = false;  // W (or B) ran: only input gradients may still wait to be sent
+};
+
+int kindIndex(ActionKind kind) { return static_cast<int>(kind); }
+
+}  // namespace
+
+struct Executor::Impl {
+  Communicator& comm;
+  const Topology& topology;
+  std::vector<LocalStage> stages;
+  ActionList actions;
+  ExecutorOptions options;
+  std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
+  std::vector<std::shared_ptr<Work>> sends;
+  StepStats stats;
+
+  Impl(Communicator& c, const Topology& t, std::vector<LocalStage> s, ActionList a,
+       ExecutorOptions o)
+      : comm(c), topology(t), stages(std::move(s)), actions(std::move(a)), options(o) {}
+
+  LocalStage& local(int stage) {
+    for (LocalStage& s : stages) {
+      if (s.module->index == stage) return s;
+    }
+    PPSTAGE_INTERNAL_ASSERT(false, "stage ", stage, " does not run on rank ", topology.rank());
+    return stages.front();
+  }
+  bool isLast(int stage) const { return stage == topology.numStages() - 1; }
+  bool runsHere(int stage) const {
+    return stage >= 0 && stage < topology.numStages() && topology.owns(stage);
+  }
+  MicroBatchState& state(int stage, int mb) { return states[{stage, mb}]; }
+
+  void waitAll(std::vector<std::shared_ptr<Work>>& works) {
+    for (const auto& work : works) work->wait(comm.options().timeout);
+    works.clear();
+  }
+
+  // --- communication ----------------------------------------------------------------------
+
+  void recvForward(int s, int m) {
+    MicroBatchState& st = state(s, m);
+    LocalStage& stage = local(s);
+    st.inputs = allocateReceiveBuffers(stage.input_spec, options.microbatch_size);
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      st.input_works.push_back(comm.recv(st.inputs[i], topology.prevRank(s),
+                                         {MessageKind::kActivation, s, m, static_cast<int>(i)}));
+    }
+  }
+
+  void sendForward(int s, int m) {
+    MicroBatchState& st = state(s, m);
+    PPSTAGE_INTERNAL_ASSERT(st.forward_done, "SEND_F ", s, " ", m, " before its F");
+    for (size_t i = 0; i < st.outputs.size(); ++i) {
+      sends.push_back(comm.send(st.outputs[i].detach(), topology.nextRank(s),
+                                {MessageKind::kActivation, s + 1, m, static_cast<int>(i)}));
+    }
+  }
+
+  void recvBackward(int s, int m) {
+    MicroBatchState& st = state(s, m);
+    const BoundarySpec& spec = local(s).output_spec;
+    std::vector<at::Tensor> buffers = allocateReceiveBuffers(spec, options.microbatch_size);
+    st.output_grads.assign(spec.tensors.size(), at::Tensor());
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+      if (!spec.tensors[i].requires_grad) continue;
+      st.output_grads[i] = buffers[i];
+      st.output_grad_works.push_back(comm.recv(
+          buffers[i], topology.nextRank(s), {MessageKind::kGradient, s + 1, m, static_cast<int>(i)}));
+    }
+  }
+
+  void sendBackward(int s, int m) {
+    MicroBatchState& st = state(s, m);
+    const BoundarySpec& spec = local(s).input_spec;
+    PPSTAGE_INTERNAL_ASSERT(st.input_grads.size() == spec.tensors.size(), "SEND_B ", s, " ", m,
+                            " before its input gradients");
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+      if (!spec.tensors[i].requires_grad) continue;
+      sends.push_back(comm.send(st.input_grads[i], topology.prevRank(s),
+                                {MessageKind::kGradient, s, m, static_cast<int>(i)}));
+    }
+    st.input_grads.clear();
+    eraseIfDone(s, m);
+  }
+
+  // --- compute ----------------------------------------------------------------------------
+
+  void forward(int s, int m, const std::vector<at::Tensor>& data_inputs,
+               const std::vector<at::Tensor>& targets) {
+    MicroBatchState& st = state(s, m);
+    LocalStage& stage = local(s);
+    waitAll(st.input_works);
+    if (s == 0) {
+      st.inputs = {data_inputs.at(m)};
+    }
+    PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,
+                            " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",
+                            stage.input_spec.tensors.size());
+    const auto start = Clock::now();
+    at::AutoGradMode grad_mode(true);
+    std::vector<c10::IValue> args;
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      if (stage.input_spec.tensors[i].requires_grad) st.inputs[i].requires_grad_(true);
+      args.emplace_back(st.inputs[i]);
+    }
+    for (const StageParameter& p : stage.module->parameters) args.emplace_back(p.value);
+    std::vector<c10::IValue> outputs = stage.compiled->run(std::move(args));
+    st.outputs.clear();
+    for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
+    if (isLast(s)) {
+      at::Tensor loss = computeLoss(options.loss, st.outputs.at(0), targets.at(m));
+      stats.loss_sum += loss.item<double>() * options.loss_scale;
+      st.loss = options.loss_scale == 1 ? loss : loss * options.loss_scale;
+      // Only the loss goes backward: the other outputs need not stay alive as roots.
+      st.outputs.clear();
+    } else if (runsHere(s + 1)) {
+      // Hand over to the next stage on this rank: detached leaves, as if received.
+      MicroBatchState& next = state(s + 1, m);
+      next.inputs.clear();
+      for (const at::Tensor& out : st.outputs) next.inputs.push_back(out.detach());
+    }
+    st.forward_done = true;
+    record(ActionKind::kForward, start);
+  }
+
+  // Autograd roots of (s, m) and the gradients flowing into them.
+  void roots(int s, int m, std::vector<at::Tensor>& roots, std::vector<at::Tensor>& grads) {
+    MicroBatchState& st = state(s, m);
+    if (isLast(s)) {
+      roots = {st.loss};
+      grads = {at::ones_like(st.loss)};
+      return;
+    }
+    waitAll(st.output_grad_works);
+    PPSTAGE_INTERNAL_ASSERT(st.output_grads.size() == st.outputs.size(), "stage ", s,
+                            " micro-batch ", m, ": backward before its output gradients");
+    for (size_t i = 0; i < st.outputs.size(); ++i) {
+      if (!st.output_grads[i].defined() || !st.outputs[i].requires_grad()) continue;
+      roots.push_back(st.outputs[i]);
+      grads.push_back(st.output_grads[i]);
+    }
+  }
+
+  // Input and/or weight gradients of (s, m).
+  void backward(ActionKind kind, int s, int m) {
+    MicroBatchState& st = state(s, m);
+    LocalStage& stage = local(s);
+    PPSTAGE_INTERNAL_ASSERT(st.forward_done, kindName(kind), " ", s, " ", m, " before its F");
+    std::vector<at::Tensor> root_tensors, root_grads;
+    roots(s, m, root_tensors, root_grads);
+    const auto start = Clock::now();
+    const bool want_inputs = kind != ActionKind::kBackwardWeight;
+    const bool want_weights = kind != ActionKind::kBackwardInput;
+    std::vector<at::Tensor> wrt;
+    std::vector<size_t> input_slots;
+    if (want_inputs) {
+      for (size_t i = 0; i < st.inputs.size(); ++i) {
+        if (stage.input_spec.tensors[i].requires_grad && st.inputs[i].requires_grad()) {
+          wrt.push_back(st.inputs[i]);
+          input_slots.push_back(i);
+        }
+      }
+    }
+    std::vector<at::Tensor*> params;
+    if (want_weights) {
+      for (StageParameter& p : stage.module->parameters) {
+        if (p.is_parameter && p.value.requires_grad()) {
+          wrt.push_back(p.value);
+          params.push_back(&p.value);
+        }
+      }
+    }
+    std::vector<at::Tensor> grads;
+    if (!root_tensors.empty() && !wrt.empty()) {
+      grads = torch::autograd::grad(root_tensors, wrt, root_grads,
+                                    /*retain_graph=*/kind == ActionKind::kBackwardInput,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    } else {
+      grads.assign(wrt.size(), at::Tensor());
+    }
+    if (want_inputs) {
+      st.input_grads.assign(st.inputs.size(), at::Tensor());
+      for (size_t k = 0; k < input_slots.size(); ++k) st.input_grads[input_slots[k]] = grads[k];
+      for (size_t i = 0; i < st.inputs.size(); ++i) {
+        if (stage.input_spec.tensors[i].requires_grad && !st.input_grads[i].defined()) {
+          st.input_grads[i] = at::zeros_like(st.inputs[i]);
+        }
+      }
+      if (s > 0 && runsHere(s - 1)) {
+        // Hand the input gradients to the previous stage on this rank.
+        MicroBatchState& prev = state(s - 1, m);
+        prev.output_grads = std::move(st.input_grads);
+        for (size_t i = 0; i < prev.output_grads.size(); ++i) {
+          if (!local(s - 1).output_spec.tensors[i].requires_grad) prev.output_grads[i] = at::Tensor();
+        }
+        st.input_grads.clear();
+      } else if (s == 0) {
+        st.input_grads.clear();
+      }
+    }
+    if (want_weights) {
+      for (size_t k = 0; k < params.size(); ++k) {
+        const at::Tensor& g = grads[input_slots.size() + k];
+        if (!g.defined()) continue;
+        at::Tensor& acc = params[k]->mutable_grad();
+        if (acc.defined()) {
+          acc.add_(g);
+        } else {
+          acc = g;
+        }
+      }
+      // The graph of (s, m) is gone: drop what kept it alive.
+      st.outputs.clear();
+      st.loss = at::Tensor();
+      st.output_grads.clear();
+      st.inputs.clear();
+      st.forward_done = false;
+      st.weights_done = true;
+    }
+    record(kind, start);
+    eraseIfDone(s, m);
+  }
+
+  void eraseIfDone(int s, int m) {
+    const auto it = states.find({s, m});
+    if (it != states.end() && it->second.weights_done && it->second.input_grads.empty()) {
+      states.erase(it);
+    }
+  }
+
+  void record(ActionKind kind, Clock::time_point start) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats.compute_s[kindIndex(kind)] += seconds;
+    stats.compute_count[kindIndex(kind)] += 1;
+  }
+};
+
+Executor::Executor(Communicator& comm, const Topology& topology, std::vector<LocalStage> stages,
+                   ActionList actions, ExecutorOptions options)
+    : impl_(std::make_unique<Impl>(comm, topology, std::move(stages), std::move(actions),
+                                   options)) {}
+
+Executor::~Executor() = default;
+
+const std::vector<LocalStage>& Executor::stages() const { return impl_->stages; }
+
+StepStats Executor::runStep(const std::vector<at::Tensor>& inputs,
+                            const std::vector<at::Tensor>& targets) {
+  Impl& impl = *impl_;
+  impl.stats = StepStats{};
+  for (const Action& a : impl.actions) {
+    switch (a.kind) {
+      case ActionKind::kRecvForward: impl.recvForward(a.stage, a.microbatch); break;
+      case ActionKind::kSendForward: impl.sendForward(a.stage, a.microbatch); break;
+      case ActionKind::kRecvBackward: impl.recvBackward(a.stage, a.microbatch); break;
+      case ActionKind::kSendBackward: impl.sendBackward(a.stage, a.microbatch); break;
+      case ActionKind::kForward: impl.forward(a.stage, a.microbatch, inputs, targets); break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight: impl.backward(a.kind, a.stage, a.microbatch); break;
+    }
+  }
+  impl.waitAll(impl.sends);
+  PPSTAGE_INTERNAL_ASSERT(impl.states.empty(), impl.states.size(),
+                          " micro-batch states left after the step (first: stage ",
+                          impl.states.begin()->first.first, " micro-batch ",
+                          impl.states.begin()->first.second, ")");
+  return impl.stats;
+}
+
+}  // namespace ppstage

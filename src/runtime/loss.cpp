@@ -1,0 +1,40 @@
+// See include/ppstage/runtime/loss.h.
+#include "ppstage/runtime/loss.h"
+
+#include <ATen/ATen.h>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+LossKind resolveLossKind(const std::string& option, at::ScalarType input_dtype) {
+  if (option == "cross_entropy") return LossKind::kCrossEntropy;
+  if (option == "mse") return LossKind::kMse;
+  PPSTAGE_CHECK(option == "auto", "--train.loss must be cross_entropy, mse or auto; got '",
+                option, "'");
+  return at::isIntegralType(input_dtype, /*includeBool=*/false) ? LossKind::kCrossEntropy
+                                                                : LossKind::kMse;
+}
+
+const char* toString(LossKind kind) {
+  return kind == LossKind::kCrossEntropy ? "cross_entropy" : "mse";
+}
+
+at::Tensor computeLoss(LossKind kind, const at::Tensor& output, const at::Tensor& target) {
+  if (kind == LossKind::kMse) {
+    PPSTAGE_CHECK(output.sizes() == target.sizes(), "mse loss: the model's output has shape ",
+                  output.sizes(), " but the targets have shape ", target.sizes());
+    return at::mse_loss(output, target.to(output.scalar_type()));
+  }
+  PPSTAGE_CHECK(output.dim() >= 2 && at::isFloatingType(output.scalar_type()),
+                "cross_entropy loss needs floating-point logits with a class dimension last; "
+                "the model's output has shape ", output.sizes(), " and dtype ",
+                output.scalar_type());
+  const int64_t classes = output.size(-1);
+  PPSTAGE_CHECK(output.numel() / classes == target.numel(), "cross_entropy loss: ",
+                output.numel() / classes, " rows of logits (output shape ", output.sizes(),
+                ") for ", target.numel(), " targets (shape ", target.sizes(), ")");
+  return at::cross_entropy_loss(output.reshape({-1, classes}), target.reshape({-1}));
+}
+
+}  // namespace ppstage

@@ -1,0 +1,115 @@
+// See include/ppstage/train/gradient_sync.h.
+#include "ppstage/train/gradient_sync.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "ppstage/comm/communicator.h"
+#include "ppstage/comm/topology.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+struct GradientSync::TieGroup {
+  std::vector<at::Tensor*> local_copies;   // this rank's copies' tensors
+  std::unique_ptr<Communicator> owners;    // the ranks (of this replica) holding a copy
+  bool counts_norm = false;                // this rank holds the first copy
+};
+
+namespace {
+
+at::Tensor& gradOf(at::Tensor& param) {
+  at::Tensor& grad = param.mutable_grad();
+  if (!grad.defined()) grad = at::zeros_like(param);
+  return grad;
+}
+
+}  // namespace
+
+GradientSync::GradientSync(Communicator& world, const Topology& topology,
+                           std::vector<StageModule*> stages,
+                           const std::vector<TiedParameter>& ties)
+    : topology_(topology), stages_(std::move(stages)) {
+  if (topology.dpSize() > 1) {
+    dp_group_ = world.split(topology.dataParallelColor(), topology.dpRank());
+  }
+  for (const TiedParameter& tie : ties) {
+    TieGroup group;
+    for (const TiedParameter::Copy& copy : tie.copies) {
+      for (StageModule* stage : stages_) {
+        if (stage->index != copy.stage) continue;
+        group.local_copies.push_back(&stage->parameters.at(copy.parameter).value);
+        if (&copy == &tie.copies.front()) group.counts_norm = true;
+      }
+    }
+    const bool member = !group.local_copies.empty();
+    // Owners of this replica share a color; every other rank lands in one unused group.
+    const int color = member ? topology.dpRank() : topology.dpSize();
+    std::unique_ptr<Communicator> owners = world.split(color, topology.rank());
+    if (member && owners->size() > 1) group.owners = std::move(owners);
+    ties_.push_back(std::move(group));
+  }
+}
+
+GradientSync::~GradientSync() = default;
+
+std::vector<at::Tensor> GradientSync::parameters() const {
+  std::vector<at::Tensor> params;
+  for (StageModule* stage : stages_) {
+    for (const StageParameter& p : stage->parameters) {
+      if (p.is_parameter && p.value.requires_grad()) params.push_back(p.value);
+    }
+  }
+  return params;
+}
+
+void GradientSync::synchronize() {
+  std::vector<at::Tensor> params = parameters();
+  for (at::Tensor& p : params) gradOf(p);
+  if (dp_group_) {
+    std::vector<at::Tensor> grads;
+    for (at::Tensor& p : params) grads.push_back(p.mutable_grad());
+    dp_group_->allReduceSum(grads);
+  }
+  for (TieGroup& tie : ties_) {
+    if (tie.local_copies.empty()) continue;
+    at::Tensor sum = gradOf(*tie.local_copies.front()).clone();
+    for (size_t i = 1; i < tie.local_copies.size(); ++i) sum.add_(gradOf(*tie.local_copies[i]));
+    if (tie.owners) tie.owners->allReduceSum({sum});
+    for (at::Tensor* copy : tie.local_copies) copy->mutable_grad().copy_(sum);
+  }
+}
+
+double GradientSync::squaredNormShare() const {
+  if (topology_.dpRank() != 0) return 0;
+  // Tied copies after synchronize() hold the same gradient: count the tensor once.
+  std::vector<const at::Tensor*> skip;
+  for (const TieGroup& tie : ties_) {
+    for (size_t i = 0; i < tie.local_copies.size(); ++i) {
+      if (i > 0 || !tie.counts_norm) skip.push_back(tie.local_copies[i]);
+    }
+  }
+  double sum = 0;
+  for (StageModule* stage : stages_) {
+    for (const StageParameter& p : stage->parameters) {
+      if (!p.is_parameter || !p.value.requires_grad() || !p.value.grad().defined()) continue;
+      if (std::find(skip.begin(), skip.end(), &p.value) != skip.end()) continue;
+      sum += p.value.grad().to(at::kDouble).pow(2).sum().item<double>();
+    }
+  }
+  return sum;
+}
+
+void GradientSync::scale(double factor) {
+  for (at::Tensor& p : parameters()) {
+    if (p.grad().defined()) p.mutable_grad().mul_(factor);
+  }
+}
+
+double clipCoefficient(double norm, double max_norm) {
+  if (max_norm <= 0) return 1;
+  return std::min(1.0, max_norm / (norm + 1e-6));
+}
+
+}  // namespace ppstage

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Pipelined training matches the single-process run: for one model and one layout
+# (pp x dp ranks), every built-in schedule in compile modes none and stage trains 10 steps,
+# and `ppstage compare-runs` checks each run's per-step losses and final parameters against
+# a reference run of one process with one stage and one micro-batch (same model, data,
+# seed and steps).
+#
+# usage: train_numerics.sh PPSTAGE "MPIEXEC ARGS" PP DP [model options...]
+#
+# SGD: AdamW's first steps divide each gradient by its own magnitude, so a gradient that is
+# mathematically zero (an attention key bias) turns float rounding into full-size updates;
+# the AdamW run below compares losses only (see docs/benchmarks.md, numerics).
+set -euo pipefail
+ppstage=$1
+read -r -a mpiexec <<< "$2"
+pp=$3
+dp=$4
+shift 4
+model=("$@")
+np=$((pp * dp))
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+base=(--train.steps 10 --train.batch_size 16 --output.log_every 0 --data.path synthetic
+      --train.grad_clip 0.5 --train.threads 1 --comm.timeout_s 60)
+common=("${base[@]}" --train.optimizer sgd --train.lr 0.1)
+
+"$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
+  --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
+
+failed=0
+run() {  # name, extra train options...
+  local name=$1
+  shift
+  rm -rf "$work/run"
+  if ! "${mpiexec[@]}" -np "$np" "$ppstage" train "${model[@]}" "${common[@]}" --train.dp "$dp" \
+       "$@" --output.metrics_json "$work/run.json" --output.params_dir "$work/run" \
+       > "$work/run.log" 2>&1; then
+    echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; return
+  fi
+  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1); then
+    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
+  else
+    echo "DIFFERS $name"; echo "$out"; failed=1
+  fi
+}
+
+for schedule in gpipe 1f1b interleaved-1f1b zb-h1; do
+  stages=$pp
+  if [ "$schedule" = interleaved-1f1b ]; then
+    stages=$((2 * pp))
+    if ! "$ppstage" split "${model[@]}" --pipeline.stages "$stages" > /dev/null 2>&1; then
+      echo "skip    $schedule: the model cannot be cut into $stages stages"; continue
+    fi
+  fi
+  for mode in none stage; do
+    run "$schedule pp=$pp dp=$dp stages=$stages compile=$mode" --pipeline.schedule "$schedule" \
+      --pipeline.stages "$stages" --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
+  done
+done
+
+# AdamW (the default optimizer): losses only.
+adamw=("${base[@]}" --train.optimizer adamw --train.lr 0.003)
+"$ppstage" train "${model[@]}" "${adamw[@]}" --pipeline.stages 1 \
+  --pipeline.microbatches 1 --output.metrics_json "$work/ref_adamw.json" > /dev/null
+"${mpiexec[@]}" -np "$np" "$ppstage" train "${model[@]}" "${adamw[@]}" \
+  --train.dp "$dp" --pipeline.microbatches $((2 * pp)) \
+  --output.metrics_json "$work/adamw.json" > "$work/run.log" 2>&1 || { tail -5 "$work/run.log"; failed=1; }
+if out=$("$ppstage" compare-runs --reference "$work/ref_adamw.json" --candidate "$work/adamw.json" 2>&1); then
+  echo "ok      adamw 1f1b pp=$pp dp=$dp: $(echo "$out" | sed -n 's/^losses *//p')"
+else
+  echo "DIFFERS adamw"; echo "$out"; failed=1
+fi
+exit $failed
