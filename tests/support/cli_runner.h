@@ -19,12 +19,14 @@ struct Result {
   std::string err;
 };
 
-inline Result runPpstage(const std::string& args) {
+// `launcher` goes in front of the binary ("mpirun ... -np 2"); empty: run it directly.
+inline Result runPpstage(const std::string& args, const std::string& launcher = "") {
   // One file per call: CTest runs these tests in parallel processes.
   static int calls = 0;
   const std::string err_path = testing::TempDir() + "ppstage_cli_stderr_" +
                                std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt";
-  const std::string command = std::string(PPSTAGE_BINARY) + " " + args + " 2>" + err_path;
+  const std::string command = (launcher.empty() ? "" : launcher + " ") +
+                              std::string(PPSTAGE_BINARY) + " " + args + " 2>" + err_path;
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

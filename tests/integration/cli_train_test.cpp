@@ -1,0 +1,139 @@
+// `ppstage train` as a user runs it under mpirun: the metrics it reports, the loss falling
+// on the embedded text, and bad input ending every rank with one clear line.
+// (Numerics against the single-process run: train_numerics.sh, through compare-runs.)
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/cli_runner.h"
+
+namespace ppstage {
+namespace {
+
+std::string mpirun(int np) { return std::string(PPSTAGE_MPIEXEC) + " -np " + std::to_string(np); }
+
+std::string config(const std::string& name) {
+  return std::string(" --config ") + PPSTAGE_SOURCE_DIR + "/configs/" + name;
+}
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file);
+}
+
+double mean(const std::vector<double>& v, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += v[i];
+  return sum / static_cast<double>(end - begin);
+}
+
+// 50 steps of gpt-tiny, 1F1B over 2 ranks, on the embedded text with no data options.
+TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
+  const std::string metrics = testing::TempDir() + "ppstage_train_metrics.json";
+  const Result r = runPpstage("train" + config("gpt-tiny.ini") +
+                                  " --train.steps 50 --output.log_every 10 --train.threads 1"
+                                  " --output.metrics_json " + metrics,
+                              mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Rank 0 printed the configuration, the plan and the step lines; nobody else did.
+  EXPECT_NE(r.out.find("ppstage train: 2 ranks = pp 2 x dp 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Jargon File"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage  modules"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step   50/50  loss"), std::string::npos) << r.out;
+
+  const nlohmann::json json = readJson(metrics);
+  const auto losses = json.at("losses").get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), 50u);
+  const double first = mean(losses, 0, 10), last = mean(losses, 40, 50);
+  std::cout << "gpt-tiny on the embedded text: mean loss of steps 1-10 " << first
+            << ", of steps 41-50 " << last << "\n";
+  // ln(256) = 5.5 at the start; byte frequencies alone get below 3.5.
+  EXPECT_LT(last, first - 0.5);
+  EXPECT_DOUBLE_EQ(json.at("final_loss").get<double>(), losses.back());
+  EXPECT_EQ(json.at("step_time_s").size(), 50u);
+  EXPECT_GT(json.at("tokens_per_s").get<double>(), 0);
+  EXPECT_GT(json.at("measured_step_s").get<double>(), 0);
+  EXPECT_GT(json.at("predicted_makespan_s").get<double>(), 0);
+  ASSERT_EQ(json.at("ranks").size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json& entry = json.at("ranks").at(rank);
+    EXPECT_EQ(entry.at("rank").get<int>(), rank);
+    EXPECT_EQ(entry.at("stages").get<std::vector<int>>(), std::vector<int>{rank});
+    EXPECT_GT(entry.at("busy_s").get<double>(), 0);
+    EXPECT_GE(entry.at("idle_s").get<double>(), 0);
+    EXPECT_GT(entry.at("peak_rss_mb").get<double>(), 0);
+  }
+  std::remove(metrics.c_str());
+}
+
+// Exit code 2 from every rank, and exactly one `ppstage: error:` line (rank 0's) naming
+// the problem. mpirun adds its own banner about the exit codes.
+void expectBadTrainInput(int np, const std::string& args, const std::string& what) {
+  const Result r = runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 2 " + args,
+                              mpirun(np));
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  size_t lines = 0;
+  for (size_t at = r.err.find("ppstage: error: "); at != std::string::npos;
+       at = r.err.find("ppstage: error: ", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << r.err;
+  EXPECT_NE(r.err.find(what), std::string::npos) << "expected '" << what << "' in: " << r.err;
+  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << "no rank should need killing: "
+                                                        << r.err;
+}
+
+TEST(TrainCli, BatchNotDivisibleByMicroBatches) {
+  expectBadTrainInput(2, "--train.batch_size 6 --pipeline.microbatches 4",
+                      "--train.batch_size 6 is not divisible by --train.dp 1 x "
+                      "--pipeline.microbatches 4");
+}
+
+TEST(TrainCli, FewerMicroBatchesThanTheScheduleNeeds) {
+  expectBadTrainInput(2, "--pipeline.schedule zb-h1 --pipeline.microbatches 1",
+                      "zb-h1 needs at least as many micro-batches as stages (2)");
+}
+
+TEST(TrainCli, StagesNotDivisibleByRanks) {
+  expectBadTrainInput(2, "--pipeline.stages 3",
+                      "3 stages cannot be spread evenly over 2 pipeline ranks");
+}
+
+TEST(TrainCli, WorldSizeNotPipelineTimesDataParallel) {
+  expectBadTrainInput(3, "--train.dp 2", "3 ranks cannot form 2 data-parallel replicas");
+}
+
+TEST(TrainCli, DataFileMissing) {
+  expectBadTrainInput(2, "--data.path /nonexistent/ppstage.txt",
+                      "cannot read the data file --data.path '/nonexistent/ppstage.txt'");
+}
+
+TEST(TrainCli, DataFileShorterThanOneSequence) {
+  const std::string path = testing::TempDir() + "ppstage_short.txt";
+  std::ofstream(path) << "too short";
+  expectBadTrainInput(2, "--data.path " + path,
+                      "has 9 bytes, shorter than one sequence of 64 tokens");
+  std::remove(path.c_str());
+}
+
+TEST(TrainCli, UnknownOption) {
+  expectBadTrainInput(2, "--train.bogus 1", "unrecognised option '--train.bogus'");
+}
+
+TEST(TrainCli, HelpListsEveryTrainSection) {
+  const Result r = runPpstage("train --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* option : {"--pipeline.schedule", "--pipeline.microbatches", "--compile.mode",
+                             "--train.steps", "--train.lr", "--train.weight_decay",
+                             "--train.grad_clip", "--train.optimizer", "--train.loss",
+                             "--train.dp", "--data.path", "--output.log_every",
+                             "--output.metrics_json"}) {
+    EXPECT_NE(r.out.find(option), std::string::npos) << option;
+  }
+}
+
+}  // namespace
+}  // namespace ppstage
