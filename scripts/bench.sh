@@ -2,6 +2,8 @@
 # Benchmarks whose figures go to docs/benchmarks.md, printed as markdown table rows.
 #   scripts/bench.sh split     time of `ppstage split` (best of 3) for GPTs of growing depth
 #   scripts/bench.sh comm      MPI point-to-point: ppstage's communicator against raw MPI
+#   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
+#                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +38,42 @@ bench_comm() {
     mpirun --oversubscribe -np 2 "$ppstage" bench-comm --bench.seconds 0.1 --bench.rounds 11
 }
 
+bench_train() {
+  local metrics=/tmp/ppstage_bench_train.json
+  echo "| config | run | steps | median step s | tokens/s | predicted s | measured bubble | peak RSS MB (max rank) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for config in gpt-tiny gpt-small; do
+    steps=40
+    [[ $config == gpt-small ]] && steps=20
+    for np in 1 2; do
+      best=""
+      for _ in 1 2 3; do
+        args=(train --config "configs/$config.ini" --train.steps "$steps" --train.threads 1
+              --output.log_every 0 --output.metrics_json "$metrics")
+        if [[ $np == 1 ]]; then
+          "$ppstage" "${args[@]}" --pipeline.stages 1 --pipeline.microbatches 1 > /dev/null
+        else
+          OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe -np "$np" "$ppstage" "${args[@]}" > /dev/null
+        fi
+        row=$(python3 -c '
+import json, statistics, sys
+m = json.load(open(sys.argv[1]))
+print("%.4f | %.0f | %.4f | %.3f | %.0f" % (m["measured_step_s"], m["tokens_per_s"],
+      m["predicted_makespan_s"], statistics.median(m["bubble_fraction"][1:] or [0]),
+      max(r["peak_rss_mb"] for r in m["ranks"])))' "$metrics")
+        if [[ -z "$best" ]] || awk "BEGIN{exit !(${row%% *} < ${best%% *})}"; then best=$row; fi
+      done
+      run="-np 1, 1 stage, full batch"
+      [[ $np == 2 ]] && run="-np 2, 1F1B, 4 micro-batches"
+      echo "| $config | $run | $steps | $best |"
+    done
+  done
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
-  *) echo "usage: scripts/bench.sh split|comm" >&2; exit 2 ;;
+  train) bench_train ;;
+  *) echo "usage: scripts/bench.sh split|comm|train" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
+#include "ppstage/core/allocator.h"
 #include "ppstage/train/trainer.h"
 
 namespace ppstage::cli {
@@ -39,6 +40,7 @@ int trainMain(int argc, const char* const* argv) {
       "With no options it trains the built-in gpt on the embedded public-domain text.\n"
       "Rank 0 prints the configuration, the split plan and one line per logged step.";
 
+  keepFreedMemoryForReuse();
   MpiSession mpi;
   std::ostringstream quiet;
   std::exception_ptr parse_error;

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/optimizer.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -261,7 +262,9 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
 
   RunMetrics metrics;
   std::vector<double> busy_total(static_cast<size_t>(layout.world), 0.0);
-  std::vector<double> costs(8, 0.0);  // F, B, I, W: (seconds, count), steps after the first
+  // Mean seconds of F, B, I, W actions in each step after the first (the first includes
+  // warm-up: allocation, profiling runs); medians over steps resist the machine's spikes.
+  std::array<std::vector<double>, 4> costs;
   double wall_total = 0;
   for (int64_t step = 0; step < config.train.steps; ++step) {
     std::vector<at::Tensor> inputs, targets;
@@ -299,7 +302,10 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     }
     wall_total += seconds;
     if (step > 0 || config.train.steps == 1) {
-      for (int k = 0; k < 8; ++k) costs[static_cast<size_t>(k)] += r[StepReduce::kCosts + k];
+      for (int k = 0; k < 4; ++k) {
+        const double n = r[StepReduce::kCosts + 2 * k + 1];
+        if (n > 0) costs[static_cast<size_t>(k)].push_back(r[StepReduce::kCosts + 2 * k] / n);
+      }
     }
     const double loss = r[StepReduce::kLoss];
     const double bubble = idle / (layout.world * seconds);
@@ -343,14 +349,10 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   std::vector<double> throughput;
   for (double s : metrics.step_time_s) throughput.push_back(static_cast<double>(tokens_per_step) / s);
   metrics.tokens_per_s = median(throughput);
-  auto mean = [&](int k) {
-    const double n = costs[static_cast<size_t>(2 * k + 1)];
-    return n > 0 ? costs[static_cast<size_t>(2 * k)] / n : 0.0;
-  };
-  metrics.forward_s = mean(0);
-  metrics.backward_s = mean(1);
-  metrics.input_grad_s = mean(2);
-  metrics.weight_grad_s = mean(3);
+  metrics.forward_s = median(costs[0]);
+  metrics.backward_s = median(costs[1]);
+  metrics.input_grad_s = median(costs[2]);
+  metrics.weight_grad_s = median(costs[3]);
   ActionCosts measured;
   measured.forward = metrics.forward_s;
   measured.backward = metrics.backward_s;

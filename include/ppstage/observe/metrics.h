@@ -36,7 +36,8 @@ struct RunMetrics {
   double final_loss = 0;
   double tokens_per_s = 0;     // median over steps
   double measured_step_s = 0;  // median over steps
-  // The schedule simulator's makespan with this run's measured mean action costs
+  // The schedule simulator's makespan with this run's measured action costs (per kind,
+  // the median over steps of the mean per action)
   // (steps after the first, which includes the compile/profiling runs).
   double predicted_makespan_s = 0;
   double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs

@@ -1,0 +1,18 @@
+// See include/ppstage/core/allocator.h.
+#include "ppstage/core/allocator.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace ppstage {
+
+void keepFreedMemoryForReuse() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(0x7fffffff));  // int: 2 GiB is the most it takes
+  mallopt(M_TOP_PAD, 256 << 20);
+#endif
+}
+
+}  // namespace ppstage
