@@ -1,0 +1,217 @@
+// The training box without MPI: data sets and sample order, the loss, clipping, agreed
+// setup errors, and whole training runs with ranks as threads (LocalGroup) against the
+// single-process run.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/local_communicator.h"
+#include "ppstage/core/error.h"
+#include "ppstage/data/dataset.h"
+#include "ppstage/data/embedded_text.h"
+#include "ppstage/runtime/loss.h"
+#include "ppstage/train/gradient_sync.h"
+#include "ppstage/train/trainer.h"
+#include "support/error_of.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+// Runs body(rank, comm) on `size` threads of one LocalGroup; rethrows the first failure.
+void runRanks(int size, const std::function<void(int, Communicator&)>& body) {
+  LocalGroup group(size, CommOptions{std::chrono::milliseconds(60000)});
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = group.communicator(r);
+        body(r, *comm);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+DataRequest tokenRequest(int64_t seq_len, int64_t vocab) {
+  DataRequest r;
+  r.input = {at::kLong, {seq_len}, vocab};
+  r.output = {at::kFloat, {seq_len, vocab}, 0};
+  r.loss = LossKind::kCrossEntropy;
+  return r;
+}
+
+TEST(Data, TextWindowsAreInputsAndNextByteTargets) {
+  const std::string path = testing::TempDir() + "ppstage_text.txt";
+  std::ofstream(path) << "abcdefghij";  // 10 bytes: (10 - 1) / 4 = 2 windows of 4
+  DataConfig config;
+  config.path = path;
+  const auto data = openDataset(config, tokenRequest(4, 256));
+  EXPECT_EQ(data->size(), 2);
+  EXPECT_TRUE(at::equal(data->input(1), at::tensor({'e', 'f', 'g', 'h'}, at::kLong)));
+  EXPECT_TRUE(at::equal(data->target(1), at::tensor({'f', 'g', 'h', 'i'}, at::kLong)));
+  std::remove(path.c_str());
+}
+
+TEST(Data, EmbeddedTextIsTheDefault) {
+  const auto data = openDataset(DataConfig{}, tokenRequest(64, 256));
+  EXPECT_GT(embeddedText().size(), 200000u);
+  EXPECT_EQ(data->size(), static_cast<int64_t>((embeddedText().size() - 1) / 64));
+  EXPECT_NE(data->describe().find("Jargon File"), std::string::npos);
+  EXPECT_EQ(data->input(0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
+}
+
+TEST(Data, BadDataIsRejectedWithTheReason) {
+  DataConfig missing;
+  missing.path = "/nonexistent/ppstage.txt";
+  EXPECT_NE(test::errorOf([&] { openDataset(missing, tokenRequest(8, 256)); })
+                .find("cannot read the data file"), std::string::npos);
+  EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, tokenRequest(8, 96)); })
+                .find("the model's vocabulary has 96 entries"), std::string::npos);
+  DataRequest mse = tokenRequest(8, 256);
+  mse.loss = LossKind::kMse;
+  EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, mse); }).find("cross_entropy"),
+            std::string::npos);
+}
+
+TEST(Data, SyntheticSamplesDependOnTheIndexAndSeedOnly) {
+  DataConfig synthetic;
+  synthetic.path = "synthetic";
+  const auto a = openDataset(synthetic, tokenRequest(16, 50));
+  const auto b = openDataset(synthetic, tokenRequest(16, 50));
+  EXPECT_TRUE(at::equal(a->input(7), b->input(7)));
+  EXPECT_FALSE(at::equal(a->input(7), a->input(8)));
+  // Targets are the inputs shifted by one.
+  EXPECT_TRUE(at::equal(a->input(3).narrow(0, 1, 15), a->target(3).narrow(0, 0, 15)));
+  EXPECT_LT(a->input(3).max().item<int64_t>(), 50);
+}
+
+TEST(Data, EveryEpochVisitsEverySampleOnceInTheSameOrderOnEveryRank) {
+  const SampleOrder order(10, 3), again(10, 3), other(10, 4);
+  std::vector<int64_t> seen;
+  for (int step = 0; step < 5; ++step) {
+    const auto batch = order.batch(step, 4);  // 20 samples: two epochs
+    EXPECT_EQ(batch, again.batch(step, 4));
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> unique(seen.begin() + epoch * 10, seen.begin() + epoch * 10 + 10);
+    EXPECT_EQ(unique.size(), 10u);
+  }
+  EXPECT_NE(order.batch(0, 10), other.batch(0, 10));
+}
+
+TEST(Loss, CrossEntropyFlattensLogitsOfEitherLayout) {
+  const at::Tensor logits = at::randn({2, 3, 5});
+  const at::Tensor targets = at::randint(5, {2, 3}, at::kLong);
+  const at::Tensor expected = at::cross_entropy_loss(logits.reshape({6, 5}), targets.reshape({6}));
+  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits, targets), expected));
+  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits.reshape({6, 5}), targets),
+                           expected));
+  EXPECT_NE(test::errorOf([&] {
+              computeLoss(LossKind::kCrossEntropy, logits, at::zeros({2, 4}, at::kLong));
+            }).find("rows of logits"), std::string::npos);
+  EXPECT_EQ(resolveLossKind("auto", at::kLong), LossKind::kCrossEntropy);
+  EXPECT_EQ(resolveLossKind("auto", at::kFloat), LossKind::kMse);
+}
+
+TEST(Clipping, CoefficientIsClipGradNormsOne) {
+  EXPECT_DOUBLE_EQ(clipCoefficient(4.0, 1.0), 1.0 / (4.0 + 1e-6));
+  EXPECT_DOUBLE_EQ(clipCoefficient(0.5, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(clipCoefficient(100.0, 0.0), 1.0);  // 0: clipping off
+}
+
+TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {
+  std::vector<std::string> messages(3);
+  std::vector<int> codes(3), reporters(3);
+  runRanks(3, [&](int rank, Communicator& comm) {
+    try {
+      runAgreed(comm, [&] {
+        if (rank == 1) throw Error("cannot read the data file");
+      });
+    } catch (const JobError& e) {
+      messages[static_cast<size_t>(rank)] = e.what();
+      codes[static_cast<size_t>(rank)] = e.exitCode();
+      reporters[static_cast<size_t>(rank)] = e.reportsHere();
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(messages[static_cast<size_t>(r)], "[rank 1] cannot read the data file");
+    EXPECT_EQ(codes[static_cast<size_t>(r)], 2);
+  }
+  EXPECT_EQ(reporters, (std::vector<int>{1, 0, 0}));
+  // No failure: nothing thrown.
+  runRanks(2, [](int, Communicator& comm) { runAgreed(comm, [] {}); });
+}
+
+// Whole runs with ranks as threads: every rank's metrics, rank 0's losses against one
+// process. (Under mpirun, with final parameters: tests/integration/train_numerics.sh.)
+std::vector<double> trainLosses(Config config, int ranks) {
+  std::vector<double> losses;
+  runRanks(ranks, [&](int rank, Communicator& comm) {
+    std::ostringstream log;
+    const RunMetrics metrics = train(config, comm, log);
+    if (rank == 0) losses = metrics.losses;
+  });
+  return losses;
+}
+
+Config smallRun() {
+  Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
+  config.train.steps = 4;
+  config.train.batch_size = 8;
+  config.train.threads = 1;
+  config.train.optimizer = "sgd";
+  config.train.lr = 0.1;
+  config.train.grad_clip = 0.5;
+  config.data.path = "synthetic";
+  config.output.log_every = 0;
+  return config;
+}
+
+TEST(TrainInProcess, ZeroBubbleAndDataParallelRunsMatchOneProcess) {
+  Config reference = smallRun();
+  reference.pipeline.stages = 1;
+  reference.pipeline.microbatches = 1;
+  const std::vector<double> expected = trainLosses(reference, 1);
+  ASSERT_EQ(expected.size(), 4u);
+  EXPECT_LT(expected.back(), expected.front());
+
+  Config zero_bubble = smallRun();
+  zero_bubble.pipeline.schedule = "zb-h1";
+  zero_bubble.pipeline.microbatches = 4;
+  Config data_parallel = smallRun();
+  data_parallel.train.dp = 2;
+  data_parallel.pipeline.microbatches = 2;
+  Config interleaved = smallRun();
+  interleaved.pipeline.schedule = "interleaved-1f1b";
+  interleaved.pipeline.stages = 4;
+  interleaved.pipeline.microbatches = 4;
+  for (const auto& [name, config, ranks] :
+       {std::tuple{"zb-h1 on 2 ranks", zero_bubble, 2},
+        std::tuple{"1f1b pp 2 x dp 2", data_parallel, 4},
+        std::tuple{"interleaved, 4 stages on 2 ranks", interleaved, 2}}) {
+    const std::vector<double> losses = trainLosses(config, ranks);
+    ASSERT_EQ(losses.size(), expected.size()) << name;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_NEAR(losses[i], expected[i], 1e-5 * std::abs(expected[i])) << name << " step " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ppstage
