@@ -20,16 +20,7 @@ namespace ppstage::cli {
 int trainMain(int argc, const char* const* argv) {
   Config config;
   po::options_description options;
-  addModelOptions(options, config.model);
-  addStageCountOption(options, config.pipeline);
-  addSplitOptions(options, config.pipeline);
-  addScheduleOptions(options, config.pipeline);
-  addTrainOptions(options, config.train);
-  addTrainingLoopOptions(options, config.train);
-  addCompileOptions(options, config.compile);
-  addDataOptions(options, config.data);
-  addOutputOptions(options, config.output);
-  addCommOptions(options, config.comm);
+  addAllOptions(options, config);
   const char* usage =
       "usage: mpirun -np P ppstage train [--config FILE] [options]\n\n"
       "Splits the model into stages (default: one per pipeline rank), places them on the\n"

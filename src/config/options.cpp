@@ -34,16 +34,7 @@ std::vector<int64_t> parseShape(const std::string& option, const std::string& te
 std::set<std::string> knownConfigOptions() {
   Config dummy;
   po::options_description all;
-  addModelOptions(all, dummy.model);
-  addStageCountOption(all, dummy.pipeline);
-  addSplitOptions(all, dummy.pipeline);
-  addScheduleOptions(all, dummy.pipeline);
-  addTrainOptions(all, dummy.train);
-  addTrainingLoopOptions(all, dummy.train);
-  addCommOptions(all, dummy.comm);
-  addCompileOptions(all, dummy.compile);
-  addDataOptions(all, dummy.data);
-  addOutputOptions(all, dummy.output);
+  addAllOptions(all, dummy);
   std::set<std::string> names;
   for (const auto& option : all.options()) names.insert(option->long_name());
   return names;
@@ -202,6 +193,19 @@ void addCommOptions(po::options_description& desc, CommConfig& c) {
      "seconds any wait for another rank may take before the job ends with an error naming "
      "the rank, stage and micro-batch (a dead or stuck peer)");
   desc.add(section);
+}
+
+void addAllOptions(po::options_description& desc, Config& c) {
+  addModelOptions(desc, c.model);
+  addStageCountOption(desc, c.pipeline);
+  addSplitOptions(desc, c.pipeline);
+  addScheduleOptions(desc, c.pipeline);
+  addTrainOptions(desc, c.train);
+  addTrainingLoopOptions(desc, c.train);
+  addCompileOptions(desc, c.compile);
+  addDataOptions(desc, c.data);
+  addOutputOptions(desc, c.output);
+  addCommOptions(desc, c.comm);
 }
 
 bool parseOptions(int argc, const char* const* argv, po::options_description& options,

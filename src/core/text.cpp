@@ -24,4 +24,10 @@ std::vector<std::string> splitList(const std::string& text, char separator) {
   return items;
 }
 
+std::string shapeText(const std::vector<int64_t>& sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
 }  // namespace ppstage

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 #include "ppstage/data/embedded_text.h"
 
 namespace ppstage {
@@ -20,14 +21,6 @@ constexpr int64_t kByteVocabulary = 256;
 
 int64_t product(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
-}
-
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
 }
 
 // A seed for sample `index` of stream `stream` (0: inputs, 1: targets): splitmix64.

@@ -8,16 +8,10 @@
 #include <ostream>
 #include <sstream>
 
+#include "ppstage/core/text.h"
+
 namespace ppstage {
 namespace {
-
-std::string shapeText(const std::vector<int64_t>& sizes) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << ']';
-  return out.str();
-}
 
 // 1234567 -> "1.23 M"
 std::string humanCount(double n) {

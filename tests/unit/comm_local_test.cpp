@@ -9,6 +9,7 @@
 
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/local_communicator.h"
+#include "support/local_ranks.h"
 #include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
 
@@ -17,27 +18,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Runs body(rank, comm) on `size` threads of one LocalGroup; rethrows the first failure.
-void runRanks(int size, const std::function<void(int, Communicator&)>& body,
-              milliseconds timeout = milliseconds(20000)) {
-  LocalGroup group(size, CommOptions{timeout});
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.communicator(r);
-        body(r, *comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
+using test::runRanks;
 
 std::vector<at::Tensor> samples(int seed) {
   // A generator of its own: ranks that are threads must not share the global one.

@@ -14,6 +14,7 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/local_communicator.h"
+#include "support/local_ranks.h"
 #include "ppstage/core/error.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/embedded_text.h"
@@ -26,26 +27,7 @@
 namespace ppstage {
 namespace {
 
-// Runs body(rank, comm) on `size` threads of one LocalGroup; rethrows the first failure.
-void runRanks(int size, const std::function<void(int, Communicator&)>& body) {
-  LocalGroup group(size, CommOptions{std::chrono::milliseconds(60000)});
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.communicator(r);
-        body(r, *comm);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
+using test::runRanks;
 
 DataRequest tokenRequest(int64_t seq_len, int64_t vocab) {
   DataRequest r;

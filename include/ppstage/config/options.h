@@ -32,6 +32,8 @@ void addCompileOptions(po::options_description& desc, CompileConfig& compile);
 void addDataOptions(po::options_description& desc, DataConfig& data);
 void addOutputOptions(po::options_description& desc, OutputConfig& output);
 void addCommOptions(po::options_description& desc, CommConfig& comm);
+// Every section: what `ppstage train` reads, and what a config file may contain.
+void addAllOptions(po::options_description& desc, Config& config);
 
 // Parses argv (argv[0] is the subcommand's name) into the variables bound in `options`,
 // which gets `--help` and `--config FILE` added. Returns false when --help was asked for:
