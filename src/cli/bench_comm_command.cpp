@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mpi_job.h"
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/p2p_benchmark.h"
@@ -75,20 +76,23 @@ int benchCommMain(int argc, const char* const* argv) {
   PPSTAGE_CHECK(bench.rounds >= 1, "--bench.rounds must be at least 1");
 
   MpiSession mpi;
-  PPSTAGE_CHECK(mpi.worldSize() >= 2, "bench-comm needs two ranks: mpirun -np 2 ppstage "
-                "bench-comm (this job has ", mpi.worldSize(), ")");
-  CommOptions comm_options;
-  comm_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(comm_config.timeout_s * 1000));
-  auto comm = MpiCommunicator::world(comm_options);
-  const std::vector<P2pBenchRow> rows = runP2pBenchmark(*comm, bench);
-  if (mpi.worldRank() == 0) {
-    if (json) {
-      std::cout << rowsJson(rows) << std::endl;
-    } else {
-      printRows(rows);
+  return runMpiJob([&] {
+    PPSTAGE_CHECK(mpi.worldSize() >= 2, "bench-comm needs two ranks: mpirun -np 2 ppstage "
+                  "bench-comm (this job has ", mpi.worldSize(), ")");
+    CommOptions comm_options;
+    comm_options.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(comm_config.timeout_s * 1000));
+    auto comm = MpiCommunicator::world(comm_options);
+    const std::vector<P2pBenchRow> rows = runP2pBenchmark(*comm, bench);
+    if (mpi.worldRank() == 0) {
+      if (json) {
+        std::cout << rowsJson(rows) << std::endl;
+      } else {
+        printRows(rows);
+      }
     }
-  }
-  return 0;
+    return 0;
+  });
 }
 
 }  // namespace ppstage::cli

@@ -1,12 +1,12 @@
 // `ppstage train`: pipelined training under mpirun (or as one process).
 #include <boost/program_options.hpp>
-#include <c10/util/Exception.h>
 
 #include <exception>
 #include <iostream>
 #include <sstream>
 
 #include "commands.h"
+#include "mpi_job.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_communicator.h"
@@ -60,18 +60,10 @@ int trainMain(int argc, const char* const* argv) {
     if (parse_error) std::rethrow_exception(parse_error);
   });
   if (help) return 0;
-  try {
+  return runMpiJob([&] {
     train(config, *world, std::cout);
-  } catch (const JobError&) {
-    throw;
-  } catch (const Error& e) {
-    failJob(e.what(), 2);  // while MPI is up: ends every rank
-  } catch (const c10::Error& e) {
-    failJob(e.what_without_backtrace(), 1);
-  } catch (const std::exception& e) {
-    failJob(e.what(), 1);
-  }
-  return 0;
+    return 0;
+  });
 }
 
 }  // namespace ppstage::cli

@@ -69,6 +69,30 @@ TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
   std::remove(metrics.c_str());
 }
 
+// A schedule from a plugin and one from a CSV table train like the built-in 1F1B: the
+// same micro-batches in another order give the same losses (compare-runs, 1e-5).
+TEST(TrainCli, PluginAndTableSchedulesTrainLikeTheBuiltIns) {
+  const std::string dir = testing::TempDir();
+  const std::string common = "train" + config("gpt-tiny.ini") +
+                             " --train.steps 4 --output.log_every 0 --train.threads 1"
+                             " --pipeline.microbatches 4 --output.metrics_json ";
+  ASSERT_EQ(runPpstage(common + dir + "ppstage_1f1b.json", mpirun(2)).exit_code, 0);
+  const std::string csv =
+      std::string(PPSTAGE_SOURCE_DIR) + "/schedules/examples/1f1b_2stages_4mb.csv";
+  for (const auto& [name, options] :
+       {std::pair<std::string, std::string>{"table", "--pipeline.schedule " + csv},
+        {"plugin", std::string("--pipeline.schedule reverse-gpipe --pipeline.schedule_plugin ") +
+                       PPSTAGE_EXAMPLE_PLUGIN}}) {
+    const std::string metrics = dir + "ppstage_" + name + ".json";
+    const Result run = runPpstage(common + metrics + " " + options, mpirun(2));
+    ASSERT_EQ(run.exit_code, 0) << name << "\n" << run.err;
+    const Result same = runPpstage("compare-runs --reference " + dir + "ppstage_1f1b.json" +
+                                   " --candidate " + metrics);
+    EXPECT_EQ(same.exit_code, 0) << name << "\n" << same.out << same.err;
+    std::remove(metrics.c_str());
+  }
+}
+
 // Exit code 2 from every rank, and exactly one `ppstage: error:` line (rank 0's) naming
 // the problem. mpirun adds its own banner about the exit codes.
 void expectBadTrainInput(int np, const std::string& args, const std::string& what) {
