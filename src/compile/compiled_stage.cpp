@@ -2,6 +2,10 @@
 #include "ppstage/compile/compiled_stage.h"
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <sstream>
+#include <unordered_map>
 
 #include "ppstage/core/error.h"
 
@@ -10,15 +14,113 @@ namespace ppstage {
 CompileMode parseCompileMode(const std::string& text) {
   if (text == "none") return CompileMode::kNone;
   if (text == "stage") return CompileMode::kStage;
-  throw Error(detail::concat("--compile.mode must be none or stage; got '", text, "'"));
+  if (text == "block") return CompileMode::kBlock;
+  throw Error(detail::concat("--compile.mode must be none, stage or block; got '", text, "'"));
 }
 
 const char* toString(CompileMode mode) {
-  return mode == CompileMode::kStage ? "stage" : "none";
+  switch (mode) {
+    case CompileMode::kStage: return "stage";
+    case CompileMode::kBlock: return "block";
+    default: return "none";
+  }
 }
 
-CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileMode mode,
-                             const std::string& name)
-    : mode_(mode), runner_(graph->copy(), name, /*profiling=*/mode == CompileMode::kStage) {}
+namespace {
+
+// dtype, shape and requires_grad of every tensor input; the kind of everything else.
+std::string signatureOf(const std::vector<c10::IValue>& args) {
+  std::ostringstream out;
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      out << c10::toString(t.scalar_type()) << t.sizes() << (t.requires_grad() ? "g" : "")
+          << t.device() << ";";
+    } else {
+      out << v.tagKind() << ";";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
+
+GraphRunner& CompileCache::runner(const std::string& structure, const std::string& signature,
+                                  const std::shared_ptr<torch::jit::Graph>& graph,
+                                  const std::string& name) {
+  const std::string key = signature + "\n" + structure;
+  const auto it = runners_.find(key);
+  if (it != runners_.end()) {
+    ++stats_.cache_hits;
+    return *it->second;
+  }
+  ++stats_.graphs_compiled;
+  auto runner = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/true);
+  GraphRunner& ref = *runner;
+  runners_.emplace(key, std::move(runner));
+  return ref;
+}
+
+CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph,
+                             CompileCache& cache, const std::string& name,
+                             std::vector<GraphSegment> segments)
+    : graph_(graph), cache_(cache), name_(name), segments_(std::move(segments)) {
+  if (cache.mode() == CompileMode::kNone) {
+    simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
+  }
+  if (cache.mode() == CompileMode::kBlock) {
+    PPSTAGE_INTERNAL_ASSERT(!segments_.empty(), name, ": block mode needs the stage's segments");
+    bindings_.resize(segments_.size());
+    cache_.stats().segments += static_cast<int64_t>(segments_.size());
+  }
+}
+
+CompiledStage::~CompiledStage() = default;
+
+GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
+                                 const std::shared_ptr<torch::jit::Graph>& graph,
+                                 const std::vector<c10::IValue>& args) {
+  std::string signature = signatureOf(args);
+  if (binding.runner != nullptr && signature == binding.signature) return *binding.runner;
+  if (!binding.seen.empty() && binding.seen.insert(signature).second) {
+    ++cache_.stats().respecializations;
+  }
+  binding.seen.insert(signature);
+  binding.runner = &cache_.runner(structure, signature, graph, name_);
+  binding.signature = std::move(signature);
+  return *binding.runner;
+}
+
+std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
+  switch (cache_.mode()) {
+    case CompileMode::kNone:
+      return simple_->run(std::move(inputs));
+    case CompileMode::kStage:
+      // The stage's own identity is the key: stages are never shared.
+      return bind(whole_, name_, graph_, inputs).run(std::move(inputs));
+    case CompileMode::kBlock:
+      break;
+  }
+  std::unordered_map<const torch::jit::Value*, c10::IValue> env;
+  for (size_t i = 0; i < inputs.size(); ++i) env[graph_->inputs()[i]] = std::move(inputs[i]);
+  auto value = [&](torch::jit::Value* v) -> c10::IValue {
+    const auto it = env.find(v);
+    if (it != env.end()) return it->second;
+    const auto constant = torch::jit::toIValue(v);
+    PPSTAGE_INTERNAL_ASSERT(constant.has_value(), name_, ": no value for '", v->debugName(), "'");
+    return *constant;
+  };
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const GraphSegment& seg = segments_[k];
+    std::vector<c10::IValue> args;
+    args.reserve(seg.inputs.size());
+    for (torch::jit::Value* v : seg.inputs) args.push_back(value(v));
+    std::vector<c10::IValue> outs = bind(bindings_[k], seg.structure, seg.graph, args).run(args);
+    for (size_t i = 0; i < outs.size(); ++i) env[seg.outputs[i]] = std::move(outs[i]);
+  }
+  std::vector<c10::IValue> outputs;
+  for (torch::jit::Value* v : graph_->outputs()) outputs.push_back(value(v));
+  return outputs;
+}
 
 }  // namespace ppstage

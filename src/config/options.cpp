@@ -159,7 +159,11 @@ void addCompileOptions(po::options_description& desc, CompileConfig& c) {
   section.add_options()
     ("compile.mode", po::value(&c.mode)->default_value(c.mode),
      "none: each stage graph runs unoptimized (the numerics baseline) | stage: one "
-     "TorchScript profiling executor per stage (specialization, autodiff, fusion)");
+     "TorchScript profiling executor per stage (specialization, autodiff, fusion) | block: "
+     "one per block, identical blocks sharing one compiled executor")
+    ("compile.block_pattern", po::value(&c.block_pattern)->default_value(c.block_pattern),
+     "block mode: a regex matching the module paths of the blocks (e.g. 'layers\\.[0-9]+'); "
+     "empty: instances of the module types that repeat");
   desc.add(section);
 }
 
@@ -287,9 +291,8 @@ void validate(const TrainConfig& t) {
 }
 
 void validate(const CompileConfig& c) {
-  PPSTAGE_CHECK(c.mode != "block", "--compile.mode block is not built yet; use none or stage");
-  PPSTAGE_CHECK(c.mode == "none" || c.mode == "stage",
-                "--compile.mode must be none or stage; got '", c.mode, "'");
+  PPSTAGE_CHECK(c.mode == "none" || c.mode == "stage" || c.mode == "block",
+                "--compile.mode must be none, stage or block; got '", c.mode, "'");
 }
 
 void validate(const OutputConfig& o) {

@@ -17,7 +17,10 @@ std::string metricsToJson(const RunMetrics& m) {
                      {"stages", r.stages},
                      {"busy_s", r.busy_s},
                      {"idle_s", r.idle_s},
-                     {"peak_rss_mb", r.peak_rss_mb}});
+                     {"peak_rss_mb", r.peak_rss_mb},
+                     {"graphs_compiled", r.graphs_compiled},
+                     {"cache_hits", r.cache_hits},
+                     {"respecializations", r.respecializations}});
   }
   nlohmann::json json = {
       {"model", m.model},
@@ -41,6 +44,12 @@ std::string metricsToJson(const RunMetrics& m) {
       {"action_costs_s",
        {{"F", m.forward_s}, {"B", m.backward_s}, {"I", m.input_grad_s}, {"W", m.weight_grad_s}}},
       {"ranks", ranks},
+      {"compile",
+       {{"mode", m.compile.mode},
+        {"graphs_compiled", m.compile.graphs_compiled},
+        {"cache_hits", m.compile.cache_hits},
+        {"respecializations", m.compile.respecializations},
+        {"compile_time_s", m.compile.compile_time_s}}},
   };
   return json.dump(2);
 }

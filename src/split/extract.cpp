@@ -283,7 +283,7 @@ class StageExtractor {
     }
     addParameterInputs(s, stage, env);
     for (const auto& [v, t] : packed) env[v] = unpackMetadata(g, t, v->type());
-    copyNodes(s, g, env);
+    copyNodes(s, g, env, stage.node_call);
     const std::vector<Value*> outputs =
         last ? std::vector<Value*>(graph_.outputs().begin(), graph_.outputs().end())
              : crossing_[s + 1];
@@ -296,6 +296,12 @@ class StageExtractor {
       }
     }
     torch::jit::EliminateDeadCode(stage.graph);  // unpacked values nobody reads
+    std::unordered_map<const Node*, int> live;  // deleted nodes' addresses may be reused
+    for (const Node* n : g.nodes()) {
+      const auto it = stage.node_call.find(n);
+      if (it != stage.node_call.end()) live.insert(*it);
+    }
+    stage.node_call = std::move(live);
     copyInputsWrittenInPlace(stage);
     return stage;
   }
@@ -360,7 +366,8 @@ class StageExtractor {
     }
   }
 
-  void copyNodes(int s, torch::jit::Graph& g, std::unordered_map<Value*, Value*>& env) {
+  void copyNodes(int s, torch::jit::Graph& g, std::unordered_map<Value*, Value*>& env,
+                 std::unordered_map<const Node*, int>& node_call) {
     std::vector<Node*> recomputed(uses_[s].recomputed.begin(), uses_[s].recomputed.end());
     std::sort(recomputed.begin(), recomputed.end(),
               [&](Node* a, Node* b) { return index_.at(a) < index_.at(b); });
@@ -373,10 +380,13 @@ class StageExtractor {
     auto copy = [&](Node* n) {
       Node* clone = g.appendNode(g.createClone(n, lookup));
       for (size_t i = 0; i < n->outputs().size(); ++i) env[n->output(i)] = clone->output(i);
+      return clone;
     };
     for (Node* n : recomputed) copy(n);
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (stage_of_node_[i] == s && !uses_[s].recomputed.count(nodes_[i])) copy(nodes_[i]);
+      if (stage_of_node_[i] == s && !uses_[s].recomputed.count(nodes_[i])) {
+        node_call[copy(nodes_[i])] = model_.callOf(nodes_[i]);
+      }
     }
   }
 

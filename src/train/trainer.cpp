@@ -161,6 +161,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   std::unique_ptr<Dataset> data;
   LossKind loss_kind = LossKind::kCrossEntropy;
   std::vector<LocalStage> local_stages;
+  std::unique_ptr<CompileCache> compile_cache;
   std::vector<StageModule*> my_stages;
   int threads = 1;
   int64_t tokens_per_step = 0;
@@ -207,12 +208,17 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     }
 
     const CompileMode mode = parseCompileMode(config.compile.mode);
+    compile_cache = std::make_unique<CompileCache>(mode);
+    std::vector<bool> blocks;
+    if (mode == CompileMode::kBlock) blocks = findBlocks(split.graph, config.compile.block_pattern);
     for (int s : topology->myStages()) {
       StageModule& module = split.stages[static_cast<size_t>(s)];
       LocalStage stage;
       stage.module = &module;
-      stage.compiled = std::make_unique<CompiledStage>(module.graph, mode,
-                                                       "stage " + std::to_string(s));
+      stage.compiled = std::make_unique<CompiledStage>(
+          module.graph, *compile_cache, "stage " + std::to_string(s),
+          mode == CompileMode::kBlock ? segmentStage(module, split.graph, blocks)
+                                      : std::vector<GraphSegment>{});
       stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);
       if (s + 1 < layout.stages) {
         stage.output_spec = boundarySpecOf(module, false, config.train.batch_size);
@@ -324,10 +330,18 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     }
   }
 
-  // Per-rank summary: one more all-reduce.
-  at::Tensor rss = at::zeros({layout.world}, at::kDouble);
-  rss.data_ptr<double>()[world.rank()] = peakRssMb();
-  world.allReduceSum({rss});
+  // Per-rank summary: one more all-reduce of [peak RSS, graphs, hits, respecializations].
+  constexpr int kPerRank = 4;
+  at::Tensor summary = at::zeros({layout.world * kPerRank}, at::kDouble);
+  {
+    double* mine = summary.data_ptr<double>() + world.rank() * kPerRank;
+    const CompileStats& stats = compile_cache->stats();
+    mine[0] = peakRssMb();
+    mine[1] = static_cast<double>(stats.graphs_compiled);
+    mine[2] = static_cast<double>(stats.cache_hits);
+    mine[3] = static_cast<double>(stats.respecializations);
+  }
+  world.allReduceSum({summary});
 
   if (!config.output.params_dir.empty() && topology->dpRank() == 0) {
     writeParameterFile(config.output.params_dir, world.rank(), namedParameters(my_stages));
@@ -336,6 +350,11 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   metrics.model = config.model.name;
   metrics.schedule = schedule.name;
   metrics.compile_mode = config.compile.mode;
+  metrics.compile.mode = config.compile.mode;
+  if (metrics.step_time_s.size() > 1) {
+    const std::vector<double> steady(metrics.step_time_s.begin() + 1, metrics.step_time_s.end());
+    metrics.compile.compile_time_s = std::max(0.0, metrics.step_time_s[0] - median(steady));
+  }
   metrics.data = data ? data->describe() : "";
   metrics.stages = layout.stages;
   metrics.pp = layout.pp;
@@ -369,7 +388,14 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     rm.stages = other.myStages();
     rm.busy_s = busy_total[static_cast<size_t>(rank)];
     rm.idle_s = std::max(0.0, wall_total - rm.busy_s);
-    rm.peak_rss_mb = rss.data_ptr<double>()[rank];
+    const double* theirs = summary.data_ptr<double>() + rank * kPerRank;
+    rm.peak_rss_mb = theirs[0];
+    rm.graphs_compiled = static_cast<long long>(theirs[1]);
+    rm.cache_hits = static_cast<long long>(theirs[2]);
+    rm.respecializations = static_cast<long long>(theirs[3]);
+    metrics.compile.graphs_compiled += rm.graphs_compiled;
+    metrics.compile.cache_hits += rm.cache_hits;
+    metrics.compile.respecializations += rm.respecializations;
     metrics.ranks.push_back(rm);
   }
 
@@ -385,7 +411,12 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
         << " -> " << last << " (mean of the first and last " << window << "), median step "
         << std::setprecision(3) << metrics.measured_step_s << " s, predicted "
         << metrics.predicted_makespan_s << " s, " << std::setprecision(0) << metrics.tokens_per_s
-        << " tokens/s" << std::defaultfloat << std::setprecision(6) << std::endl;
+        << " tokens/s" << std::defaultfloat << std::setprecision(6) << "\n"
+        << "compile " << metrics.compile.mode << ": " << metrics.compile.graphs_compiled
+        << " graphs compiled, " << metrics.compile.cache_hits << " cache hits, "
+        << metrics.compile.respecializations << " re-specializations, first step "
+        << std::fixed << std::setprecision(3) << metrics.compile.compile_time_s
+        << " s over the steady step" << std::defaultfloat << std::setprecision(6) << std::endl;
     if (!config.output.metrics_json.empty()) {
       std::ofstream file(config.output.metrics_json);
       file << metricsToJson(metrics) << "\n";

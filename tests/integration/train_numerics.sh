@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pipelined training matches the single-process run: for one model and one layout
-# (pp x dp ranks), every built-in schedule in compile modes none and stage trains 10 steps,
+# (pp x dp ranks), every built-in schedule in compile modes none, stage and block trains 10 steps,
 # and `ppstage compare-runs` checks each run's per-step losses and final parameters against
 # a reference run of one process with one stage and one micro-batch (same model, data,
 # seed and steps).
@@ -53,7 +53,7 @@ for schedule in gpipe 1f1b interleaved-1f1b zb-h1; do
       echo "skip    $schedule: the model cannot be cut into $stages stages"; continue
     fi
   fi
-  for mode in none stage; do
+  for mode in none stage block; do
     run "$schedule pp=$pp dp=$dp stages=$stages compile=$mode" --pipeline.schedule "$schedule" \
       --pipeline.stages "$stages" --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
   done

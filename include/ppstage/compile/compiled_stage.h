@@ -6,16 +6,22 @@
 //   stage  one profiling GraphExecutor over the whole stage graph: after a profiling run
 //          it specializes shapes, builds differentiable subgraphs (autodiff) and fuses where
 //          a fuser exists. A new input shape makes it specialize again.
-//
-// `block` (each repeated block compiled once and shared) is a later step (issue 6).
+//   block  the stage graph cut again into segments at block boundaries (segments.h); each
+//          segment runs through a profiling GraphExecutor taken from the rank's
+//          CompileCache, keyed by the segment's structure and its inputs' types and shapes,
+//          so identical blocks share one executor: compile work grows with the number of
+//          distinct blocks, not with depth.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "ppstage/compile/segments.h"
 #include "ppstage/graph/graph_runner.h"
 
 namespace torch::jit {
@@ -24,31 +30,73 @@ struct Graph;
 
 namespace ppstage {
 
-enum class CompileMode { kNone, kStage };
+enum class CompileMode { kNone, kStage, kBlock };
 
-// "none" | "stage"; throws ppstage::Error otherwise.
+// "none" | "stage" | "block"; throws ppstage::Error otherwise.
 CompileMode parseCompileMode(const std::string& text);
 const char* toString(CompileMode mode);
 
+// What compiling cost on one rank.
+struct CompileStats {
+  CompileMode mode = CompileMode::kNone;
+  int64_t graphs_compiled = 0;    // executors created (profiling ones; 0 for none)
+  int64_t cache_hits = 0;         // a segment bound to an executor another segment made
+  int64_t respecializations = 0;  // a graph met input shapes it had not seen before
+  int64_t segments = 0;           // graphs run per stage forward, summed over local stages
+};
+
+// The executors of one rank, shared by all its stages.
+class CompileCache {
+ public:
+  explicit CompileCache(CompileMode mode) { stats_.mode = mode; }
+  CompileMode mode() const { return stats_.mode; }
+  const CompileStats& stats() const { return stats_; }
+  CompileStats& stats() { return stats_; }
+
+  // The runner for graphs printing as `structure`, for inputs of `signature`; made from a
+  // copy of `graph` (counted as compiled) or found (a hit).
+  GraphRunner& runner(const std::string& structure, const std::string& signature,
+                      const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name);
+
+ private:
+  CompileStats stats_;
+  std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
+};
+
 class CompiledStage {
  public:
-  // Compiles a copy of `graph` (the StageModule keeps the splitter's graph). `name`
-  // appears in TorchScript's errors ("stage 2").
-  CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileMode mode,
-                const std::string& name);
+  // `graph` is the stage's (the StageModule keeps it unchanged). `name` appears in
+  // TorchScript's errors ("stage 2"). For block mode, `segments` are the stage's
+  // (segmentStage); `cache` must outlive the stage.
+  CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileCache& cache,
+                const std::string& name, std::vector<GraphSegment> segments = {});
+  ~CompiledStage();
 
-  CompileMode mode() const { return mode_; }
+  CompileMode mode() const { return cache_.mode(); }
+  size_t numSegments() const { return segments_.size(); }
 
   // Runs the graph on `inputs` (boundary inputs, then parameters) and returns its outputs.
   // Records autograd when grad mode is on and an input requires grad. Throws c10::Error
   // when an op fails.
-  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs) {
-    return runner_.run(std::move(inputs));
-  }
+  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
 
  private:
-  CompileMode mode_;
-  GraphRunner runner_;
+  struct Binding {  // which executor a graph runs on, for the shapes last seen
+    std::string signature;
+    GraphRunner* runner = nullptr;
+    std::set<std::string> seen;
+  };
+  GraphRunner& bind(Binding& binding, const std::string& structure,
+                    const std::shared_ptr<torch::jit::Graph>& graph,
+                    const std::vector<c10::IValue>& args);
+
+  std::shared_ptr<torch::jit::Graph> graph_;
+  CompileCache& cache_;
+  std::string name_;
+  std::unique_ptr<GraphRunner> simple_;  // none
+  Binding whole_;                        // stage
+  std::vector<GraphSegment> segments_;   // block
+  std::vector<Binding> bindings_;
 };
 
 }  // namespace ppstage

@@ -59,7 +59,8 @@ struct TrainConfig {
 
 // [compile]: how each stage's graph runs (see include/ppstage/compile/compiled_stage.h).
 struct CompileConfig {
-  std::string mode = "none";  // none | stage (| block, not built yet)
+  std::string mode = "none";  // none | stage | block
+  std::string block_pattern;  // block: regex over module paths; empty: repeated module types
 };
 
 // [data]: where training samples come from.

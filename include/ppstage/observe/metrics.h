@@ -13,6 +13,19 @@ struct RankMetrics {
   double busy_s = 0;  // compute (F, B, I, W) over the whole run
   double idle_s = 0;  // the rest of the steps' wall time: waiting, communication, optimizer
   double peak_rss_mb = 0;
+  // Compilation on this rank (compile/compiled_stage.h, CompileStats).
+  long long graphs_compiled = 0;
+  long long cache_hits = 0;
+  long long respecializations = 0;
+};
+
+// Compilation over the whole job.
+struct CompileMetrics {
+  std::string mode;
+  long long graphs_compiled = 0;    // summed over ranks
+  long long cache_hits = 0;         // summed over ranks
+  long long respecializations = 0;  // summed over ranks
+  double compile_time_s = 0;  // first step's time over the median of the others
 };
 
 struct RunMetrics {
@@ -42,6 +55,7 @@ struct RunMetrics {
   double predicted_makespan_s = 0;
   double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs
   std::vector<RankMetrics> ranks;
+  CompileMetrics compile;
 };
 
 std::string metricsToJson(const RunMetrics& metrics);

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ppstage/graph/model_graph.h"
@@ -24,6 +25,7 @@
 
 namespace torch::jit {
 struct Graph;
+struct Node;
 }
 
 namespace ppstage {
@@ -54,6 +56,10 @@ struct StageModule {
   std::vector<BoundaryTensor> outputs;
   std::vector<StageParameter> parameters;
   double flops = 0;
+  // The model's module call (index into ModelGraph::calls) each top-level node of `graph`
+  // was copied from; nodes the splitter added, and values recomputed from an earlier
+  // stage's metadata, are not listed. What block compilation finds blocks from.
+  std::unordered_map<const torch::jit::Node*, int> node_call;
 
   int64_t numParams() const;  // elements of its trainable parameters
 };

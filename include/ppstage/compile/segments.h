@@ -1,0 +1,49 @@
+// Block compilation's cut: a stage graph split again into segments at block boundaries.
+//
+// Blocks are instances of a module type that repeats (found from the module calls recorded
+// at capture, never from attribute names), or the calls whose path matches
+// --compile.block_pattern. Each block instance's nodes form one segment; the code between
+// blocks (embedding, head, what the splitter added) forms segments of its own. A segment is
+// a graph of its own: the values it reads from earlier segments (or the stage's inputs,
+// parameters included) are its inputs, in order of first use, and the values later
+// segments or the stage's outputs read are its outputs; constants are copied in. Values are
+// unnamed, so structurally identical blocks print identical graphs: `structure` is the key
+// the compile cache shares executors by.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ppstage/graph/model_graph.h"
+
+namespace torch::jit {
+struct Graph;
+struct Value;
+}  // namespace torch::jit
+
+namespace ppstage {
+
+struct StageModule;
+
+// For each of model.calls: whether it is a block. With an empty `pattern`: greedily, the
+// module type whose instances (at least two, not inside an already chosen block) cover the
+// most nodes, then the next, while a type covers at least 2% of the model's nodes. With a
+// pattern (ECMAScript regex over whole module paths): the outermost matching calls.
+// Throws ppstage::Error for a bad pattern.
+std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern);
+
+struct GraphSegment {
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<torch::jit::Value*> inputs;   // values of the stage graph, in graph input order
+  std::vector<torch::jit::Value*> outputs;  // values of the stage graph, in graph output order
+  std::string block;      // module path of the block instance; empty between blocks
+  std::string structure;  // the graph's text: equal for structurally identical segments
+};
+
+// The segments of `stage` in execution order. `blocks` comes from findBlocks over the
+// ModelGraph the stage was cut from.
+std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGraph& model,
+                                       const std::vector<bool>& blocks);
+
+}  // namespace ppstage

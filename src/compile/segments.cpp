@@ -1,0 +1,202 @@
+// See include/ppstage/compile/segments.h.
+#include "ppstage/compile/segments.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <map>
+#include <regex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ppstage/core/error.h"
+#include "ppstage/split/stage_module.h"
+
+namespace ppstage {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+namespace {
+
+bool isAncestorOrSelf(const ModelGraph& model, int call, int ancestor) {
+  return model.isWithin(call, ancestor);
+}
+
+// Nodes of the model inside each call (its descendants' included).
+std::vector<int64_t> nodesPerCall(const ModelGraph& model) {
+  std::vector<int64_t> count(model.calls.size(), 0);
+  for (const auto& [node, call] : model.node_call) {
+    for (int c = call; c >= 0; c = model.calls[static_cast<size_t>(c)].parent) {
+      ++count[static_cast<size_t>(c)];
+    }
+  }
+  return count;
+}
+
+// The innermost block containing `call`, or -1.
+int blockOf(const ModelGraph& model, const std::vector<bool>& blocks, int call) {
+  int found = -1;
+  for (int c = call; c >= 0; c = model.calls[static_cast<size_t>(c)].parent) {
+    if (blocks[static_cast<size_t>(c)]) found = c;  // keep walking: the outermost wins
+  }
+  return found;
+}
+
+// Clears every value name in `block` (and nested blocks), so values print as numbers in
+// creation order.
+void clearNames(torch::jit::Block* block) {
+  for (Value* v : block->inputs()) v->setDebugName("");
+  for (Node* n : block->nodes()) {
+    for (Value* v : n->outputs()) v->setDebugName("");
+    for (torch::jit::Block* sub : n->blocks()) clearNames(sub);
+  }
+}
+
+Node* topLevel(Node* n, const torch::jit::Block* top) {
+  while (n->owningBlock() != top) n = n->owningBlock()->owningNode();
+  return n;
+}
+
+// Every value `n` (and its nested blocks) reads that is defined outside `n`.
+void readsFrom(Node* n, std::vector<Value*>& out) {
+  for (Value* v : n->inputs()) out.push_back(v);
+  for (torch::jit::Block* b : n->blocks()) {
+    for (Node* inner : b->nodes()) readsFrom(inner, out);
+    for (Value* v : b->outputs()) out.push_back(v);
+  }
+}
+
+GraphSegment buildSegment(const std::vector<Node*>& run, const torch::jit::Block* top,
+                          const std::string& block) {
+  GraphSegment seg;
+  seg.block = block;
+  seg.graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::Graph& g = *seg.graph;
+  const std::unordered_set<const Node*> members(run.begin(), run.end());
+  std::unordered_map<Value*, Value*> env;
+  auto lookup = [&](Value* v) -> Value* {
+    const auto it = env.find(v);
+    if (it != env.end()) return it->second;
+    Node* def = v->node();
+    if (def->kind() == c10::prim::Constant && def->owningBlock() == top) {
+      Node* constant = g.appendNode(g.createClone(def, [](Value* x) { return x; }));
+      env[v] = constant->output();
+      return constant->output();
+    }
+    Value* input = g.addInput()->setType(v->type());
+    seg.inputs.push_back(v);
+    env[v] = input;
+    return input;
+  };
+  for (Node* n : run) {
+    Node* clone = g.appendNode(g.createClone(n, lookup));
+    for (size_t i = 0; i < n->outputs().size(); ++i) env[n->output(i)] = clone->output(i);
+  }
+  for (Node* n : run) {
+    for (Value* v : n->outputs()) {
+      bool used_later = false;
+      for (const torch::jit::Use& use : v->uses()) {
+        if (!members.count(topLevel(use.user, top))) used_later = true;
+      }
+      if (used_later) {
+        seg.outputs.push_back(v);
+        g.registerOutput(env.at(v));
+      }
+    }
+  }
+  clearNames(g.block());
+  seg.structure = g.toString(/*print_source_locations=*/false);
+  return seg;
+}
+
+}  // namespace
+
+std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern) {
+  const size_t n = model.calls.size();
+  std::vector<bool> blocks(n, false);
+  if (!pattern.empty()) {
+    std::regex re;
+    try {
+      re = std::regex(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error(detail::concat("--compile.block_pattern '", pattern, "' is not a regular ",
+                                 "expression: ", e.what()));
+    }
+    for (size_t c = 1; c < n; ++c) {
+      if (!std::regex_match(model.calls[c].path, re)) continue;
+      bool nested = false;
+      for (int p = model.calls[c].parent; p >= 0; p = model.calls[static_cast<size_t>(p)].parent) {
+        if (blocks[static_cast<size_t>(p)]) nested = true;
+      }
+      if (!nested) blocks[c] = true;
+    }
+    return blocks;
+  }
+  const std::vector<int64_t> size = nodesPerCall(model);
+  const int64_t total = std::max<int64_t>(1, size[ModelGraph::kRootCall]);
+  while (true) {
+    // Coverage of each type by its instances outside the chosen blocks.
+    std::map<std::string, std::pair<int64_t, std::vector<size_t>>> by_type;
+    for (size_t c = 1; c < n; ++c) {
+      if (blockOf(model, blocks, static_cast<int>(c)) >= 0) continue;
+      bool holds_block = false;
+      for (size_t b = 1; b < n && !holds_block; ++b) {
+        holds_block = blocks[b] && isAncestorOrSelf(model, static_cast<int>(b), static_cast<int>(c));
+      }
+      if (holds_block) continue;
+      auto& entry = by_type[model.calls[c].type_name];
+      entry.second.push_back(c);
+    }
+    std::string best;
+    int64_t best_cover = 0;
+    for (auto& [type, entry] : by_type) {
+      // Outermost instances only: an instance inside another of the same type does not count.
+      std::vector<size_t> outer;
+      for (size_t c : entry.second) {
+        bool inside_same = false;
+        for (size_t o : entry.second) {
+          if (o != c && isAncestorOrSelf(model, static_cast<int>(c), static_cast<int>(o))) inside_same = true;
+        }
+        if (!inside_same) outer.push_back(c);
+      }
+      entry.second = outer;
+      int64_t cover = 0;
+      for (size_t c : outer) cover += size[c];
+      entry.first = cover;
+      if (outer.size() >= 2 && cover > best_cover) {
+        best_cover = cover;
+        best = type;
+      }
+    }
+    if (best.empty() || best_cover * 50 < total) break;
+    for (size_t c : by_type[best].second) blocks[c] = true;
+  }
+  return blocks;
+}
+
+std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGraph& model,
+                                       const std::vector<bool>& blocks) {
+  const torch::jit::Block* top = stage.graph->block();
+  std::vector<GraphSegment> segments;
+  std::vector<Node*> run;
+  int run_owner = -2;
+  auto flush = [&] {
+    if (run.empty()) return;
+    segments.push_back(buildSegment(run, top, run_owner >= 0
+                                                  ? model.calls[static_cast<size_t>(run_owner)].path
+                                                  : std::string()));
+    run.clear();
+  };
+  for (Node* n : stage.graph->nodes()) {
+    if (n->kind() == c10::prim::Constant) continue;  // copied into the segments that read it
+    const auto it = stage.node_call.find(n);
+    const int owner = it == stage.node_call.end() ? -1 : blockOf(model, blocks, it->second);
+    if (owner != run_owner) flush();
+    run_owner = owner;
+    run.push_back(n);
+  }
+  flush();
+  return segments;
+}
+
+}  // namespace ppstage

@@ -1,0 +1,148 @@
+// Compile modes against the uncompiled stage: `stage` and `block` compute what `none` does
+// (outputs and gradients), and block mode's cache compiles one graph per distinct block.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/compile/segments.h"
+#include "ppstage/core/error.h"
+#include "ppstage/graph/value_shapes.h"
+#include "ppstage/models/model_source.h"
+#include "ppstage/models/script_module_builder.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/split/stage_plan.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+struct OneStage {
+  LoadedModel model;
+  ModelGraph graph;
+  std::vector<StageModule> stages;
+};
+
+OneStage oneStage(LoadedModel model, int64_t batch) {
+  OneStage s{std::move(model), {}, {}};
+  s.graph = captureModel(s.model.module);
+  const ValueShapes shapes = recordValueShapes(
+      s.graph, [&](int64_t b) { return makeExampleInput(s.model.input, b, 0); }, batch);
+  PipelineConfig pipeline;
+  pipeline.stages = 1;
+  s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);
+  return s;
+}
+
+// Output sum and every parameter's gradient, after `runs` forward passes (profiling
+// executors optimize after their first run).
+std::vector<at::Tensor> forwardBackward(CompiledStage& compiled, const StageModule& stage,
+                                        const at::Tensor& input, int runs) {
+  std::vector<at::Tensor> result;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<c10::IValue> args{input};
+    std::vector<at::Tensor> params;
+    for (const StageParameter& p : stage.parameters) {
+      args.emplace_back(p.value);
+      if (p.value.requires_grad()) params.push_back(p.value);
+    }
+    const at::Tensor out = compiled.run(args).at(0).toTensor();
+    const at::Tensor loss = (out * out).sum();
+    result = torch::autograd::grad({loss}, params);
+    result.push_back(loss.detach());
+  }
+  return result;
+}
+
+void expectSame(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& expected,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LE(test::maxRelDiff(got[i], expected[i]), 1e-5) << what << " tensor " << i;
+  }
+}
+
+CompileStats blockStats(int64_t layers) {
+  Config config = test::builtinConfig("gpt", layers, /*tie_embeddings=*/true);
+  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  const StageModule& stage = s.stages[0];
+  const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
+  CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
+  CompiledStage none(stage.graph, none_cache, "none");
+  CompiledStage block(stage.graph, block_cache, "block",
+                      segmentStage(stage, s.graph, findBlocks(s.graph, "")));
+  expectSame(forwardBackward(block, stage, input, 3), forwardBackward(none, stage, input, 1),
+             "gpt block mode, " + std::to_string(layers) + " layers");
+  return block_cache.stats();
+}
+
+TEST(BlockCompile, IdenticalBlocksCompileOnceWhateverTheDepth) {
+  const CompileStats eight = blockStats(8);
+  const CompileStats sixteen = blockStats(16);
+  // Embedding segment, the decoder block, the head segment: 3, at any depth.
+  EXPECT_EQ(eight.graphs_compiled, 3);
+  EXPECT_EQ(sixteen.graphs_compiled, eight.graphs_compiled);
+  EXPECT_EQ(eight.cache_hits, 7);
+  EXPECT_EQ(sixteen.cache_hits, 15);
+  EXPECT_EQ(eight.respecializations, 0);
+}
+
+TEST(BlockCompile, TwoBlockTypesCompileTwoGraphs) {
+  ScriptModuleBuilder builder;
+  at::manual_seed(3);
+  auto block = [&](const std::string& type, const std::string& activation) {
+    return builder.make(type, [&](torch::jit::Module& m) {
+      m.register_parameter("weight", at::randn({8, 8}) * 0.3, false);
+      m.register_parameter("bias", at::randn({8}) * 0.1, false);
+    }, "\ndef forward(self, x):\n    return x + torch." + activation +
+           "(torch.linear(x, self.weight, self.bias))\n");
+  };
+  auto top = builder.make("TwoKinds", [&](torch::jit::Module& m) {
+    for (const char* name : {"a0", "a1", "a2"}) m.register_module(name, block("ReluBlock", "relu"));
+    for (const char* name : {"b0", "b1"}) m.register_module(name, block("TanhBlock", "tanh"));
+  }, R"(
+def forward(self, x):
+    x = self.a2.forward(self.a1.forward(self.a0.forward(x)))
+    return self.b1.forward(self.b0.forward(x))
+)");
+  OneStage s = oneStage({top, "two_kinds", InputSpec{at::kFloat, {4, 8}, 0}}, 4);
+  const StageModule& stage = s.stages[0];
+  const std::vector<GraphSegment> segments = segmentStage(stage, s.graph, findBlocks(s.graph, ""));
+  ASSERT_EQ(segments.size(), 5u);
+  EXPECT_EQ(segments[0].block, "a0");
+  EXPECT_EQ(segments[4].block, "b1");
+  EXPECT_EQ(segments[0].structure, segments[2].structure);
+  EXPECT_NE(segments[0].structure, segments[3].structure);
+
+  CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
+  CompiledStage none(stage.graph, none_cache, "none");
+  CompiledStage compiled(stage.graph, block_cache, "block", segments);
+  // As a received activation: requiring grad, like every block's input after the first.
+  const at::Tensor input = makeExampleInput(s.model.input, 4, 2).requires_grad_(true);
+  expectSame(forwardBackward(compiled, stage, input, 3), forwardBackward(none, stage, input, 1),
+             "two block types");
+  EXPECT_EQ(block_cache.stats().graphs_compiled, 2);
+  EXPECT_EQ(block_cache.stats().cache_hits, 3);
+
+  // A new batch size: every block re-specializes once, and shares again.
+  forwardBackward(compiled, stage, makeExampleInput(s.model.input, 6, 2).requires_grad_(true), 2);
+  EXPECT_EQ(block_cache.stats().graphs_compiled, 4);
+  EXPECT_EQ(block_cache.stats().respecializations, 5);
+}
+
+TEST(BlockCompile, APatternChoosesTheBlocks) {
+  Config config = test::builtinConfig("gpt", 4, true);
+  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  const std::vector<bool> blocks = findBlocks(s.graph, "layers\\.[0-9]+\\.mlp");
+  int chosen = 0;
+  for (size_t c = 0; c < blocks.size(); ++c) {
+    if (!blocks[c]) continue;
+    ++chosen;
+    EXPECT_NE(s.graph.calls[c].path.find(".mlp"), std::string::npos) << s.graph.calls[c].path;
+  }
+  EXPECT_EQ(chosen, 4);
+  EXPECT_THROW(findBlocks(s.graph, "layers.(["), Error);
+}
+
+}  // namespace
+}  // namespace ppstage
