@@ -18,6 +18,7 @@ int benchCommMain(int argc, const char* const* argv);
 int scheduleMain(int argc, const char* const* argv);
 int trainMain(int argc, const char* const* argv);
 int compareRunsMain(int argc, const char* const* argv);
+int compareCompileMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -25,6 +26,8 @@ inline constexpr Command kCommands[] = {
      trainMain},
     {"compare-runs", "compare two training runs' losses and final parameters (numerics)",
      compareRunsMain},
+    {"compare-compile", "the same training in compile modes none, stage, block, side by side",
+     compareCompileMain},
     {"split", "cut a model into pipeline stages and print the plan (table or --json)",
      splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",

@@ -3,11 +3,42 @@
 
 #include <c10/util/Exception.h>
 
+#include <iostream>
+#include <sstream>
+
 #include "ppstage/comm/agreement.h"
+#include "ppstage/comm/mpi_communicator.h"
+#include "ppstage/config/options.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage::cli {
+
+std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
+                                              boost::program_options::options_description& options,
+                                              const std::string& usage, const CommConfig& comm,
+                                              const std::function<void()>& validate) {
+  std::ostringstream quiet;
+  std::exception_ptr parse_error;
+  bool help = false;
+  try {
+    help = !parseOptions(argc, argv, options, usage, mpiWorldRank() <= 0 ? std::cout : quiet);
+    if (!help) validate();
+  } catch (...) {
+    parse_error = std::current_exception();
+  }
+  CommOptions comm_options;
+  if (!parse_error && comm.timeout_s > 0) {
+    comm_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(comm.timeout_s * 1000));
+  }
+  std::unique_ptr<Communicator> world = MpiCommunicator::world(comm_options);
+  // Every rank parsed the same options; agree so one line reports a bad one.
+  runAgreed(*world, [&] {
+    if (parse_error) std::rethrow_exception(parse_error);
+  });
+  if (help) return nullptr;
+  return world;
+}
 
 int runMpiJob(const std::function<int()>& body) {
   try {

@@ -33,33 +33,11 @@ int trainMain(int argc, const char* const* argv) {
 
   keepFreedMemoryForReuse();
   MpiSession mpi;
-  std::ostringstream quiet;
-  std::exception_ptr parse_error;
-  bool help = false;
-  try {
-    help = !parseOptions(argc, argv, options, usage, mpi.worldRank() == 0 ? std::cout : quiet);
-    if (!help) {
-      validate(config.model);
-      validate(config.pipeline);
-      validate(config.train);
-      validate(config.comm);
-      validate(config.compile);
-      validate(config.output);
-    }
-  } catch (...) {
-    parse_error = std::current_exception();
-  }
-  CommOptions comm_options;
-  if (!parse_error && config.comm.timeout_s > 0) {
-    comm_options.timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 1000));
-  }
-  auto world = MpiCommunicator::world(comm_options);
-  // Every rank parsed the same options; agree so one line reports a bad one.
-  runAgreed(*world, [&] {
-    if (parse_error) std::rethrow_exception(parse_error);
-  });
-  if (help) return 0;
+  const std::unique_ptr<Communicator> world =
+      startMpiCommand(argc, argv, options, usage, config.comm, [&] {
+        validate(config);
+      });
+  if (!world) return 0;
   return runMpiJob([&] {
     train(config, *world, std::cout);
     return 0;

@@ -295,6 +295,15 @@ void validate(const CompileConfig& c) {
                 "--compile.mode must be none, stage or block; got '", c.mode, "'");
 }
 
+void validate(const Config& c) {
+  validate(c.model);
+  validate(c.pipeline);
+  validate(c.train);
+  validate(c.comm);
+  validate(c.compile);
+  validate(c.output);
+}
+
 void validate(const OutputConfig& o) {
   PPSTAGE_CHECK(o.log_every >= 0, "--output.log_every must not be negative; got ", o.log_every);
 }

@@ -2,8 +2,10 @@
 #include "ppstage/observe/metrics.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ppstage/core/error.h"
@@ -20,7 +22,9 @@ std::string metricsToJson(const RunMetrics& m) {
                      {"peak_rss_mb", r.peak_rss_mb},
                      {"graphs_compiled", r.graphs_compiled},
                      {"cache_hits", r.cache_hits},
-                     {"respecializations", r.respecializations}});
+                     {"respecializations", r.respecializations},
+                     {"max_step_rss_mb", r.max_step_rss_mb},
+                     {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps}});
   }
   nlohmann::json json = {
       {"model", m.model},
@@ -81,6 +85,31 @@ double peakRssMb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double currentRssMb() {
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+double growthPer100Steps(const std::vector<double>& samples) {
+  const size_t begin = std::max<size_t>(1, samples.size() / 10);
+  if (samples.size() < begin + 3) return 0;
+  const double n = static_cast<double>(samples.size() - begin);
+  double mean_x = 0, mean_y = 0;
+  for (size_t i = begin; i < samples.size(); ++i) {
+    mean_x += static_cast<double>(i) / n;
+    mean_y += samples[i] / n;
+  }
+  double sxy = 0, sxx = 0;
+  for (size_t i = begin; i < samples.size(); ++i) {
+    const double dx = static_cast<double>(i) - mean_x;
+    sxy += dx * (samples[i] - mean_y);
+    sxx += dx * dx;
+  }
+  return sxx > 0 ? 100.0 * sxy / sxx : 0;
 }
 
 double median(std::vector<double> values) {

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -272,6 +273,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   // warm-up: allocation, profiling runs); medians over steps resist the machine's spikes.
   std::array<std::vector<double>, 4> costs;
   double wall_total = 0;
+  std::vector<double> rss_samples;
   for (int64_t step = 0; step < config.train.steps; ++step) {
     std::vector<at::Tensor> inputs, targets;
     if (reads_inputs || reads_targets) {
@@ -299,6 +301,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     if (coefficient < 1) sync.scale(coefficient);
     stepAndClear(*optimizer, params);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    rss_samples.push_back(currentRssMb());
 
     double idle = 0;
     for (int rank = 0; rank < layout.world; ++rank) {
@@ -331,7 +334,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   }
 
   // Per-rank summary: one more all-reduce of [peak RSS, graphs, hits, respecializations].
-  constexpr int kPerRank = 4;
+  constexpr int kPerRank = 6;
   at::Tensor summary = at::zeros({layout.world * kPerRank}, at::kDouble);
   {
     double* mine = summary.data_ptr<double>() + world.rank() * kPerRank;
@@ -340,6 +343,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     mine[1] = static_cast<double>(stats.graphs_compiled);
     mine[2] = static_cast<double>(stats.cache_hits);
     mine[3] = static_cast<double>(stats.respecializations);
+    mine[4] = *std::max_element(rss_samples.begin(), rss_samples.end());
+    mine[5] = growthPer100Steps(rss_samples);
   }
   world.allReduceSum({summary});
 
@@ -393,6 +398,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     rm.graphs_compiled = static_cast<long long>(theirs[1]);
     rm.cache_hits = static_cast<long long>(theirs[2]);
     rm.respecializations = static_cast<long long>(theirs[3]);
+    rm.max_step_rss_mb = theirs[4];
+    rm.rss_growth_mb_per_100_steps = theirs[5];
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;

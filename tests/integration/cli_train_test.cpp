@@ -93,6 +93,37 @@ TEST(TrainCli, PluginAndTableSchedulesTrainLikeTheBuiltIns) {
   }
 }
 
+// compare-compile runs every mode on the same training: the same losses, identical blocks
+// compiled once, and no memory growth. 200 steps of mlp-tiny per mode; the bound on growth
+// is generous (allocator noise is a few MB), a leak of a step's activations is not.
+TEST(CompareCompile, EveryModeTrainsTheSameWithoutGrowingMemory) {
+  const Result r = runPpstage("compare-compile" + config("mlp-tiny.ini") +
+                              " --train.steps 200 --train.threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json.at("modes").size(), 3u) << r.out;
+  for (const nlohmann::json& mode : json.at("modes")) {
+    const std::string name = mode.at("mode");
+    for (const char* field : {"compile_time_s", "graphs_compiled", "cache_hits", "step_time_s",
+                              "peak_rss_mb", "rss_growth_mb_per_100_steps",
+                              "loss_max_rel_diff"}) {
+      EXPECT_TRUE(mode.contains(field)) << name << " lacks " << field;
+    }
+    std::cout << name << ": RSS growth " << mode.at("rss_growth_mb_per_100_steps").get<double>()
+              << " MB per 100 steps, loss rel diff " << mode.at("loss_max_rel_diff").get<double>()
+              << ", graphs " << mode.at("graphs_compiled").get<int>() << ", hits "
+              << mode.at("cache_hits").get<int>() << "\n";
+    EXPECT_LE(mode.at("loss_max_rel_diff").get<double>(), 1e-5) << name;
+    EXPECT_LT(mode.at("rss_growth_mb_per_100_steps").get<double>(), 16.0) << name;
+  }
+  // mlp-tiny has 8 identical residual blocks. The first reads the model's input, which needs
+  // no gradient, so it gets its own executor (the profiling executor specializes on
+  // requires_grad); the other 7 share one (6 hits); the head is the third graph.
+  EXPECT_EQ(json.at("modes").at(0).at("graphs_compiled").get<int>(), 0);  // none
+  EXPECT_EQ(json.at("modes").at(2).at("graphs_compiled").get<int>(), 3);
+  EXPECT_EQ(json.at("modes").at(2).at("cache_hits").get<int>(), 6);
+}
+
 // Exit code 2 from every rank, and exactly one `ppstage: error:` line (rank 0's) naming
 // the problem. mpirun adds its own banner about the exit codes.
 void expectBadTrainInput(int np, const std::string& args, const std::string& what) {

@@ -49,5 +49,7 @@ void validate(const TrainConfig& train);
 void validate(const CommConfig& comm);
 void validate(const CompileConfig& compile);
 void validate(const OutputConfig& output);
+// Every section above.
+void validate(const Config& config);
 
 }  // namespace ppstage

@@ -17,6 +17,10 @@ struct RankMetrics {
   long long graphs_compiled = 0;
   long long cache_hits = 0;
   long long respecializations = 0;
+  // Resident memory sampled after every step: its largest value, and its growth per 100
+  // steps after warm-up (a least-squares slope over the steps after the first 10%).
+  double max_step_rss_mb = 0;
+  double rss_growth_mb_per_100_steps = 0;
 };
 
 // Compilation over the whole job.
@@ -65,6 +69,11 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source);
 
 // Peak resident set size of this process so far, in MB (getrusage).
 double peakRssMb();
+// Resident set size now, in MB (/proc/self/statm); 0 where unavailable.
+double currentRssMb();
+// Growth per 100 steps of `samples` (one per step) after the first 10% of them: the
+// least-squares slope times 100; 0 for fewer than 3 samples after warm-up.
+double growthPer100Steps(const std::vector<double>& samples);
 
 // Median of `values` (0 for none).
 double median(std::vector<double> values);

@@ -1,0 +1,153 @@
+// `ppstage compare-compile`: the same training in each compile mode (same model, data,
+// seed and steps), side by side: compile cost, steady step time, memory and its growth,
+// and the losses against mode `none`.
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "mpi_job.h"
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/mpi_communicator.h"
+#include "ppstage/comm/mpi_session.h"
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/config/options.h"
+#include "ppstage/core/allocator.h"
+#include "ppstage/core/error.h"
+#include "ppstage/train/trainer.h"
+
+namespace ppstage::cli {
+namespace {
+
+struct ModeRow {
+  std::string mode;
+  RunMetrics metrics;
+  double step_time_s = 0;        // median of the steps after the first
+  double peak_rss_mb = 0;        // largest resident size sampled after a step, any rank
+  double rss_growth = 0;         // MB per 100 steps after warm-up, the largest of the ranks
+  double loss_max_rel_diff = 0;  // against the first mode (none when it is listed)
+};
+
+ModeRow summarize(const std::string& mode, RunMetrics metrics) {
+  ModeRow row{mode, std::move(metrics)};
+  const auto& times = row.metrics.step_time_s;
+  row.step_time_s = times.size() > 1
+                        ? median(std::vector<double>(times.begin() + 1, times.end()))
+                        : median(times);
+  for (const RankMetrics& r : row.metrics.ranks) {
+    row.peak_rss_mb = std::max(row.peak_rss_mb, r.max_step_rss_mb);
+    row.rss_growth = std::max(row.rss_growth, r.rss_growth_mb_per_100_steps);
+  }
+  return row;
+}
+
+void printTable(const std::vector<ModeRow>& rows, const std::string& reference) {
+  std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  RSS MB/100 steps  "
+               "loss rel diff vs " << reference << "\n";
+  for (const ModeRow& r : rows) {
+    std::cout << std::left << std::setw(7) << r.mode << std::right << std::fixed
+              << std::setprecision(3) << std::setw(9) << r.metrics.compile.compile_time_s
+              << std::setw(8) << r.metrics.compile.graphs_compiled << std::setw(6)
+              << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
+              << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
+              << std::setw(18) << std::setprecision(2) << r.rss_growth << "  "
+              << std::scientific << std::setprecision(2) << r.loss_max_rel_diff
+              << std::defaultfloat << "\n";
+  }
+}
+
+std::string rowsJson(const std::vector<ModeRow>& rows) {
+  nlohmann::json modes = nlohmann::json::array();
+  for (const ModeRow& r : rows) {
+    modes.push_back({{"mode", r.mode},
+                     {"compile_time_s", r.metrics.compile.compile_time_s},
+                     {"graphs_compiled", r.metrics.compile.graphs_compiled},
+                     {"cache_hits", r.metrics.compile.cache_hits},
+                     {"respecializations", r.metrics.compile.respecializations},
+                     {"step_time_s", r.step_time_s},
+                     {"peak_rss_mb", r.peak_rss_mb},
+                     {"rss_growth_mb_per_100_steps", r.rss_growth},
+                     {"loss_max_rel_diff", r.loss_max_rel_diff},
+                     {"final_loss", r.metrics.final_loss}});
+  }
+  return nlohmann::json{{"modes", modes}}.dump(2);
+}
+
+}  // namespace
+
+int compareCompileMain(int argc, const char* const* argv) {
+  Config config;
+  std::string modes_text = "none,stage,block";
+  bool json = false;
+  po::options_description options;
+  addAllOptions(options, config);
+  po::options_description comparison("Comparison");
+  comparison.add_options()
+    ("compile.modes", po::value(&modes_text)->default_value(modes_text),
+     "the compile modes to run, in order; losses are compared against the first")
+    ("json", po::bool_switch(&json),
+     "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, step_time_s, "
+     "peak_rss_mb, rss_growth_mb_per_100_steps, loss_max_rel_diff}]}");
+  options.add(comparison);
+  const char* usage =
+      "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "
+      "[--compile.modes none,stage,block] [--train.steps N] [--json]\n\n"
+      "Runs the same training (model, data, seed, steps, layout) once per compile mode and\n"
+      "prints, per mode: compile time (the first step over the steady step), graphs\n"
+      "compiled and cache hits (over all ranks), the median steady step, the peak resident\n"
+      "memory and its growth per 100 steps after warm-up (a leak shows here), and the\n"
+      "largest relative loss difference against the first mode.";
+
+  keepFreedMemoryForReuse();
+  MpiSession mpi;
+  std::vector<std::string> modes;
+  const std::unique_ptr<Communicator> world =
+      startMpiCommand(argc, argv, options, usage, config.comm, [&] {
+        validate(config);
+        modes = splitList(modes_text);
+        PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
+        for (const std::string& mode : modes) parseCompileMode(mode);
+      });
+  if (!world) return 0;
+  const bool leader = world->rank() == 0;
+  return runMpiJob([&] {
+    std::vector<ModeRow> rows;
+    for (const std::string& mode : modes) {
+      Config run = config;
+      run.compile.mode = mode;
+      run.output.log_every = 0;
+      run.output.metrics_json.clear();
+      run.output.params_dir.clear();
+      if (leader && !json) std::cout << "compile mode " << mode << ": " << std::flush;
+      std::ostringstream log;
+      rows.push_back(summarize(mode, train(run, *world, log)));
+      if (leader && !json) {
+        std::cout << rows.back().metrics.losses.size() << " steps, final loss "
+                  << rows.back().metrics.final_loss << std::endl;
+      }
+    }
+    const std::vector<double>& reference = rows.front().metrics.losses;
+    for (ModeRow& r : rows) {
+      for (size_t i = 0; i < reference.size() && i < r.metrics.losses.size(); ++i) {
+        r.loss_max_rel_diff =
+            std::max(r.loss_max_rel_diff, std::abs(r.metrics.losses[i] - reference[i]) /
+                                              std::max(std::abs(reference[i]), 1e-12));
+      }
+    }
+    if (leader) {
+      if (json) {
+        std::cout << rowsJson(rows) << std::endl;
+      } else {
+        printTable(rows, rows.front().mode);
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace ppstage::cli
