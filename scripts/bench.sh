@@ -2,6 +2,8 @@
 # Benchmarks whose figures go to docs/benchmarks.md, printed as markdown table rows.
 #   scripts/bench.sh split     time of `ppstage split` (best of 3) for GPTs of growing depth
 #   scripts/bench.sh comm      MPI point-to-point: ppstage's communicator against raw MPI
+#   scripts/bench.sh compile   compile modes side by side (ppstage compare-compile): compile
+#                              time against depth, steady step and RSS growth
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -71,9 +73,40 @@ print("%.4f | %.0f | %.4f | %.3f | %.0f" % (m["measured_step_s"], m["tokens_per_
   done
 }
 
+bench_compile() {
+  echo "| layers | mode | compile s | graphs compiled | cache hits | steady step s |"
+  echo "|---|---|---|---|---|---|"
+  for layers in 4 8 16 32; do
+    "$ppstage" compare-compile --model.layers "$layers" --model.d_model 256 --model.heads 4 \
+      --model.seq_len 128 --train.batch_size 8 --pipeline.stages 1 --pipeline.microbatches 1 \
+      --train.steps 10 --train.threads 1 --data.path synthetic --json |
+    python3 -c '
+import json, sys
+for m in json.load(sys.stdin)["modes"]:
+    print("| %s | %s | %.3f | %d | %d | %.3f |" % (sys.argv[1], m["mode"], m["compile_time_s"],
+          m["graphs_compiled"], m["cache_hits"], m["step_time_s"]))' "$layers"
+  done
+  echo
+  echo "| config | mode | steady step s | vs none | peak RSS MB | RSS MB per 100 steps | loss rel diff |"
+  echo "|---|---|---|---|---|---|---|"
+  for config in gpt-tiny mlp-tiny; do
+    "$ppstage" compare-compile --config "configs/$config.ini" --pipeline.stages 1 \
+      --train.steps 300 --train.threads 1 --json |
+    python3 -c '
+import json, sys
+modes = json.load(sys.stdin)["modes"]
+base = modes[0]["step_time_s"]
+for m in modes:
+    print("| %s | %s | %.4f | %.2f | %.0f | %.2f | %.1e |" % (sys.argv[1], m["mode"],
+          m["step_time_s"], m["step_time_s"] / base, m["peak_rss_mb"],
+          m["rss_growth_mb_per_100_steps"], m["loss_max_rel_diff"]))' "$config"
+  done
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
   train) bench_train ;;
-  *) echo "usage: scripts/bench.sh split|comm|train" >&2; exit 2 ;;
+  compile) bench_compile ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile" >&2; exit 2 ;;
 esac

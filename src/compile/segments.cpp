@@ -168,7 +168,7 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
         best = type;
       }
     }
-    if (best.empty() || best_cover * 50 < total) break;
+    if (best.empty() || best_cover * 10 < total) break;
     for (size_t c : by_type[best].second) blocks[c] = true;
   }
   return blocks;

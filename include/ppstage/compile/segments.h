@@ -28,7 +28,7 @@ struct StageModule;
 
 // For each of model.calls: whether it is a block. With an empty `pattern`: greedily, the
 // module type whose instances (at least two, not inside an already chosen block) cover the
-// most nodes, then the next, while a type covers at least 2% of the model's nodes. With a
+// most nodes, then the next, while a type covers at least 10% of the model's nodes. With a
 // pattern (ECMAScript regex over whole module paths): the outermost matching calls.
 // Throws ppstage::Error for a bad pattern.
 std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern);
