@@ -69,6 +69,8 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"graphs_compiled", r.metrics.compile.graphs_compiled},
                      {"cache_hits", r.metrics.compile.cache_hits},
                      {"respecializations", r.metrics.compile.respecializations},
+                     {"fusion_groups", r.metrics.compile.fusion_groups},
+                     {"differentiable_graphs", r.metrics.compile.differentiable_graphs},
                      {"step_time_s", r.step_time_s},
                      {"peak_rss_mb", r.peak_rss_mb},
                      {"rss_growth_mb_per_100_steps", r.rss_growth},

@@ -4,6 +4,9 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <torch/csrc/jit/api/module.h>
+
+#include <iostream>
 #include <sstream>
 #include <unordered_map>
 
@@ -61,6 +64,49 @@ GraphRunner& CompileCache::runner(const std::string& structure, const std::strin
   return ref;
 }
 
+void CompileCache::respecialized(const std::string& name, const std::string& signature) {
+  ++stats_.respecializations;
+  if (warned_ || stats_.respecializations <= max_respecializations_) return;
+  warned_ = true;
+  std::cerr << "ppstage: warning: [rank " << rank_ << "] " << stats_.respecializations
+            << " re-specializations so far (" << name << " now sees inputs " << signature
+            << "): input shapes keep changing and every new one is optimized again; keep "
+               "shapes fixed, or try --compile.dynamic true" << std::endl;
+}
+
+namespace {
+
+void countNodes(const torch::jit::Block* block, CompileStats& stats) {
+  for (const torch::jit::Node* n : block->nodes()) {
+    const std::string kind = n->kind().toQualString();
+    if (kind == "prim::DifferentiableGraph") ++stats.differentiable_graphs;
+    if (kind == "prim::FusionGroup" || kind == "prim::TensorExprGroup" ||
+        kind == "prim::CudaFusionGroup" || kind == "prim::oneDNNFusionGroup") {
+      ++stats.fusion_groups;
+    }
+    for (const torch::jit::Block* sub : n->blocks()) countNodes(sub, stats);
+    if (n->hasAttribute(c10::attr::Subgraph)) {
+      countNodes(n->g(c10::attr::Subgraph)->block(), stats);
+    }
+  }
+}
+
+}  // namespace
+
+void CompileCache::countOptimizedGraphs() {
+  stats_.fusion_groups = 0;
+  stats_.differentiable_graphs = 0;
+  for (const auto& [key, runner] : runners_) {
+    if (const auto graph = runner->optimizedGraph()) countNodes(graph->block(), stats_);
+  }
+}
+
+void setShapeStrategy(bool dynamic) {
+  torch::jit::FusionStrategy strategy = {
+      {dynamic ? torch::jit::FusionBehavior::DYNAMIC : torch::jit::FusionBehavior::STATIC, 2}};
+  torch::jit::setFusionStrategy(strategy);
+}
+
 CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph,
                              CompileCache& cache, const std::string& name,
                              std::vector<GraphSegment> segments)
@@ -83,7 +129,7 @@ GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
   std::string signature = signatureOf(args);
   if (binding.runner != nullptr && signature == binding.signature) return *binding.runner;
   if (!binding.seen.empty() && binding.seen.insert(signature).second) {
-    ++cache_.stats().respecializations;
+    cache_.respecialized(name_, signature);
   }
   binding.seen.insert(signature);
   binding.runner = &cache_.runner(structure, signature, graph, name_);

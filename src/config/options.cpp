@@ -163,7 +163,13 @@ void addCompileOptions(po::options_description& desc, CompileConfig& c) {
      "one per block, identical blocks sharing one compiled executor")
     ("compile.block_pattern", po::value(&c.block_pattern)->default_value(c.block_pattern),
      "block mode: a regex matching the module paths of the blocks (e.g. 'layers\\.[0-9]+'); "
-     "empty: instances of the module types that repeat");
+     "empty: instances of the module types that repeat")
+    ("compile.dynamic", po::value(&c.dynamic)->default_value(c.dynamic),
+     "false: the profiling executor specializes each new input shape statically; true: "
+     "it builds shape-generic graphs (TorchScript's dynamic fusion strategy, depth 2)")
+    ("compile.max_respecializations",
+     po::value(&c.max_respecializations)->default_value(c.max_respecializations),
+     "warn when graphs have been optimized again for new input shapes more often than this");
   desc.add(section);
 }
 
@@ -291,6 +297,8 @@ void validate(const TrainConfig& t) {
 }
 
 void validate(const CompileConfig& c) {
+  PPSTAGE_CHECK(c.max_respecializations >= 0, "--compile.max_respecializations must not be ",
+                "negative; got ", c.max_respecializations);
   PPSTAGE_CHECK(c.mode == "none" || c.mode == "stage" || c.mode == "block",
                 "--compile.mode must be none, stage or block; got '", c.mode, "'");
 }

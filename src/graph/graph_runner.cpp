@@ -14,7 +14,8 @@ GraphRunner::GraphRunner(std::shared_ptr<torch::jit::Graph> graph, const std::st
           graph, name,
           profiling ? torch::jit::ExecutorExecutionMode::PROFILING
                     : torch::jit::ExecutorExecutionMode::SIMPLE)),
-      num_outputs_(graph->outputs().size()) {}
+      num_outputs_(graph->outputs().size()),
+      profiling_(profiling) {}
 
 GraphRunner::~GraphRunner() = default;
 
@@ -26,6 +27,19 @@ std::vector<c10::IValue> GraphRunner::run(std::vector<c10::IValue> inputs) {
                           " values, expected ", num_outputs_);
   return std::vector<c10::IValue>(std::make_move_iterator(stack.begin()),
                                   std::make_move_iterator(stack.end()));
+}
+
+std::shared_ptr<torch::jit::Graph> GraphRunner::optimizedGraph() const {
+  if (!profiling_) return nullptr;
+  try {
+    const torch::jit::GraphExecutorState state = executor_->getDebugState();
+    for (const auto& [spec, plan] : state.execution_plans) {
+      if (plan.graph) return plan.graph;
+    }
+  } catch (const c10::Error&) {
+    // not optimized yet
+  }
+  return nullptr;
 }
 
 }  // namespace ppstage

@@ -53,6 +53,8 @@ std::string metricsToJson(const RunMetrics& m) {
         {"graphs_compiled", m.compile.graphs_compiled},
         {"cache_hits", m.compile.cache_hits},
         {"respecializations", m.compile.respecializations},
+        {"fusion_groups", m.compile.fusion_groups},
+        {"differentiable_graphs", m.compile.differentiable_graphs},
         {"compile_time_s", m.compile.compile_time_s}}},
   };
   return json.dump(2);

@@ -209,7 +209,9 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     }
 
     const CompileMode mode = parseCompileMode(config.compile.mode);
-    compile_cache = std::make_unique<CompileCache>(mode);
+    setShapeStrategy(config.compile.dynamic);
+    compile_cache = std::make_unique<CompileCache>(mode, world.rank(),
+                                                   config.compile.max_respecializations);
     std::vector<bool> blocks;
     if (mode == CompileMode::kBlock) blocks = findBlocks(split.graph, config.compile.block_pattern);
     for (int s : topology->myStages()) {
@@ -334,7 +336,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   }
 
   // Per-rank summary: one more all-reduce of [peak RSS, graphs, hits, respecializations].
-  constexpr int kPerRank = 6;
+  constexpr int kPerRank = 8;
+  compile_cache->countOptimizedGraphs();
   at::Tensor summary = at::zeros({layout.world * kPerRank}, at::kDouble);
   {
     double* mine = summary.data_ptr<double>() + world.rank() * kPerRank;
@@ -345,6 +348,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     mine[3] = static_cast<double>(stats.respecializations);
     mine[4] = *std::max_element(rss_samples.begin(), rss_samples.end());
     mine[5] = growthPer100Steps(rss_samples);
+    mine[6] = static_cast<double>(stats.fusion_groups);
+    mine[7] = static_cast<double>(stats.differentiable_graphs);
   }
   world.allReduceSum({summary});
 
@@ -403,6 +408,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;
+    metrics.compile.fusion_groups += static_cast<long long>(theirs[6]);
+    metrics.compile.differentiable_graphs += static_cast<long long>(theirs[7]);
     metrics.ranks.push_back(rm);
   }
 
@@ -421,7 +428,9 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
         << " tokens/s" << std::defaultfloat << std::setprecision(6) << "\n"
         << "compile " << metrics.compile.mode << ": " << metrics.compile.graphs_compiled
         << " graphs compiled, " << metrics.compile.cache_hits << " cache hits, "
-        << metrics.compile.respecializations << " re-specializations, first step "
+        << metrics.compile.respecializations << " re-specializations, "
+        << metrics.compile.fusion_groups << " fusion groups, "
+        << metrics.compile.differentiable_graphs << " differentiable graphs; first steps "
         << std::fixed << std::setprecision(3) << metrics.compile.compile_time_s
         << " s over the steady step" << std::defaultfloat << std::setprecision(6) << std::endl;
     if (!config.output.metrics_json.empty()) {

@@ -114,7 +114,8 @@ def forward(self, x):
   EXPECT_EQ(segments[0].structure, segments[2].structure);
   EXPECT_NE(segments[0].structure, segments[3].structure);
 
-  CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
+  CompileCache none_cache(CompileMode::kNone);
+  CompileCache block_cache(CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/2);
   CompiledStage none(stage.graph, none_cache, "none");
   CompiledStage compiled(stage.graph, block_cache, "block", segments);
   // As a received activation: requiring grad, like every block's input after the first.
@@ -124,10 +125,19 @@ def forward(self, x):
   EXPECT_EQ(block_cache.stats().graphs_compiled, 2);
   EXPECT_EQ(block_cache.stats().cache_hits, 3);
 
-  // A new batch size: every block re-specializes once, and shares again.
+  // A new batch size: every block re-specializes once, and shares again; past the bound of
+  // 2 the rank warns, once.
+  testing::internal::CaptureStderr();
   forwardBackward(compiled, stage, makeExampleInput(s.model.input, 6, 2).requires_grad_(true), 2);
+  const std::string warning = testing::internal::GetCapturedStderr();
   EXPECT_EQ(block_cache.stats().graphs_compiled, 4);
   EXPECT_EQ(block_cache.stats().respecializations, 5);
+  EXPECT_NE(warning.find("ppstage: warning: [rank 0] 3 re-specializations"), std::string::npos)
+      << warning;
+  EXPECT_EQ(warning.find("warning", warning.find("warning") + 1), std::string::npos) << warning;
+  // The optimized graphs: autodiff subgraphs, and no fusion on a CPU without LLVM.
+  block_cache.countOptimizedGraphs();
+  EXPECT_GT(block_cache.stats().differentiable_graphs, 0);
 }
 
 TEST(BlockCompile, APatternChoosesTheBlocks) {

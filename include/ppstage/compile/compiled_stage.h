@@ -43,12 +43,26 @@ struct CompileStats {
   int64_t cache_hits = 0;         // a segment bound to an executor another segment made
   int64_t respecializations = 0;  // a graph met input shapes it had not seen before
   int64_t segments = 0;           // graphs run per stage forward, summed over local stages
+  // In the optimized graphs: fused kernels (TensorExpr, CUDA or oneDNN fusion groups; none
+  // on CPU without LLVM) and differentiable subgraphs (autodiff).
+  int64_t fusion_groups = 0;
+  int64_t differentiable_graphs = 0;
 };
+
+// How the profiling executor treats shapes it has not seen: `dynamic` false keeps static
+// specializations (one optimized graph per shape), true compiles shape-generic graphs,
+// each with a bounded number of specializations (TorchScript's fusion strategy). Process-wide.
+void setShapeStrategy(bool dynamic);
 
 // The executors of one rank, shared by all its stages.
 class CompileCache {
  public:
-  explicit CompileCache(CompileMode mode) { stats_.mode = mode; }
+  // `rank` names this rank in the warning printed once when a graph has re-specialized
+  // more than `max_respecializations` times (shapes that keep changing).
+  explicit CompileCache(CompileMode mode, int rank = 0, int64_t max_respecializations = 8)
+      : rank_(rank), max_respecializations_(max_respecializations) {
+    stats_.mode = mode;
+  }
   CompileMode mode() const { return stats_.mode; }
   const CompileStats& stats() const { return stats_; }
   CompileStats& stats() { return stats_; }
@@ -58,7 +72,17 @@ class CompileCache {
   GraphRunner& runner(const std::string& structure, const std::string& signature,
                       const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name);
 
+  // Counts a re-specialization of `name` (now on inputs `signature`); warns once past the
+  // bound.
+  void respecialized(const std::string& name, const std::string& signature);
+
+  // Fills stats().fusion_groups and differentiable_graphs from the optimized graphs.
+  void countOptimizedGraphs();
+
  private:
+  int rank_;
+  int64_t max_respecializations_;
+  bool warned_ = false;
   CompileStats stats_;
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
 };

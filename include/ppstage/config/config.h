@@ -61,6 +61,8 @@ struct TrainConfig {
 struct CompileConfig {
   std::string mode = "none";  // none | stage | block
   std::string block_pattern;  // block: regex over module paths; empty: repeated module types
+  bool dynamic = false;       // shape-generic optimized graphs instead of one per shape
+  int64_t max_respecializations = 8;  // warn (once per rank) past this many
 };
 
 // [data]: where training samples come from.

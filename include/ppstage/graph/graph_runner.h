@@ -31,9 +31,14 @@ class GraphRunner {
   // Blocking; throws c10::Error when an op fails.
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
 
+  // The graph a profiling executor runs once it has optimized (after its profiling run);
+  // nullptr before that, and for the simple executor.
+  std::shared_ptr<torch::jit::Graph> optimizedGraph() const;
+
  private:
   std::unique_ptr<torch::jit::GraphExecutor> executor_;
   size_t num_outputs_;
+  bool profiling_;
 };
 
 }  // namespace ppstage

@@ -29,6 +29,8 @@ struct CompileMetrics {
   long long graphs_compiled = 0;    // summed over ranks
   long long cache_hits = 0;         // summed over ranks
   long long respecializations = 0;  // summed over ranks
+  long long fusion_groups = 0;          // in the optimized graphs, summed over ranks
+  long long differentiable_graphs = 0;  // autodiff subgraphs, summed over ranks
   double compile_time_s = 0;  // first step's time over the median of the others
 };
 
