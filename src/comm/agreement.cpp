@@ -42,7 +42,7 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
   comm.broadcast(message, failed);
   const std::string line = message.substr(0, message.find('\n'));
   throw JobError(failed == 0 ? line : "[rank " + std::to_string(failed) + "] " + line,
-                 static_cast<int>(all[failed]), failed, comm.rank() == 0);
+                 static_cast<int>(all[failed]), comm.rank() == 0);
 }
 
 }  // namespace ppstage

@@ -117,7 +117,6 @@ CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph,
   if (cache.mode() == CompileMode::kBlock) {
     PPSTAGE_INTERNAL_ASSERT(!segments_.empty(), name, ": block mode needs the stage's segments");
     bindings_.resize(segments_.size());
-    cache_.stats().segments += static_cast<int64_t>(segments_.size());
   }
 }
 

@@ -296,8 +296,6 @@ Executor::Executor(Communicator& comm, const Topology& topology, std::vector<Loc
 
 Executor::~Executor() = default;
 
-const std::vector<LocalStage>& Executor::stages() const { return impl_->stages; }
-
 StepStats Executor::runStep(const std::vector<at::Tensor>& inputs,
                             const std::vector<at::Tensor>& targets) {
   Impl& impl = *impl_;

@@ -17,17 +17,14 @@ class Communicator;
 // and every rank exits with exitCode() after finalizing MPI: no rank is killed, none hangs.
 class JobError : public Error {
  public:
-  JobError(const std::string& message, int exit_code, int failed_rank, bool reports_here)
-      : Error(message), exit_code_(exit_code), failed_rank_(failed_rank),
-        reports_here_(reports_here) {}
+  JobError(const std::string& message, int exit_code, bool reports_here)
+      : Error(message), exit_code_(exit_code), reports_here_(reports_here) {}
   int exitCode() const { return exit_code_; }
-  int failedRank() const { return failed_rank_; }
   // True on the one rank that prints the message (rank 0).
   bool reportsHere() const { return reports_here_; }
 
  private:
   int exit_code_;
-  int failed_rank_;
   bool reports_here_;
 };
 

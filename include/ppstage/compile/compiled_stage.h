@@ -42,7 +42,6 @@ struct CompileStats {
   int64_t graphs_compiled = 0;    // executors created (profiling ones; 0 for none)
   int64_t cache_hits = 0;         // a segment bound to an executor another segment made
   int64_t respecializations = 0;  // a graph met input shapes it had not seen before
-  int64_t segments = 0;           // graphs run per stage forward, summed over local stages
   // In the optimized graphs: fused kernels (TensorExpr, CUDA or oneDNN fusion groups; none
   // on CPU without LLVM) and differentiable subgraphs (autodiff).
   int64_t fusion_groups = 0;
@@ -97,7 +96,6 @@ class CompiledStage {
   ~CompiledStage();
 
   CompileMode mode() const { return cache_.mode(); }
-  size_t numSegments() const { return segments_.size(); }
 
   // Runs the graph on `inputs` (boundary inputs, then parameters) and returns its outputs.
   // Records autograd when grad mode is on and an input requires grad. Throws c10::Error

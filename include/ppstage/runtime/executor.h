@@ -81,8 +81,6 @@ class Executor {
   StepStats runStep(const std::vector<at::Tensor>& inputs,
                     const std::vector<at::Tensor>& targets);
 
-  const std::vector<LocalStage>& stages() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
