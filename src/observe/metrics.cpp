@@ -114,6 +114,16 @@ double growthPer100Steps(const std::vector<double>& samples) {
   return sxx > 0 ? 100.0 * sxy / sxx : 0;
 }
 
+double warmupOverhead(const std::vector<double>& step_times, size_t warmup) {
+  if (step_times.size() < 2) return 0;
+  warmup = std::min(warmup, step_times.size() - 1);
+  const auto first_steady = step_times.begin() + static_cast<std::ptrdiff_t>(warmup);
+  const double steady = median(std::vector<double>(first_steady, step_times.end()));
+  double overhead = 0;
+  for (auto it = step_times.begin(); it != first_steady; ++it) overhead += *it - steady;
+  return std::max(0.0, overhead);
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

@@ -1,6 +1,6 @@
-// The training box without MPI: data sets and sample order, the loss, clipping, agreed
-// setup errors, and whole training runs with ranks as threads (LocalGroup) against the
-// single-process run.
+// The training box without MPI: data sets and sample order, the loss, clipping, the
+// metrics' compile time and memory growth, agreed setup errors, and whole training runs
+// with ranks as threads (LocalGroup) against the single-process run.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/embedded_text.h"
+#include "ppstage/observe/metrics.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/trainer.h"
@@ -115,6 +116,19 @@ TEST(Clipping, CoefficientIsClipGradNormsOne) {
   EXPECT_DOUBLE_EQ(clipCoefficient(4.0, 1.0), 1.0 / (4.0 + 1e-6));
   EXPECT_DOUBLE_EQ(clipCoefficient(0.5, 1.0), 1.0);
   EXPECT_DOUBLE_EQ(clipCoefficient(100.0, 0.0), 1.0);  // 0: clipping off
+}
+
+TEST(Metrics, CompileTimeIsTheWarmUpStepsOverAsManySteadySteps) {
+  // Profiling on step 1, forward optimized on step 2, backward on step 3.
+  EXPECT_NEAR(warmupOverhead({0.3, 0.8, 2.0, 0.1, 0.12, 0.1, 0.09}, 3), 0.2 + 0.7 + 1.9, 1e-12);
+  EXPECT_NEAR(warmupOverhead({0.5, 0.1, 0.1, 0.1}, 1), 0.4, 1e-12);
+  EXPECT_NEAR(warmupOverhead({0.5, 0.2}, 3), 0.3, 1e-12);  // one steady step left
+  EXPECT_EQ(warmupOverhead({0.05, 0.1, 0.1, 0.1}, 1), 0.0);  // never below 0
+  EXPECT_EQ(warmupOverhead({0.5}, 3), 0.0);
+  // Growth: a straight line of 0.5 MB per step after the first 10% is 50 MB per 100 steps.
+  std::vector<double> rss;
+  for (int i = 0; i < 40; ++i) rss.push_back(200 + (i < 4 ? 30.0 : 0.5 * i));
+  EXPECT_NEAR(growthPer100Steps(rss), 50.0, 1e-9);
 }
 
 TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {

@@ -77,6 +77,11 @@ double currentRssMb();
 // least-squares slope times 100; 0 for fewer than 3 samples after warm-up.
 double growthPer100Steps(const std::vector<double>& samples);
 
+// What the first `warmup` steps took over as many steady steps (the median of the steps
+// after them), at least 0: the one-off cost of profiling and optimizing graphs. With fewer
+// steps, the warm-up shrinks to leave one steady step; 0 for fewer than 2 steps.
+double warmupOverhead(const std::vector<double>& step_times, size_t warmup);
+
 // Median of `values` (0 for none).
 double median(std::vector<double> values);
 
