@@ -97,7 +97,7 @@ double currentRssMb() {
 }
 
 double growthPer100Steps(const std::vector<double>& samples) {
-  const size_t begin = std::max<size_t>(1, samples.size() / 10);
+  const size_t begin = std::max<size_t>(kWarmupSteps, samples.size() / 10);
   if (samples.size() < begin + 3) return 0;
   const double n = static_cast<double>(samples.size() - begin);
   double mean_x = 0, mean_y = 0;
@@ -114,9 +114,9 @@ double growthPer100Steps(const std::vector<double>& samples) {
   return sxx > 0 ? 100.0 * sxy / sxx : 0;
 }
 
-double warmupOverhead(const std::vector<double>& step_times, size_t warmup) {
+double warmupOverhead(const std::vector<double>& step_times) {
   if (step_times.size() < 2) return 0;
-  warmup = std::min(warmup, step_times.size() - 1);
+  const size_t warmup = std::min(kWarmupSteps, step_times.size() - 1);
   const auto first_steady = step_times.begin() + static_cast<std::ptrdiff_t>(warmup);
   const double steady = median(std::vector<double>(first_steady, step_times.end()));
   double overhead = 0;

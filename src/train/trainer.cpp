@@ -32,12 +32,6 @@
 namespace ppstage {
 namespace {
 
-// Steps that pay for compiling: a profiling executor profiles a graph on its first run,
-// optimizes the forward on the second (creating autodiff subgraphs) and their backward
-// graphs on the third. With several micro-batches, or blocks sharing an executor, all of
-// it falls in the first step; with one call per step it spreads over three.
-constexpr size_t kCompileWarmupSteps = 3;
-
 using Clock = std::chrono::steady_clock;
 
 // How the job's ranks and the global batch are divided.
@@ -367,7 +361,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   metrics.schedule = schedule.name;
   metrics.compile_mode = config.compile.mode;
   metrics.compile.mode = config.compile.mode;
-  metrics.compile.compile_time_s = warmupOverhead(metrics.step_time_s, kCompileWarmupSteps);
+  metrics.compile.compile_time_s = warmupOverhead(metrics.step_time_s);
   metrics.data = data ? data->describe() : "";
   metrics.stages = layout.stages;
   metrics.pp = layout.pp;

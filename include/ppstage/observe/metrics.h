@@ -73,14 +73,21 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source);
 double peakRssMb();
 // Resident set size now, in MB (/proc/self/statm); 0 where unavailable.
 double currentRssMb();
-// Growth per 100 steps of `samples` (one per step) after the first 10% of them: the
-// least-squares slope times 100; 0 for fewer than 3 samples after warm-up.
+// Steps that pay for compiling: a profiling executor profiles a graph on its first run,
+// optimizes the forward (autodiff subgraphs) on the second and their backward graphs on
+// the third. With several micro-batches, or blocks sharing an executor, all of it falls in
+// the first step; with one call per step it spreads over three.
+constexpr size_t kWarmupSteps = 3;
+
+// Growth per 100 steps of `samples` (one per step) after the warm-up (kWarmupSteps or the
+// first 10% of the steps, whichever is more): the least-squares slope times 100; 0 for
+// fewer than 3 samples after the warm-up.
 double growthPer100Steps(const std::vector<double>& samples);
 
-// What the first `warmup` steps took over as many steady steps (the median of the steps
-// after them), at least 0: the one-off cost of profiling and optimizing graphs. With fewer
-// steps, the warm-up shrinks to leave one steady step; 0 for fewer than 2 steps.
-double warmupOverhead(const std::vector<double>& step_times, size_t warmup);
+// What the first kWarmupSteps steps took over as many steady steps (the median of the
+// steps after them), at least 0: the one-off cost of profiling and optimizing graphs. With
+// fewer steps, the warm-up shrinks to leave one steady step; 0 for fewer than 2 steps.
+double warmupOverhead(const std::vector<double>& step_times);
 
 // Median of `values` (0 for none).
 double median(std::vector<double> values);
