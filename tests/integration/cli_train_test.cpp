@@ -124,6 +124,25 @@ TEST(CompareCompile, EveryModeTrainsTheSameWithoutGrowingMemory) {
   EXPECT_EQ(json.at("modes").at(2).at("cache_hits").get<int>(), 6);
 }
 
+// Under mpirun: gpt-tiny (tied embeddings) in 2 stages on 2 ranks, one table from rank 0.
+// Every compile mode's losses match none's; the graph counts are summed over the ranks.
+TEST(CompareCompile, PipelinedOnTwoRanksEveryModeMatchesNone) {
+  const Result r = runPpstage("compare-compile" + config("gpt-tiny.ini") +
+                                  " --train.steps 10 --train.threads 1 --json",
+                              mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);  // one document: rank 0 prints
+  ASSERT_EQ(json.at("modes").size(), 3u) << r.out;
+  for (const nlohmann::json& mode : json.at("modes")) {
+    EXPECT_LE(mode.at("loss_max_rel_diff").get<double>(), 1e-5) << mode.at("mode");
+  }
+  // stage: one executor per rank. block: rank 0 compiles the embedding segment and a block
+  // (the second block hits); rank 1 a block (the second hits) and the head.
+  EXPECT_EQ(json.at("modes").at(1).at("graphs_compiled").get<int>(), 2);
+  EXPECT_EQ(json.at("modes").at(2).at("graphs_compiled").get<int>(), 4);
+  EXPECT_EQ(json.at("modes").at(2).at("cache_hits").get<int>(), 2);
+}
+
 // Exit code 2 from every rank, and exactly one `ppstage: error:` line (rank 0's) naming
 // the problem. mpirun adds its own banner about the exit codes.
 void expectBadTrainInput(int np, const std::string& args, const std::string& what) {
