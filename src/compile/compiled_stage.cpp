@@ -31,14 +31,20 @@ const char* toString(CompileMode mode) {
 
 namespace {
 
-// dtype, shape and requires_grad of every tensor input; the kind of everything else.
-std::string signatureOf(const std::vector<c10::IValue>& args) {
+// dtype, requires_grad, device and either the sizes (static shapes) or the number of
+// dimensions (dynamic shapes) of every tensor input; the kind of everything else.
+std::string signatureOf(const std::vector<c10::IValue>& args, bool dynamic) {
   std::ostringstream out;
   for (const c10::IValue& v : args) {
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      out << c10::toString(t.scalar_type()) << t.sizes() << (t.requires_grad() ? "g" : "")
-          << t.device() << ";";
+      out << c10::toString(t.scalar_type());
+      if (dynamic) {
+        out << "[" << t.dim() << "d]";
+      } else {
+        out << t.sizes();
+      }
+      out << (t.requires_grad() ? "g" : "") << t.device() << ";";
     } else {
       out << v.tagKind() << ";";
     }
@@ -48,20 +54,21 @@ std::string signatureOf(const std::vector<c10::IValue>& args) {
 
 }  // namespace
 
-GraphRunner& CompileCache::runner(const std::string& structure, const std::string& signature,
-                                  const std::shared_ptr<torch::jit::Graph>& graph,
-                                  const std::string& name) {
+CompileCache::Lookup CompileCache::runner(const std::string& structure,
+                                          const std::string& signature,
+                                          const std::shared_ptr<torch::jit::Graph>& graph,
+                                          const std::string& name) {
   const std::string key = signature + "\n" + structure;
   const auto it = runners_.find(key);
   if (it != runners_.end()) {
     ++stats_.cache_hits;
-    return *it->second;
+    return {it->second.get(), false};
   }
   ++stats_.graphs_compiled;
   auto runner = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/true);
-  GraphRunner& ref = *runner;
+  GraphRunner* made = runner.get();
   runners_.emplace(key, std::move(runner));
-  return ref;
+  return {made, true};
 }
 
 void CompileCache::respecialized(const std::string& name, const std::string& signature) {
@@ -70,7 +77,7 @@ void CompileCache::respecialized(const std::string& name, const std::string& sig
   warned_ = true;
   std::cerr << "ppstage: warning: [rank " << rank_ << "] " << stats_.respecializations
             << " re-specializations so far (" << name << " now sees inputs " << signature
-            << "): input shapes keep changing and every new one is optimized again; keep "
+            << "): input shapes keep changing and every new one is compiled again; keep "
                "shapes fixed, or try --compile.dynamic true" << std::endl;
 }
 
@@ -125,13 +132,12 @@ CompiledStage::~CompiledStage() = default;
 GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
                                  const std::shared_ptr<torch::jit::Graph>& graph,
                                  const std::vector<c10::IValue>& args) {
-  std::string signature = signatureOf(args);
+  std::string signature = signatureOf(args, cache_.dynamicShapes());
   if (binding.runner != nullptr && signature == binding.signature) return *binding.runner;
-  if (!binding.seen.empty() && binding.seen.insert(signature).second) {
-    cache_.respecialized(name_, signature);
-  }
-  binding.seen.insert(signature);
-  binding.runner = &cache_.runner(structure, signature, graph, name_);
+  const CompileCache::Lookup found = cache_.runner(structure, signature, graph, name_);
+  // Bound before and compiled again: the inputs changed (a shape, with static shapes).
+  if (binding.runner != nullptr && found.compiled) cache_.respecialized(name_, signature);
+  binding.runner = found.runner;
   binding.signature = std::move(signature);
   return *binding.runner;
 }

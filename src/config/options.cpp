@@ -165,11 +165,12 @@ void addCompileOptions(po::options_description& desc, CompileConfig& c) {
      "block mode: a regex matching the module paths of the blocks (e.g. 'layers\\.[0-9]+'); "
      "empty: instances of the module types that repeat")
     ("compile.dynamic", po::value(&c.dynamic)->default_value(c.dynamic),
-     "false: the profiling executor specializes each new input shape statically; true: "
-     "it builds shape-generic graphs (TorchScript's dynamic fusion strategy, depth 2)")
+     "false: each new input shape gets its own statically specialized executor; true: "
+     "one executor per graph takes every shape (TorchScript's dynamic fusion strategy, "
+     "shape-generic graphs, depth 2)")
     ("compile.max_respecializations",
      po::value(&c.max_respecializations)->default_value(c.max_respecializations),
-     "warn when graphs have been optimized again for new input shapes more often than this");
+     "warn when graphs have been compiled again for new input shapes more often than this");
   desc.add(section);
 }
 

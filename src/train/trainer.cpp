@@ -210,8 +210,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
 
     const CompileMode mode = parseCompileMode(config.compile.mode);
     setShapeStrategy(config.compile.dynamic);
-    compile_cache = std::make_unique<CompileCache>(mode, world.rank(),
-                                                   config.compile.max_respecializations);
+    compile_cache = std::make_unique<CompileCache>(
+        mode, world.rank(), config.compile.max_respecializations, config.compile.dynamic);
     std::vector<bool> blocks;
     if (mode == CompileMode::kBlock) blocks = findBlocks(split.graph, config.compile.block_pattern);
     for (int s : topology->myStages()) {

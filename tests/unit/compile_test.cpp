@@ -115,7 +115,7 @@ def forward(self, x):
   EXPECT_NE(segments[0].structure, segments[3].structure);
 
   CompileCache none_cache(CompileMode::kNone);
-  CompileCache block_cache(CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/2);
+  CompileCache block_cache(CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/1);
   CompiledStage none(stage.graph, none_cache, "none");
   CompiledStage compiled(stage.graph, block_cache, "block", segments);
   // As a received activation: requiring grad, like every block's input after the first.
@@ -125,16 +125,30 @@ def forward(self, x):
   EXPECT_EQ(block_cache.stats().graphs_compiled, 2);
   EXPECT_EQ(block_cache.stats().cache_hits, 3);
 
-  // A new batch size: every block re-specializes once, and shares again; past the bound of
-  // 2 the rank warns, once.
+  // A new batch size with static shapes: the first block of each type is compiled again
+  // (a re-specialization each), the others share those; past the bound of 1 the rank
+  // warns, once. Back to the old size: every block finds its executor again.
+  const at::Tensor wider = makeExampleInput(s.model.input, 6, 2).requires_grad_(true);
   testing::internal::CaptureStderr();
-  forwardBackward(compiled, stage, makeExampleInput(s.model.input, 6, 2).requires_grad_(true), 2);
+  expectSame(forwardBackward(compiled, stage, wider, 2), forwardBackward(none, stage, wider, 1),
+             "two block types, new batch size");
+  forwardBackward(compiled, stage, input, 1);
   const std::string warning = testing::internal::GetCapturedStderr();
   EXPECT_EQ(block_cache.stats().graphs_compiled, 4);
-  EXPECT_EQ(block_cache.stats().respecializations, 5);
-  EXPECT_NE(warning.find("ppstage: warning: [rank 0] 3 re-specializations"), std::string::npos)
+  EXPECT_EQ(block_cache.stats().respecializations, 2);
+  EXPECT_NE(warning.find("ppstage: warning: [rank 0] 2 re-specializations"), std::string::npos)
       << warning;
   EXPECT_EQ(warning.find("warning", warning.find("warning") + 1), std::string::npos) << warning;
+
+  // Dynamic shapes: one executor per block type takes every batch size.
+  CompileCache dynamic_cache(CompileMode::kBlock, 0, 1, /*dynamic_shapes=*/true);
+  CompiledStage dynamic(stage.graph, dynamic_cache, "dynamic", segments);
+  forwardBackward(dynamic, stage, input, 3);
+  expectSame(forwardBackward(dynamic, stage, wider, 2), forwardBackward(none, stage, wider, 1),
+             "dynamic shapes, new batch size");
+  EXPECT_EQ(dynamic_cache.stats().graphs_compiled, 2);
+  EXPECT_EQ(dynamic_cache.stats().respecializations, 0);
+
   // The optimized graphs: autodiff subgraphs, and no fusion on a CPU without LLVM.
   block_cache.countOptimizedGraphs();
   EXPECT_GT(block_cache.stats().differentiable_graphs, 0);

@@ -8,16 +8,15 @@
 //          a fuser exists. A new input shape makes it specialize again.
 //   block  the stage graph cut again into segments at block boundaries (segments.h); each
 //          segment runs through a profiling GraphExecutor taken from the rank's
-//          CompileCache, keyed by the segment's structure and its inputs' types and shapes,
-//          so identical blocks share one executor: compile work grows with the number of
-//          distinct blocks, not with depth.
+//          CompileCache, keyed by the segment's structure and its inputs' types (and
+//          sizes, unless shapes are dynamic), so identical blocks share one executor:
+//          compile work grows with the number of distinct blocks, not with depth.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -41,7 +40,7 @@ struct CompileStats {
   CompileMode mode = CompileMode::kNone;
   int64_t graphs_compiled = 0;    // executors created (profiling ones; 0 for none)
   int64_t cache_hits = 0;         // a segment bound to an executor another segment made
-  int64_t respecializations = 0;  // a graph met input shapes it had not seen before
+  int64_t respecializations = 0;  // a graph's inputs changed and it was compiled again
   // In the optimized graphs: fused kernels (TensorExpr, CUDA or oneDNN fusion groups; none
   // on CPU without LLVM) and differentiable subgraphs (autodiff).
   int64_t fusion_groups = 0;
@@ -53,26 +52,39 @@ struct CompileStats {
 // each with a bounded number of specializations (TorchScript's fusion strategy). Process-wide.
 void setShapeStrategy(bool dynamic);
 
-// The executors of one rank, shared by all its stages.
+// The executors of one rank, shared by all its stages. Executors are keyed by the graph's
+// structure and its inputs' dtypes, requires_grad and devices, and, with static shapes,
+// their sizes: a new shape gets its own executor (compiled again, counted as a
+// re-specialization). With dynamic shapes (`dynamic_shapes`, which goes with
+// setShapeStrategy(true)) one executor takes every shape and TorchScript's guards decide what to optimize again, within the fusion
+// strategy's bounded depth.
 class CompileCache {
  public:
-  // `rank` names this rank in the warning printed once when a graph has re-specialized
-  // more than `max_respecializations` times (shapes that keep changing).
-  explicit CompileCache(CompileMode mode, int rank = 0, int64_t max_respecializations = 8)
-      : rank_(rank), max_respecializations_(max_respecializations) {
+  // `rank` names this rank in the warning printed once when graphs have been compiled
+  // again for changed inputs more than `max_respecializations` times.
+  explicit CompileCache(CompileMode mode, int rank = 0, int64_t max_respecializations = 8,
+                        bool dynamic_shapes = false)
+      : rank_(rank),
+        max_respecializations_(max_respecializations),
+        dynamic_shapes_(dynamic_shapes) {
     stats_.mode = mode;
   }
   CompileMode mode() const { return stats_.mode; }
+  bool dynamicShapes() const { return dynamic_shapes_; }
   const CompileStats& stats() const { return stats_; }
   CompileStats& stats() { return stats_; }
 
+  struct Lookup {
+    GraphRunner* runner;
+    bool compiled;  // made now (a miss), not found
+  };
   // The runner for graphs printing as `structure`, for inputs of `signature`; made from a
   // copy of `graph` (counted as compiled) or found (a hit).
-  GraphRunner& runner(const std::string& structure, const std::string& signature,
-                      const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name);
+  Lookup runner(const std::string& structure, const std::string& signature,
+                const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name);
 
-  // Counts a re-specialization of `name` (now on inputs `signature`); warns once past the
-  // bound.
+  // Counts a re-specialization of `name` (compiled again for inputs `signature`); warns
+  // once past the bound.
   void respecialized(const std::string& name, const std::string& signature);
 
   // Fills stats().fusion_groups and differentiable_graphs from the optimized graphs.
@@ -81,6 +93,7 @@ class CompileCache {
  private:
   int rank_;
   int64_t max_respecializations_;
+  bool dynamic_shapes_;
   bool warned_ = false;
   CompileStats stats_;
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
@@ -103,10 +116,9 @@ class CompiledStage {
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
 
  private:
-  struct Binding {  // which executor a graph runs on, for the shapes last seen
+  struct Binding {  // which executor a graph runs on, for the inputs last seen
     std::string signature;
     GraphRunner* runner = nullptr;
-    std::set<std::string> seen;
   };
   GraphRunner& bind(Binding& binding, const std::string& structure,
                     const std::shared_ptr<torch::jit::Graph>& graph,
