@@ -1,6 +1,7 @@
 // `ppstage compare-compile`: the same training in each compile mode (same model, data,
 // seed and steps), side by side: compile cost, steady step time, memory and its growth,
 // and the losses against mode `none`.
+#include <ATen/ATen.h>
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/observe/metrics.h"
 #include "ppstage/train/trainer.h"
 
 namespace ppstage::cli {
@@ -27,20 +29,20 @@ namespace {
 struct ModeRow {
   std::string mode;
   RunMetrics metrics;
-  double step_time_s = 0;        // median of the steps after the first
-  double peak_rss_mb = 0;        // largest resident size sampled after a step, any rank
+  double step_time_s = 0;        // steadyStepTime: the median after the warm-up steps
+  double peak_rss_mb = 0;        // the largest of the ranks' peaks during this mode's run
   double rss_growth = 0;         // MB per 100 steps after warm-up, the largest of the ranks
-  double loss_max_rel_diff = 0;  // against the first mode (none when it is listed)
+  double loss_max_rel_diff = 0;  // against none (the first mode when none is not listed)
 };
 
-ModeRow summarize(const std::string& mode, RunMetrics metrics) {
+// `peak_reset`: the ranks' peak resident sizes started over when this mode began; where
+// they could not, the largest size sampled after a step stands in (it misses peaks
+// inside a step).
+ModeRow summarize(const std::string& mode, RunMetrics metrics, bool peak_reset) {
   ModeRow row{mode, std::move(metrics)};
-  const auto& times = row.metrics.step_time_s;
-  row.step_time_s = times.size() > 1
-                        ? median(std::vector<double>(times.begin() + 1, times.end()))
-                        : median(times);
+  row.step_time_s = steadyStepTime(row.metrics.step_time_s);
   for (const RankMetrics& r : row.metrics.ranks) {
-    row.peak_rss_mb = std::max(row.peak_rss_mb, r.max_step_rss_mb);
+    row.peak_rss_mb = std::max(row.peak_rss_mb, peak_reset ? r.peak_rss_mb : r.max_step_rss_mb);
     row.rss_growth = std::max(row.rss_growth, r.rss_growth_mb_per_100_steps);
   }
   return row;
@@ -91,7 +93,8 @@ int compareCompileMain(int argc, const char* const* argv) {
   po::options_description comparison("Comparison");
   comparison.add_options()
     ("compile.modes", po::value(&modes_text)->default_value(modes_text),
-     "the compile modes to run, in order; losses are compared against the first")
+     "the compile modes to run, in order; losses are compared against none (against the "
+     "first mode when none is not listed)")
     ("json", po::bool_switch(&json),
      "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, step_time_s, "
      "peak_rss_mb, rss_growth_mb_per_100_steps, loss_max_rel_diff}]}");
@@ -100,10 +103,11 @@ int compareCompileMain(int argc, const char* const* argv) {
       "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "
       "[--compile.modes none,stage,block] [--train.steps N] [--json]\n\n"
       "Runs the same training (model, data, seed, steps, layout) once per compile mode and\n"
-      "prints, per mode: compile time (the first step over the steady step), graphs\n"
+      "prints, per mode: compile time (the first 3 steps over as many steady steps), graphs\n"
       "compiled and cache hits (over all ranks), the median steady step, the peak resident\n"
       "memory and its growth per 100 steps after warm-up (a leak shows here), and the\n"
-      "largest relative loss difference against the first mode.";
+      "largest relative loss difference against none. Between modes the process hands its\n"
+      "free memory back and starts its peak over, so each mode's memory is its own.";
 
   keepFreedMemoryForReuse();
   MpiSession mpi;
@@ -126,14 +130,25 @@ int compareCompileMain(int argc, const char* const* argv) {
       run.output.metrics_json.clear();
       run.output.params_dir.clear();
       if (leader && !json) std::cout << "compile mode " << mode << ": " << std::flush;
+      // What the previous mode freed goes back to the OS, and the peak starts over: the
+      // memory figures are this mode's, not its predecessors'.
+      releaseFreedMemory();
+      const double peak_reset = resetPeakRss() ? 1 : 0;
+      at::Tensor all_reset = at::full({1}, peak_reset, at::kDouble);
+      world->allReduceSum({all_reset});
       std::ostringstream log;
-      rows.push_back(summarize(mode, train(run, *world, log)));
+      RunMetrics metrics = train(run, *world, log);
+      rows.push_back(summarize(mode, std::move(metrics),
+                               all_reset.item<double>() == world->size()));
       if (leader && !json) {
         std::cout << rows.back().metrics.losses.size() << " steps, final loss "
                   << rows.back().metrics.final_loss << std::endl;
       }
     }
-    const std::vector<double>& reference = rows.front().metrics.losses;
+    const auto none = std::find_if(rows.begin(), rows.end(),
+                                   [](const ModeRow& r) { return r.mode == "none"; });
+    const ModeRow& reference_row = none != rows.end() ? *none : rows.front();
+    const std::vector<double>& reference = reference_row.metrics.losses;
     for (ModeRow& r : rows) {
       for (size_t i = 0; i < reference.size() && i < r.metrics.losses.size(); ++i) {
         r.loss_max_rel_diff =
@@ -145,7 +160,7 @@ int compareCompileMain(int argc, const char* const* argv) {
       if (json) {
         std::cout << rowsJson(rows) << std::endl;
       } else {
-        printTable(rows, rows.front().mode);
+        printTable(rows, reference_row.mode);
       }
     }
     return 0;

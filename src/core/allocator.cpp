@@ -15,4 +15,10 @@ void keepFreedMemoryForReuse() {
 #endif
 }
 
+void releaseFreedMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace ppstage

@@ -84,9 +84,19 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
 }
 
 double peakRssMb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // in kB
+  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+bool resetPeakRss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  return static_cast<bool>(clear_refs << "5" << std::flush);
 }
 
 double currentRssMb() {
@@ -114,13 +124,24 @@ double growthPer100Steps(const std::vector<double>& samples) {
   return sxx > 0 ? 100.0 * sxy / sxx : 0;
 }
 
+namespace {
+
+size_t warmupSteps(const std::vector<double>& step_times) {
+  return step_times.empty() ? 0 : std::min(kWarmupSteps, step_times.size() - 1);
+}
+
+}  // namespace
+
+double steadyStepTime(const std::vector<double>& step_times) {
+  return median(std::vector<double>(
+      step_times.begin() + static_cast<std::ptrdiff_t>(warmupSteps(step_times)),
+      step_times.end()));
+}
+
 double warmupOverhead(const std::vector<double>& step_times) {
-  if (step_times.size() < 2) return 0;
-  const size_t warmup = std::min(kWarmupSteps, step_times.size() - 1);
-  const auto first_steady = step_times.begin() + static_cast<std::ptrdiff_t>(warmup);
-  const double steady = median(std::vector<double>(first_steady, step_times.end()));
+  const double steady = steadyStepTime(step_times);
   double overhead = 0;
-  for (auto it = step_times.begin(); it != first_steady; ++it) overhead += *it - steady;
+  for (size_t i = 0; i < warmupSteps(step_times); ++i) overhead += step_times[i] - steady;
   return std::max(0.0, overhead);
 }
 

@@ -147,7 +147,16 @@ std::vector<at::Tensor> slice(const Dataset& data, const std::vector<int64_t>& i
 
 // The per-step numbers every rank contributes to one all-reduce.
 struct StepReduce {
-  enum : int64_t { kLoss = 0, kNormSquared = 1, kCosts = 2, kBusy = 10 };
+  // kCosts: seconds and count of F, B, I, W; kGraphs, kRespecializations: the compile
+  // cache's counts so far; kBusy: one slot per rank.
+  enum : int64_t {
+    kLoss = 0,
+    kNormSquared = 1,
+    kCosts = 2,
+    kGraphs = 10,
+    kRespecializations = 11,
+    kBusy = 12
+  };
   static at::Tensor make(int world) { return at::zeros({kBusy + world}, at::kDouble); }
 };
 
@@ -295,6 +304,9 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
       r[StepReduce::kCosts + 2 * k] = stats.compute_s[static_cast<size_t>(k)];
       r[StepReduce::kCosts + 2 * k + 1] = static_cast<double>(stats.compute_count[static_cast<size_t>(k)]);
     }
+    r[StepReduce::kGraphs] = static_cast<double>(compile_cache->stats().graphs_compiled);
+    r[StepReduce::kRespecializations] =
+        static_cast<double>(compile_cache->stats().respecializations);
     r[StepReduce::kBusy + world.rank()] = stats.busy_s();
     world.allReduceSum({reduce});
 
@@ -330,8 +342,12 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
           << std::fixed << std::setprecision(4) << loss << "  time " << std::setprecision(3)
           << seconds << " s  tokens/s " << std::setprecision(0)
           << static_cast<double>(tokens_per_step) / seconds << "  bubble "
-          << std::setprecision(3) << bubble << "  grad_norm " << std::setprecision(3) << norm
-          << std::defaultfloat << std::setprecision(6) << std::endl;
+          << std::setprecision(3) << bubble << "  grad_norm " << std::setprecision(3) << norm;
+      if (compile_cache->mode() != CompileMode::kNone) {  // over all ranks, so far
+        log << "  graphs " << std::setprecision(0) << r[StepReduce::kGraphs] << "  respec "
+            << r[StepReduce::kRespecializations];
+      }
+      log << std::defaultfloat << std::setprecision(6) << std::endl;
     }
   }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Pipelined training matches the single-process run: for one model and one layout
-# (pp x dp ranks), every built-in schedule in compile modes none, stage and block trains 10 steps,
-# and `ppstage compare-runs` checks each run's per-step losses and final parameters against
-# a reference run of one process with one stage and one micro-batch (same model, data,
-# seed and steps).
+# (pp x dp ranks), every built-in schedule in compile modes none, stage and block trains 10
+# steps, and `ppstage compare-runs` checks each run's per-step losses and final parameters
+# against a reference run of one process with one stage and one micro-batch in compile
+# mode none (same model, data, seed and steps). So do that one process's runs in compile
+# modes stage and block.
 #
 # usage: train_numerics.sh PPSTAGE "MPIEXEC ARGS" PP DP [model options...]
 #
@@ -29,11 +30,11 @@ common=("${base[@]}" --train.optimizer sgd --train.lr 0.1)
   --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
 
 failed=0
-run() {  # name, extra train options...
-  local name=$1
-  shift
+run() {  # name, processes, extra train options...
+  local name=$1 processes=$2
+  shift 2
   rm -rf "$work/run"
-  if ! "${mpiexec[@]}" -np "$np" "$ppstage" train "${model[@]}" "${common[@]}" --train.dp "$dp" \
+  if ! "${mpiexec[@]}" -np "$processes" "$ppstage" train "${model[@]}" "${common[@]}" \
        "$@" --output.metrics_json "$work/run.json" --output.params_dir "$work/run" \
        > "$work/run.log" 2>&1; then
     echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; return
@@ -54,10 +55,20 @@ for schedule in gpipe 1f1b interleaved-1f1b zb-h1; do
     fi
   fi
   for mode in none stage block; do
-    run "$schedule pp=$pp dp=$dp stages=$stages compile=$mode" --pipeline.schedule "$schedule" \
-      --pipeline.stages "$stages" --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
+    run "$schedule pp=$pp dp=$dp stages=$stages compile=$mode" "$np" --train.dp "$dp" \
+      --pipeline.schedule "$schedule" --pipeline.stages "$stages" \
+      --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
   done
 done
+
+# One process, one stage: the compile modes against none, and block mode with dynamic
+# shapes (one executor per block type for every shape).
+for mode in stage block; do
+  run "one process compile=$mode" 1 --pipeline.stages 1 --pipeline.microbatches 1 \
+    --compile.mode "$mode"
+done
+run "one process compile=block dynamic" 1 --pipeline.stages 1 --pipeline.microbatches 1 \
+  --compile.mode block --compile.dynamic true
 
 # AdamW (the default optimizer): losses only.
 adamw=("${base[@]}" --train.optimizer adamw --train.lr 0.003)

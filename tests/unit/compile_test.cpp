@@ -141,11 +141,13 @@ def forward(self, x):
   EXPECT_EQ(warning.find("warning", warning.find("warning") + 1), std::string::npos) << warning;
 
   // Dynamic shapes: one executor per block type takes every batch size.
+  setShapeStrategy(true);
   CompileCache dynamic_cache(CompileMode::kBlock, 0, 1, /*dynamic_shapes=*/true);
   CompiledStage dynamic(stage.graph, dynamic_cache, "dynamic", segments);
   forwardBackward(dynamic, stage, input, 3);
   expectSame(forwardBackward(dynamic, stage, wider, 2), forwardBackward(none, stage, wider, 1),
              "dynamic shapes, new batch size");
+  setShapeStrategy(false);  // process-wide: back to the default for the other tests
   EXPECT_EQ(dynamic_cache.stats().graphs_compiled, 2);
   EXPECT_EQ(dynamic_cache.stats().respecializations, 0);
 

@@ -18,7 +18,7 @@ struct RankMetrics {
   long long cache_hits = 0;
   long long respecializations = 0;
   // Resident memory sampled after every step: its largest value, and its growth per 100
-  // steps after warm-up (a least-squares slope over the steps after the first 10%).
+  // steps after warm-up (growthPer100Steps).
   double max_step_rss_mb = 0;
   double rss_growth_mb_per_100_steps = 0;
 };
@@ -31,7 +31,7 @@ struct CompileMetrics {
   long long respecializations = 0;  // summed over ranks
   long long fusion_groups = 0;          // in the optimized graphs, summed over ranks
   long long differentiable_graphs = 0;  // autodiff subgraphs, summed over ranks
-  double compile_time_s = 0;  // first step's time over the median of the others
+  double compile_time_s = 0;  // the first steps over as many steady steps (warmupOverhead)
 };
 
 struct RunMetrics {
@@ -69,8 +69,12 @@ std::string metricsToJson(const RunMetrics& metrics);
 // params_dir, ...). Throws ppstage::Error naming `source` on malformed input.
 RunMetrics metricsFromJson(const std::string& text, const std::string& source);
 
-// Peak resident set size of this process so far, in MB (getrusage).
+// Peak resident set size of this process, in MB: since the last resetPeakRss(), else
+// since it started (VmHWM in /proc/self/status; getrusage where that is missing).
 double peakRssMb();
+// Starts the peak over from the resident size now (/proc/self/clear_refs, Linux 4.0 and
+// later); false where the kernel does not allow it.
+bool resetPeakRss();
 // Resident set size now, in MB (/proc/self/statm); 0 where unavailable.
 double currentRssMb();
 // Steps that pay for compiling: a profiling executor profiles a graph on its first run,
@@ -84,9 +88,11 @@ constexpr size_t kWarmupSteps = 3;
 // fewer than 3 samples after the warm-up.
 double growthPer100Steps(const std::vector<double>& samples);
 
-// What the first kWarmupSteps steps took over as many steady steps (the median of the
-// steps after them), at least 0: the one-off cost of profiling and optimizing graphs. With
-// fewer steps, the warm-up shrinks to leave one steady step; 0 for fewer than 2 steps.
+// The steady step: the median of the steps after the first kWarmupSteps (with fewer
+// steps, the warm-up shrinks to leave one steady step).
+double steadyStepTime(const std::vector<double>& step_times);
+// What the warm-up steps took over as many steady steps, at least 0: the one-off cost of
+// profiling and optimizing graphs. 0 for fewer than 2 steps.
 double warmupOverhead(const std::vector<double>& step_times);
 
 // Median of `values` (0 for none).
