@@ -14,8 +14,6 @@
 
 #include "commands.h"
 #include "mpi_job.h"
-#include "ppstage/comm/agreement.h"
-#include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/config/options.h"
@@ -97,8 +95,9 @@ int compareCompileMain(int argc, const char* const* argv) {
      "the compile modes to compare, in the order shown (stage runs last); losses are "
      "compared against none (against the first mode when none is not listed)")
     ("json", po::bool_switch(&json),
-     "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, step_time_s, "
-     "peak_rss_mb, rss_growth_mb_per_100_steps, loss_max_rel_diff}]}");
+     "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
+     "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
+     "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
   options.add(comparison);
   const char* usage =
       "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "

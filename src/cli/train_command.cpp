@@ -1,15 +1,11 @@
 // `ppstage train`: pipelined training under mpirun (or as one process).
 #include <boost/program_options.hpp>
 
-#include <exception>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
 #include "mpi_job.h"
-#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
-#include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"

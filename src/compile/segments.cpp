@@ -18,10 +18,6 @@ using torch::jit::Value;
 
 namespace {
 
-bool isAncestorOrSelf(const ModelGraph& model, int call, int ancestor) {
-  return model.isWithin(call, ancestor);
-}
-
 // Nodes of the model inside each call (its descendants' included).
 std::vector<int64_t> nodesPerCall(const ModelGraph& model) {
   std::vector<int64_t> count(model.calls.size(), 0);
@@ -33,7 +29,7 @@ std::vector<int64_t> nodesPerCall(const ModelGraph& model) {
   return count;
 }
 
-// The innermost block containing `call`, or -1.
+// The outermost block containing `call` (itself included), or -1.
 int blockOf(const ModelGraph& model, const std::vector<bool>& blocks, int call) {
   int found = -1;
   for (int c = call; c >= 0; c = model.calls[static_cast<size_t>(c)].parent) {
@@ -55,15 +51,6 @@ void clearNames(torch::jit::Block* block) {
 Node* topLevel(Node* n, const torch::jit::Block* top) {
   while (n->owningBlock() != top) n = n->owningBlock()->owningNode();
   return n;
-}
-
-// Every value `n` (and its nested blocks) reads that is defined outside `n`.
-void readsFrom(Node* n, std::vector<Value*>& out) {
-  for (Value* v : n->inputs()) out.push_back(v);
-  for (torch::jit::Block* b : n->blocks()) {
-    for (Node* inner : b->nodes()) readsFrom(inner, out);
-    for (Value* v : b->outputs()) out.push_back(v);
-  }
 }
 
 GraphSegment buildSegment(const std::vector<Node*>& run, const torch::jit::Block* top,
@@ -123,12 +110,10 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
                                  "expression: ", e.what()));
     }
     for (size_t c = 1; c < n; ++c) {
-      if (!std::regex_match(model.calls[c].path, re)) continue;
-      bool nested = false;
-      for (int p = model.calls[c].parent; p >= 0; p = model.calls[static_cast<size_t>(p)].parent) {
-        if (blocks[static_cast<size_t>(p)]) nested = true;
+      if (std::regex_match(model.calls[c].path, re) &&
+          blockOf(model, blocks, model.calls[c].parent) < 0) {  // not inside a chosen block
+        blocks[c] = true;
       }
-      if (!nested) blocks[c] = true;
     }
     return blocks;
   }
@@ -141,7 +126,7 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
       if (blockOf(model, blocks, static_cast<int>(c)) >= 0) continue;
       bool holds_block = false;
       for (size_t b = 1; b < n && !holds_block; ++b) {
-        holds_block = blocks[b] && isAncestorOrSelf(model, static_cast<int>(b), static_cast<int>(c));
+        holds_block = blocks[b] && model.isWithin(static_cast<int>(b), static_cast<int>(c));
       }
       if (holds_block) continue;
       auto& entry = by_type[model.calls[c].type_name];
@@ -155,7 +140,7 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
       for (size_t c : entry.second) {
         bool inside_same = false;
         for (size_t o : entry.second) {
-          if (o != c && isAncestorOrSelf(model, static_cast<int>(c), static_cast<int>(o))) inside_same = true;
+          if (o != c && model.isWithin(static_cast<int>(c), static_cast<int>(o))) inside_same = true;
         }
         if (!inside_same) outer.push_back(c);
       }

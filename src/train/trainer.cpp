@@ -351,7 +351,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     }
   }
 
-  // Per-rank summary: one more all-reduce of [peak RSS, graphs, hits, respecializations].
+  // Per-rank summary: one more all-reduce of kPerRank numbers per rank (peak and sampled
+  // RSS, its growth, and the compile cache's counts).
   constexpr int kPerRank = 8;
   compile_cache->countOptimizedGraphs();
   at::Tensor summary = at::zeros({layout.world * kPerRank}, at::kDouble);
