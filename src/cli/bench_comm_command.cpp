@@ -21,9 +21,9 @@ void printRows(const std::vector<P2pBenchRow>& rows) {
   std::printf("%10s %8s %12s %12s %10s %10s %9s\n", "bytes", "iters", "ours us", "raw us",
               "ours GB/s", "raw GB/s", "ours/raw");
   for (const P2pBenchRow& r : rows) {
-    std::printf("%10lld %8d %12.2f %12.2f %10.2f %10.2f %9.3f\n",
-                static_cast<long long>(r.bytes), r.iterations, r.ours_s * 1e6, r.raw_s * 1e6,
-                r.bytes / r.ours_s / 1e9, r.bytes / r.raw_s / 1e9, r.ours_s / r.raw_s);
+    std::printf("%10lld %8d %12.2f %12.2f %10.2f %10.2f %9.3f\n", static_cast<long long>(r.bytes),
+                r.iterations, r.ours_s * 1e6, r.raw_s * 1e6, r.bytes / r.ours_s / 1e9,
+                r.bytes / r.raw_s / 1e9, r.ours_s / r.raw_s);
   }
 }
 
@@ -49,15 +49,15 @@ int benchCommMain(int argc, const char* const* argv) {
   bool json = false;
   po::options_description options;
   po::options_description section("Benchmark [bench]");
-  section.add_options()
-    ("bench.min_bytes", po::value(&bench.min_bytes)->default_value(bench.min_bytes),
-     "smallest message; sizes grow 4x at a time")
-    ("bench.max_bytes", po::value(&bench.max_bytes)->default_value(bench.max_bytes),
-     "largest message")
-    ("bench.seconds", po::value(&bench.seconds_per_size)->default_value(bench.seconds_per_size),
-     "time of one block of ping-pongs")
-    ("bench.rounds", po::value(&bench.rounds)->default_value(bench.rounds),
-     "blocks per method, alternating; the median block of each counts");
+  auto add = section.add_options();
+  add("bench.min_bytes", po::value(&bench.min_bytes)->default_value(bench.min_bytes),
+      "smallest message; sizes grow 4x at a time");
+  add("bench.max_bytes", po::value(&bench.max_bytes)->default_value(bench.max_bytes),
+      "largest message");
+  add("bench.seconds", po::value(&bench.seconds_per_size)->default_value(bench.seconds_per_size),
+      "time of one block of ping-pongs");
+  add("bench.rounds", po::value(&bench.rounds)->default_value(bench.rounds),
+      "blocks per method, alternating; the median block of each counts");
   options.add(section);
   addCommOptions(options, comm_config);
   po::options_description output("Output");
@@ -77,8 +77,10 @@ int benchCommMain(int argc, const char* const* argv) {
 
   MpiSession mpi;
   return runMpiJob([&] {
-    PPSTAGE_CHECK(mpi.worldSize() >= 2, "bench-comm needs two ranks: mpirun -np 2 ppstage "
-                  "bench-comm (this job has ", mpi.worldSize(), ")");
+    PPSTAGE_CHECK(mpi.worldSize() >= 2,
+                  "bench-comm needs two ranks: mpirun -np 2 ppstage "
+                  "bench-comm (this job has ",
+                  mpi.worldSize(), ")");
     CommOptions comm_options;
     comm_options.timeout =
         std::chrono::milliseconds(static_cast<int64_t>(comm_config.timeout_s * 1000));

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 
 #include "commands.h"
@@ -49,16 +49,16 @@ ModeRow summarize(const std::string& mode, RunMetrics metrics, bool peak_reset) 
 
 void printTable(const std::vector<ModeRow>& rows, const std::string& reference) {
   std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  RSS MB/100 steps  "
-               "loss rel diff vs " << reference << "\n";
+               "loss rel diff vs "
+            << reference << "\n";
   for (const ModeRow& r : rows) {
     std::cout << std::left << std::setw(7) << r.mode << std::right << std::fixed
               << std::setprecision(3) << std::setw(9) << r.metrics.compile.compile_time_s
               << std::setw(8) << r.metrics.compile.graphs_compiled << std::setw(6)
               << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
               << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
-              << std::setw(18) << std::setprecision(2) << r.rss_growth << "  "
-              << std::scientific << std::setprecision(2) << r.loss_max_rel_diff
-              << std::defaultfloat << "\n";
+              << std::setw(18) << std::setprecision(2) << r.rss_growth << "  " << std::scientific
+              << std::setprecision(2) << r.loss_max_rel_diff << std::defaultfloat << "\n";
   }
 }
 
@@ -90,14 +90,14 @@ int compareCompileMain(int argc, const char* const* argv) {
   po::options_description options;
   addAllOptions(options, config);
   po::options_description comparison("Comparison");
-  comparison.add_options()
-    ("compile.modes", po::value(&modes_text)->default_value(modes_text),
-     "the compile modes to compare, in the order shown (stage runs last); losses are "
-     "compared against none (against the first mode when none is not listed)")
-    ("json", po::bool_switch(&json),
-     "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
-     "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
-     "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
+  auto add = comparison.add_options();
+  add("compile.modes", po::value(&modes_text)->default_value(modes_text),
+      "the compile modes to compare, in the order shown (stage runs last); losses are "
+      "compared against none (against the first mode when none is not listed)");
+  add("json", po::bool_switch(&json),
+      "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
+      "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
+      "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
   options.add(comparison);
   const char* usage =
       "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "
@@ -153,8 +153,8 @@ int compareCompileMain(int argc, const char* const* argv) {
                   << rows[index].metrics.final_loss << std::endl;
       }
     }
-    const auto none = std::find_if(rows.begin(), rows.end(),
-                                   [](const ModeRow& r) { return r.mode == "none"; });
+    const auto none =
+        std::find_if(rows.begin(), rows.end(), [](const ModeRow& r) { return r.mode == "none"; });
     const ModeRow& reference_row = none != rows.end() ? *none : rows.front();
     const std::vector<double>& reference = reference_row.metrics.losses;
     for (ModeRow& r : rows) {

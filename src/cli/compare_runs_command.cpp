@@ -44,16 +44,16 @@ int compareRunsMain(int argc, const char* const* argv) {
   bool json = false;
   int top = 3;
   po::options_description options("Comparison");
-  options.add_options()
-    ("reference", po::value(&reference_path)->required(),
-     "metrics JSON of the reference run (ppstage train --output.metrics_json)")
-    ("candidate", po::value(&candidate_path)->required(), "metrics JSON of the run to check")
-    ("rtol", po::value(&rtol)->default_value(rtol),
-     "largest relative difference allowed: per step's loss, and per parameter tensor "
-     "(max |a - b| / max |reference|)")
-    ("top", po::value(&top)->default_value(top),
-     "list the N parameters that differ most (text output)")
-    ("json", po::bool_switch(&json), "print the comparison as JSON");
+  auto add = options.add_options();
+  add("reference", po::value(&reference_path)->required(),
+      "metrics JSON of the reference run (ppstage train --output.metrics_json)");
+  add("candidate", po::value(&candidate_path)->required(), "metrics JSON of the run to check");
+  add("rtol", po::value(&rtol)->default_value(rtol),
+      "largest relative difference allowed: per step's loss, and per parameter tensor "
+      "(max |a - b| / max |reference|)");
+  add("top", po::value(&top)->default_value(top),
+      "list the N parameters that differ most (text output)");
+  add("json", po::bool_switch(&json), "print the comparison as JSON");
   const char* usage =
       "usage: ppstage compare-runs --reference REF.json --candidate RUN.json [--rtol R] "
       "[--json]\n\n"
@@ -65,14 +65,14 @@ int compareRunsMain(int argc, const char* const* argv) {
 
   const RunMetrics ref = readMetrics(reference_path);
   const RunMetrics run = readMetrics(candidate_path);
-  PPSTAGE_CHECK(ref.losses.size() == run.losses.size(), reference_path, " has ",
-                ref.losses.size(), " steps but ", candidate_path, " has ", run.losses.size());
+  PPSTAGE_CHECK(ref.losses.size() == run.losses.size(), reference_path, " has ", ref.losses.size(),
+                " steps but ", candidate_path, " has ", run.losses.size());
 
   double loss_diff = 0;
   size_t worst_step = 0;
   for (size_t i = 0; i < ref.losses.size(); ++i) {
-    const double d = std::abs(run.losses[i] - ref.losses[i]) /
-                     std::max(std::abs(ref.losses[i]), 1e-12);
+    const double d =
+        std::abs(run.losses[i] - ref.losses[i]) / std::max(std::abs(ref.losses[i]), 1e-12);
     if (d > loss_diff || !std::isfinite(d)) {
       loss_diff = d;
       worst_step = i;
@@ -92,8 +92,8 @@ int compareRunsMain(int argc, const char* const* argv) {
       PPSTAGE_CHECK(it != run_params.end(), "parameter '", path, "' of ", ref.params_dir,
                     " is missing from ", run.params_dir);
       PPSTAGE_CHECK(it->second.sizes() == expected.sizes(), "parameter '", path, "' has shape ",
-                    it->second.sizes(), " in ", run.params_dir, " but ", expected.sizes(),
-                    " in ", ref.params_dir);
+                    it->second.sizes(), " in ", run.params_dir, " but ", expected.sizes(), " in ",
+                    ref.params_dir);
       const double d = relativeDiff(it->second, expected);
       param_diffs.emplace_back(d, path);
       if (d > param_diff || !std::isfinite(d)) {
@@ -140,8 +140,8 @@ int compareRunsMain(int argc, const char* const* argv) {
   }
   if (!same) {
     std::cerr << "ppstage: runs differ: " << (loss_diff > rtol ? "loss" : "parameters")
-              << " max rel diff "
-              << (loss_diff > rtol ? loss_diff : param_diff) << " > rtol " << rtol << " at "
+              << " max rel diff " << (loss_diff > rtol ? loss_diff : param_diff) << " > rtol "
+              << rtol << " at "
               << (loss_diff > rtol ? "step " + std::to_string(worst_step + 1) : worst_param)
               << std::endl;
     return 1;

@@ -44,11 +44,12 @@ nlohmann::json scheduleJson(const PipelineSchedule& s, const ActionCosts& costs)
 
 void printReport(const PipelineSchedule& s, const ActionCosts& costs) {
   const SimulationResult& r = s.simulation;
-  std::printf("schedule %s: %d stages on %d ranks (%s), %d micro-batches; costs F=%g B=%g "
-              "I=%g W=%g\n\n",
-              s.name.c_str(), s.request.num_stages, s.request.numRanks(),
-              toString(s.request.placement), s.request.num_microbatches, costs.forward,
-              costs.backward, costs.input_grad, costs.weight_grad);
+  std::printf(
+      "schedule %s: %d stages on %d ranks (%s), %d micro-batches; costs F=%g B=%g "
+      "I=%g W=%g\n\n",
+      s.name.c_str(), s.request.num_stages, s.request.numRanks(), toString(s.request.placement),
+      s.request.num_microbatches, costs.forward, costs.backward, costs.input_grad,
+      costs.weight_grad);
   std::cout << renderTimeline(s.request, s.ranks, r, costs) << "\n";
   std::printf("makespan %g, bubble fraction %.4f (idle per rank:", r.makespan, r.bubble_fraction);
   for (double idle : r.idle) std::printf(" %g", idle);
@@ -71,13 +72,13 @@ int scheduleMain(int argc, const char* const* argv) {
   addStageCountOption(options, pipeline);
   addScheduleOptions(options, pipeline);
   po::options_description output("Simulation and output");
-  output.add_options()
-    ("costs", po::value(&costs_text)->default_value(costs_text),
-     "cost of one F, B, I and W of one stage and micro-batch, as F,B,I,W")
-    ("csv", po::value(&csv_path), "also write the lowered schedule as a CSV table here")
-    ("json", po::bool_switch(&json),
-     "print valid, bubble_fraction, makespan, peak_inflight (per stage) and actions (per "
-     "rank) as JSON");
+  auto add = output.add_options();
+  add("costs", po::value(&costs_text)->default_value(costs_text),
+      "cost of one F, B, I and W of one stage and micro-batch, as F,B,I,W");
+  add("csv", po::value(&csv_path), "also write the lowered schedule as a CSV table here");
+  add("json", po::bool_switch(&json),
+      "print valid, bubble_fraction, makespan, peak_inflight (per stage) and actions (per "
+      "rank) as JSON");
   options.add(output);
   const char* usage =
       "usage: ppstage schedule --pipeline.schedule NAME --pipeline.stages S\n"

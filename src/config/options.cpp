@@ -61,148 +61,146 @@ void storeConfigFile(const std::string& path, const po::options_description& opt
 
 void addModelOptions(po::options_description& desc, ModelConfig& m) {
   po::options_description section("Model [model]");
-  section.add_options()
-    ("model.name", po::value(&m.name)->default_value(m.name),
-     "built-in model (gpt, mlp) or path to a TorchScript file saved with torch.jit.save")
-    ("model.layers", po::value(&m.layers)->default_value(m.layers),
-     "number of blocks of a built-in model")
-    ("model.d_model", po::value(&m.d_model)->default_value(m.d_model), "model width")
-    ("model.heads", po::value(&m.heads)->default_value(m.heads), "gpt attention heads")
-    ("model.vocab_size", po::value(&m.vocab_size)->default_value(m.vocab_size),
-     "gpt vocabulary size; upper bound of default token inputs")
-    ("model.seq_len", po::value(&m.seq_len)->default_value(m.seq_len), "sequence length")
-    ("model.mlp_ratio", po::value(&m.mlp_ratio)->default_value(m.mlp_ratio),
-     "MLP hidden width as a multiple of d_model")
-    ("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
-     "gpt: the LM head shares the token embedding's weight (true|false)")
-    ("model.input_dtype", po::value(&m.input_dtype)->default_value(m.input_dtype),
-     "example input dtype for a model file: int64 (token ids) or float32")
-    ("model.input_shape",
-     po::value<std::string>()->default_value("")->notifier([&m](const std::string& text) {
-       m.input_shape = parseShape("model.input_shape", text);
-     }),
-     "example input shape for a model file, batch first (e.g. 8,4,32); the batch size used "
-     "is --train.batch_size; empty: (train.batch_size, model.seq_len)");
+  auto add = section.add_options();
+  add("model.name", po::value(&m.name)->default_value(m.name),
+      "built-in model (gpt, mlp) or path to a TorchScript file saved with torch.jit.save");
+  add("model.layers", po::value(&m.layers)->default_value(m.layers),
+      "number of blocks of a built-in model");
+  add("model.d_model", po::value(&m.d_model)->default_value(m.d_model), "model width");
+  add("model.heads", po::value(&m.heads)->default_value(m.heads), "gpt attention heads");
+  add("model.vocab_size", po::value(&m.vocab_size)->default_value(m.vocab_size),
+      "gpt vocabulary size; upper bound of default token inputs");
+  add("model.seq_len", po::value(&m.seq_len)->default_value(m.seq_len), "sequence length");
+  add("model.mlp_ratio", po::value(&m.mlp_ratio)->default_value(m.mlp_ratio),
+      "MLP hidden width as a multiple of d_model");
+  add("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
+      "gpt: the LM head shares the token embedding's weight (true|false)");
+  add("model.input_dtype", po::value(&m.input_dtype)->default_value(m.input_dtype),
+      "example input dtype for a model file: int64 (token ids) or float32");
+  add("model.input_shape",
+      po::value<std::string>()->default_value("")->notifier(
+          [&m](const std::string& text) { m.input_shape = parseShape("model.input_shape", text); }),
+      "example input shape for a model file, batch first (e.g. 8,4,32); the batch size used "
+      "is --train.batch_size; empty: (train.batch_size, model.seq_len)");
   desc.add(section);
 }
 
 void addStageCountOption(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Pipeline [pipeline]");
-  section.add_options()
-    ("pipeline.stages", po::value(&p.stages)->default_value(p.stages),
-     "number of stages; 0: one more than the number of split points");
+  auto add = section.add_options();
+  add("pipeline.stages", po::value(&p.stages)->default_value(p.stages),
+      "number of stages; 0: one more than the number of split points");
   desc.add(section);
 }
 
 void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Splitting [pipeline]");
-  section.add_options()
-    ("pipeline.split_points",
-     po::value<std::string>()->default_value("")->notifier([&p](const std::string& text) {
-       p.split_points = splitList(text);
-     }),
-     "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
-     "empty: balance automatically")
-    ("pipeline.balance", po::value(&p.balance)->default_value(p.balance),
-     "what automatic splitting balances across stages: params | flops");
+  auto add = section.add_options();
+  add("pipeline.split_points",
+      po::value<std::string>()->default_value("")->notifier(
+          [&p](const std::string& text) { p.split_points = splitList(text); }),
+      "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
+      "empty: balance automatically");
+  add("pipeline.balance", po::value(&p.balance)->default_value(p.balance),
+      "what automatic splitting balances across stages: params | flops");
   desc.add(section);
 }
 
 void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Schedule [pipeline]");
-  section.add_options()
-    ("pipeline.schedule", po::value(&p.schedule)->default_value(p.schedule),
-     "gpipe | 1f1b | interleaved-1f1b | zb-h1 | a plugin's schedule | path/to/table.csv")
-    ("pipeline.microbatches", po::value(&p.microbatches)->default_value(p.microbatches),
-     "micro-batches per step; 0: twice the number of stages")
-    ("pipeline.stages_per_rank", po::value(&p.stages_per_rank)->default_value(p.stages_per_rank),
-     "stages on each pipeline rank (virtual stages, for interleaved-1f1b)")
-    ("pipeline.placement", po::value(&p.placement)->default_value(p.placement),
-     "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)")
-    ("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
-     "shared library exporting ppstage_register_schedules, adding more schedules");
+  auto add = section.add_options();
+  add("pipeline.schedule", po::value(&p.schedule)->default_value(p.schedule),
+      "gpipe | 1f1b | interleaved-1f1b | zb-h1 | a plugin's schedule | path/to/table.csv");
+  add("pipeline.microbatches", po::value(&p.microbatches)->default_value(p.microbatches),
+      "micro-batches per step; 0: twice the number of stages");
+  add("pipeline.stages_per_rank", po::value(&p.stages_per_rank)->default_value(p.stages_per_rank),
+      "stages on each pipeline rank (virtual stages, for interleaved-1f1b)");
+  add("pipeline.placement", po::value(&p.placement)->default_value(p.placement),
+      "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)");
+  add("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
+      "shared library exporting ppstage_register_schedules, adding more schedules");
   desc.add(section);
 }
 
 void addTrainOptions(po::options_description& desc, TrainConfig& t) {
   po::options_description section("Training [train]");
-  section.add_options()
-    ("train.batch_size", po::value(&t.batch_size)->default_value(t.batch_size),
-     "global batch size (sequences per step)")
-    ("train.seed", po::value(&t.seed)->default_value(t.seed),
-     "seed of parameter initialisation and example inputs");
+  auto add = section.add_options();
+  add("train.batch_size", po::value(&t.batch_size)->default_value(t.batch_size),
+      "global batch size (sequences per step)");
+  add("train.seed", po::value(&t.seed)->default_value(t.seed),
+      "seed of parameter initialisation and example inputs");
   desc.add(section);
 }
 
 void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   po::options_description section("Training loop [train]");
-  section.add_options()
-    ("train.steps", po::value(&t.steps)->default_value(t.steps), "optimizer steps to run")
-    ("train.lr", po::value(&t.lr)->default_value(t.lr), "learning rate")
-    ("train.weight_decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
-     "weight decay (decoupled for adamw, L2 for sgd)")
-    ("train.grad_clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
-     "clip the global gradient norm, over all stages, to this value; 0: no clipping")
-    ("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd")
-    ("train.loss", po::value(&t.loss)->default_value(t.loss),
-     "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
-     "model takes token ids, mse otherwise")
-    ("train.dp", po::value(&t.dp)->default_value(t.dp),
-     "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp")
-    ("train.threads", po::value(&t.threads)->default_value(t.threads),
-     "intra-op threads per rank; 0: the machine's cores divided by the ranks on it");
+  auto add = section.add_options();
+  add("train.steps", po::value(&t.steps)->default_value(t.steps), "optimizer steps to run");
+  add("train.lr", po::value(&t.lr)->default_value(t.lr), "learning rate");
+  add("train.weight_decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
+      "weight decay (decoupled for adamw, L2 for sgd)");
+  add("train.grad_clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
+      "clip the global gradient norm, over all stages, to this value; 0: no clipping");
+  add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd");
+  add("train.loss", po::value(&t.loss)->default_value(t.loss),
+      "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
+      "model takes token ids, mse otherwise");
+  add("train.dp", po::value(&t.dp)->default_value(t.dp),
+      "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp");
+  add("train.threads", po::value(&t.threads)->default_value(t.threads),
+      "intra-op threads per rank; 0: the machine's cores divided by the ranks on it");
   desc.add(section);
 }
 
 void addCompileOptions(po::options_description& desc, CompileConfig& c) {
   po::options_description section("Compilation [compile]");
-  section.add_options()
-    ("compile.mode", po::value(&c.mode)->default_value(c.mode),
-     "none: each stage graph runs unoptimized (the numerics baseline) | stage: one "
-     "TorchScript profiling executor per stage (specialization, autodiff, fusion) | block: "
-     "one per block, identical blocks sharing one compiled executor")
-    ("compile.block_pattern", po::value(&c.block_pattern)->default_value(c.block_pattern),
-     "block mode: a regex matching the module paths of the blocks (e.g. 'layers\\.[0-9]+'); "
-     "empty: instances of the module types that repeat")
-    ("compile.dynamic", po::value(&c.dynamic)->default_value(c.dynamic),
-     "false: each new input shape gets its own statically specialized executor; true: "
-     "one executor per graph takes every shape (TorchScript's dynamic fusion strategy, "
-     "shape-generic graphs, depth 2)")
-    ("compile.max_respecializations",
-     po::value(&c.max_respecializations)->default_value(c.max_respecializations),
-     "warn when graphs have been compiled again for new input shapes more often than this");
+  auto add = section.add_options();
+  add("compile.mode", po::value(&c.mode)->default_value(c.mode),
+      "none: each stage graph runs unoptimized (the numerics baseline) | stage: one "
+      "TorchScript profiling executor per stage (specialization, autodiff, fusion) | block: "
+      "one per block, identical blocks sharing one compiled executor");
+  add("compile.block_pattern", po::value(&c.block_pattern)->default_value(c.block_pattern),
+      "block mode: a regex matching the module paths of the blocks (e.g. 'layers\\.[0-9]+'); "
+      "empty: instances of the module types that repeat");
+  add("compile.dynamic", po::value(&c.dynamic)->default_value(c.dynamic),
+      "false: each new input shape gets its own statically specialized executor; true: "
+      "one executor per graph takes every shape (TorchScript's dynamic fusion strategy, "
+      "shape-generic graphs, depth 2)");
+  add("compile.max_respecializations",
+      po::value(&c.max_respecializations)->default_value(c.max_respecializations),
+      "warn when graphs have been compiled again for new input shapes more often than this");
   desc.add(section);
 }
 
 void addDataOptions(po::options_description& desc, DataConfig& d) {
   po::options_description section("Data [data]");
-  section.add_options()
-    ("data.path", po::value(&d.path)->default_value(d.path),
-     "text file read as bytes (byte-level tokens, next-byte targets) | synthetic (random "
-     "samples from the seed) | empty: the public-domain text embedded in ppstage");
+  auto add = section.add_options();
+  add("data.path", po::value(&d.path)->default_value(d.path),
+      "text file read as bytes (byte-level tokens, next-byte targets) | synthetic (random "
+      "samples from the seed) | empty: the public-domain text embedded in ppstage");
   desc.add(section);
 }
 
 void addOutputOptions(po::options_description& desc, OutputConfig& o) {
   po::options_description section("Output [output]");
-  section.add_options()
-    ("output.log_every", po::value(&o.log_every)->default_value(o.log_every),
-     "print a line every N steps (and for the last); 0: only the summary")
-    ("output.metrics_json", po::value(&o.metrics_json)->default_value(o.metrics_json),
-     "write the run's metrics (losses, step times, per-rank busy/idle/RSS, predicted "
-     "makespan) to this JSON file at the end")
-    ("output.params_dir", po::value(&o.params_dir)->default_value(o.params_dir),
-     "write every stage's final parameters to this directory (params-rank<r>.pt), for "
-     "ppstage compare-runs");
+  auto add = section.add_options();
+  add("output.log_every", po::value(&o.log_every)->default_value(o.log_every),
+      "print a line every N steps (and for the last); 0: only the summary");
+  add("output.metrics_json", po::value(&o.metrics_json)->default_value(o.metrics_json),
+      "write the run's metrics (losses, step times, per-rank busy/idle/RSS, predicted "
+      "makespan) to this JSON file at the end");
+  add("output.params_dir", po::value(&o.params_dir)->default_value(o.params_dir),
+      "write every stage's final parameters to this directory (params-rank<r>.pt), for "
+      "ppstage compare-runs");
   desc.add(section);
 }
 
 void addCommOptions(po::options_description& desc, CommConfig& c) {
   po::options_description section("Communication [comm]");
-  section.add_options()
-    ("comm.timeout_s", po::value(&c.timeout_s)->default_value(c.timeout_s),
-     "seconds any wait for another rank may take before the job ends with an error naming "
-     "the rank, stage and micro-batch (a dead or stuck peer)");
+  auto add = section.add_options();
+  add("comm.timeout_s", po::value(&c.timeout_s)->default_value(c.timeout_s),
+      "seconds any wait for another rank may take before the job ends with an error naming "
+      "the rank, stage and micro-batch (a dead or stuck peer)");
   desc.add(section);
 }
 
@@ -223,10 +221,11 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
                   const std::string& usage, std::ostream& out) {
   std::string config_path;
   po::options_description general("General");
-  general.add_options()
-    ("help,h", "print this help and exit")
-    ("config", po::value(&config_path), "INI file with [section] key = value options; "
-     "the command line overrides it");
+  auto add = general.add_options();
+  add("help,h", "print this help and exit");
+  add("config", po::value(&config_path),
+      "INI file with [section] key = value options; "
+      "the command line overrides it");
   options.add(general);
 
   po::variables_map vm;
