@@ -10,15 +10,23 @@ void requireOneStagePerRank(const ScheduleRequest& request, const char* schedule
 }
 
 void registerBuiltinSchedules(ScheduleRegistry* registry) {
-  registry->add("gpipe", "all forwards, then all backwards (activations of every micro-batch "
-                "alive at once)", gpipeSchedule);
-  registry->add("1f1b", "one forward one backward: warm-up, steady state, cool-down "
-                "(activations of at most stages - stage micro-batches alive)", oneFOneBSchedule);
-  registry->add("interleaved-1f1b", "1F1B over several virtual stages per rank (Megatron-LM): "
-                "bubble divided by the stages per rank", interleavedOneFOneBSchedule);
-  registry->add("zb-h1", "zero bubble H1: backward split into input (I) and weight (W) "
+  registry->add("gpipe",
+                "all forwards, then all backwards (activations of every micro-batch "
+                "alive at once)",
+                gpipeSchedule);
+  registry->add("1f1b",
+                "one forward one backward: warm-up, steady state, cool-down "
+                "(activations of at most stages - stage micro-batches alive)",
+                oneFOneBSchedule);
+  registry->add("interleaved-1f1b",
+                "1F1B over several virtual stages per rank (Megatron-LM): "
+                "bubble divided by the stages per rank",
+                interleavedOneFOneBSchedule);
+  registry->add("zb-h1",
+                "zero bubble H1: backward split into input (I) and weight (W) "
                 "gradients, W deferred into the bubbles; 1F1B's peak memory, a third of its "
-                "bubble when F, I and W cost the same", zeroBubbleH1Schedule);
+                "bubble when F, I and W cost the same",
+                zeroBubbleH1Schedule);
 }
 
 }  // namespace ppstage

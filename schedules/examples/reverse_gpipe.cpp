@@ -24,6 +24,8 @@ std::vector<ppstage::ActionList> reverseGpipe(const ppstage::ScheduleRequest& re
 }  // namespace
 
 extern "C" void ppstage_register_schedules(ppstage::ScheduleRegistry* registry) {
-  registry->add("reverse-gpipe", "GPipe with backwards in reverse micro-batch order (example "
-                "plugin)", reverseGpipe);
+  registry->add("reverse-gpipe",
+                "GPipe with backwards in reverse micro-batch order (example "
+                "plugin)",
+                reverseGpipe);
 }

@@ -22,14 +22,12 @@ int compareCompileMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
-    {"train", "train a model split into pipeline stages (mpirun -np P ppstage train)",
-     trainMain},
+    {"train", "train a model split into pipeline stages (mpirun -np P ppstage train)", trainMain},
     {"compare-runs", "compare two training runs' losses and final parameters (numerics)",
      compareRunsMain},
     {"compare-compile", "the same training in compile modes none, stage, block, side by side",
      compareCompileMain},
-    {"split", "cut a model into pipeline stages and print the plan (table or --json)",
-     splitMain},
+    {"split", "cut a model into pipeline stages and print the plan (table or --json)", splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",
      scheduleMain},
     {"bench-comm", "MPI point-to-point latency and bandwidth against raw MPI (mpirun -np 2)",

@@ -23,7 +23,8 @@ void printUsage(std::ostream& out) {
   out << "usage: ppstage <command> [--config FILE] [--section.key value ...]\n\n"
          "ppstage trains a TorchScript model split into pipeline stages.\n\ncommands:\n";
   size_t width = 0;
-  for (const auto& command : ppstage::cli::kCommands) width = std::max(width, std::strlen(command.name));
+  for (const auto& command : ppstage::cli::kCommands)
+    width = std::max(width, std::strlen(command.name));
   for (const auto& command : ppstage::cli::kCommands) {
     out << "  " << command.name << std::string(width - std::strlen(command.name) + 2, ' ')
         << command.summary << "\n";

@@ -8,8 +8,8 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/mpi_communicator.h"
-#include "ppstage/config/options.h"
 #include "ppstage/comm/mpi_session.h"
+#include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage::cli {

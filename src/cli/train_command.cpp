@@ -30,9 +30,7 @@ int trainMain(int argc, const char* const* argv) {
   keepFreedMemoryForReuse();
   MpiSession mpi;
   const std::unique_ptr<Communicator> world =
-      startMpiCommand(argc, argv, options, usage, config.comm, [&] {
-        validate(config);
-      });
+      startMpiCommand(argc, argv, options, usage, config.comm, [&] { validate(config); });
   if (!world) return 0;
   return runMpiJob([&] {
     train(config, *world, std::cout);

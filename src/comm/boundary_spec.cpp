@@ -155,8 +155,8 @@ void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine
   const int receiver = sender_side ? peer : me;
   PPSTAGE_CHECK(false, "the boundary between stage ", mine.stage - 1, " (rank ", sender,
                 ") and stage ", mine.stage, " (rank ", receiver, ") does not match: stage ",
-                mine.stage - 1, " sends ", sent.describe(), "; stage ", mine.stage,
-                " expects ", expected.describe());
+                mine.stage - 1, " sends ", sent.describe(), "; stage ", mine.stage, " expects ",
+                expected.describe());
 }
 
 std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch) {

@@ -63,9 +63,11 @@ class DoneWork final : public Work {
 
 class LocalRecvWork final : public Work {
  public:
-  LocalRecvWork(std::shared_ptr<State> state, at::Tensor destination,
-                std::tuple<int, int, int> key, std::string what)
-      : state_(std::move(state)), destination_(std::move(destination)), key_(key),
+  LocalRecvWork(std::shared_ptr<State> state, at::Tensor destination, std::tuple<int, int, int> key,
+                std::string what)
+      : state_(std::move(state)),
+        destination_(std::move(destination)),
+        key_(key),
         what_(std::move(what)) {}
 
   bool isCompleted() override {
@@ -77,7 +79,8 @@ class LocalRecvWork final : public Work {
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
     Lock lock(state_->mutex);
-    waitFor(*state_, lock, timeout, [&] { return tryTake(); }, what_);
+    waitFor(
+        *state_, lock, timeout, [&] { return tryTake(); }, what_);
   }
 
  private:
@@ -91,8 +94,8 @@ class LocalRecvWork final : public Work {
     if (message.scalar_type() != destination_.scalar_type() ||
         message.numel() != destination_.numel()) {
       throw CommError(detail::concat(what_, ": got ", message.numel(), " ",
-                                     c10::toString(message.scalar_type()),
-                                     " elements, expected ", destination_.numel(), " ",
+                                     c10::toString(message.scalar_type()), " elements, expected ",
+                                     destination_.numel(), " ",
                                      c10::toString(destination_.scalar_type())));
     }
     destination_.copy_(message.view(destination_.sizes()));
@@ -129,8 +132,7 @@ class LocalCommunicator final : public Communicator {
     checkPeer(src);
     return std::make_shared<LocalRecvWork>(
         state_, tensor, std::make_tuple(src, rank_, tag.encode()),
-        detail::concat("rank ", rank_, " waiting to receive ", tag.describe(), " from rank ",
-                       src));
+        detail::concat("rank ", rank_, " waiting to receive ", tag.describe(), " from rank ", src));
   }
 
   void allReduceSum(const std::vector<at::Tensor>& tensors) override {
@@ -152,9 +154,9 @@ class LocalCommunicator final : public Communicator {
 
   void broadcast(std::string& bytes, int root) override {
     checkPeer(root);
-    bytes = collective<std::string>(bytes, "in a broadcast", [root](const std::vector<std::any>& all) {
-      return std::any_cast<std::string>(all[root]);
-    });
+    bytes = collective<std::string>(
+        bytes, "in a broadcast",
+        [root](const std::vector<std::any>& all) { return std::any_cast<std::string>(all[root]); });
   }
 
   void barrier() override {
@@ -166,7 +168,8 @@ class LocalCommunicator final : public Communicator {
     const int size = state_->size;
     const CommOptions options = this->options();
     const Groups groups = collective<Groups>(
-        std::make_pair(color, key), "in a split", [size, options](const std::vector<std::any>& all) {
+        std::make_pair(color, key), "in a split",
+        [size, options](const std::vector<std::any>& all) {
           std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, rank)
           for (int r = 0; r < size; ++r) {
             const auto [c, k] = std::any_cast<std::pair<int, int>>(all[r]);
@@ -176,7 +179,8 @@ class LocalCommunicator final : public Communicator {
           for (auto& [c, list] : members) {
             std::sort(list.begin(), list.end());
             auto state = std::make_shared<State>(static_cast<int>(list.size()), options);
-            for (size_t i = 0; i < list.size(); ++i) out[list[i].second] = {state, static_cast<int>(i)};
+            for (size_t i = 0; i < list.size(); ++i)
+              out[list[i].second] = {state, static_cast<int>(i)};
           }
           return out;
         });
@@ -211,9 +215,9 @@ class LocalCommunicator final : public Communicator {
       ++state_->generation;
       state_->changed.notify_all();
     } else {
-      waitFor(*state_, lock, options().timeout,
-              [&] { return state_->generation != generation; },
-              detail::concat("rank ", rank_, " ", what, " of ", state_->size, " ranks"));
+      waitFor(
+          *state_, lock, options().timeout, [&] { return state_->generation != generation; },
+          detail::concat("rank ", rank_, " ", what, " of ", state_->size, " ranks"));
     }
     return std::any_cast<Result>(state_->result);
   }

@@ -41,17 +41,17 @@ std::string mpiErrorText(int code) {
 
 void checkMpi(int code, const char* call) {
   if (code != MPI_SUCCESS) {
-    throw CommError(detail::concat("rank ", mpiWorldRank(), ": ", call, " failed: ",
-                                   mpiErrorText(code)));
+    throw CommError(
+        detail::concat("rank ", mpiWorldRank(), ": ", call, " failed: ", mpiErrorText(code)));
   }
 }
 
 // Polls `request` until it completes or `timeout` passes. Spins for the first kBusy, then
-// yields between tests until kSpin: MPI moves a large message forward only inside MPI calls, so a receive must keep
-// testing while the bytes flow; after that it sleeps between tests, as a rank waiting for
-// a slow peer should not burn its core.
-// `what` describes the operation for error messages ("waiting to receive ... from rank 1");
-// it is only called on failure, keeping string formatting off the fast path.
+// yields between tests until kSpin: MPI moves a large message forward only inside MPI calls, so a
+// receive must keep testing while the bytes flow; after that it sleeps between tests, as a rank
+// waiting for a slow peer should not burn its core. `what` describes the operation for error
+// messages ("waiting to receive ... from rank 1"); it is only called on failure, keeping string
+// formatting off the fast path.
 template <typename Describe>
 MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
                        std::chrono::milliseconds timeout, const Describe& what) {
@@ -68,8 +68,8 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
       code = MPI_Test(&request, &done, &status);
     }
     if (code != MPI_SUCCESS) {
-      throw CommError(detail::concat("rank ", mpiWorldRank(), " ", what(), ": ",
-                                     mpiErrorText(code)));
+      throw CommError(
+          detail::concat("rank ", mpiWorldRank(), " ", what(), ": ", mpiErrorText(code)));
     }
     if (done) return status;
     const auto now = Clock::now();
@@ -100,8 +100,11 @@ class MpiWork final : public Work {
   // `buffer`, then copied to `destination` when that is another tensor.
   MpiWork(std::shared_ptr<MpiCommunicator::Handle> handle, at::Tensor buffer,
           at::Tensor destination, int peer, MessageTag tag)
-      : handle_(std::move(handle)), buffer_(std::move(buffer)),
-        destination_(std::move(destination)), peer_(peer), tag_(tag) {}
+      : handle_(std::move(handle)),
+        buffer_(std::move(buffer)),
+        destination_(std::move(destination)),
+        peer_(peer),
+        tag_(tag) {}
 
   ~MpiWork() override {
     if (done_ || !mpiActive()) return;
@@ -200,16 +203,16 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<Handle> handle, CommOptions opt
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
   const int largest = MessageTag{MessageKind::kControl, MessageTag::kMaxStage,
-                                 MessageTag::kMaxMicrobatch, MessageTag::kMaxTensor}.encode();
-  PPSTAGE_CHECK(found && *tag_ub >= largest, "this MPI's largest tag (",
-                found ? *tag_ub : -1, ") is below ppstage's ", largest);
+                                 MessageTag::kMaxMicrobatch, MessageTag::kMaxTensor}
+                          .encode();
+  PPSTAGE_CHECK(found && *tag_ub >= largest, "this MPI's largest tag (", found ? *tag_ub : -1,
+                ") is below ppstage's ", largest);
 }
 
 MpiCommunicator::~MpiCommunicator() = default;
 
 std::shared_ptr<Work> MpiCommunicator::send(const at::Tensor& tensor, int dst, MessageTag tag) {
-  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI sends CPU tensors; got ",
-                          tensor.device());
+  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI sends CPU tensors; got ", tensor.device());
   at::Tensor buffer = tensor.contiguous();
   auto work = std::make_shared<MpiWork>(handle_, buffer, at::Tensor(), dst, tag);
   std::lock_guard<std::mutex> lock(handle_->mutex);
@@ -273,9 +276,9 @@ void MpiCommunicator::broadcast(std::string& bytes, int root) {
   if (length == 0) return;
   {
     std::lock_guard<std::mutex> lock(handle_->mutex);
-    checkMpi(MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, handle_->comm,
-                        &request),
-             "MPI_Ibcast");
+    checkMpi(
+        MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, handle_->comm, &request),
+        "MPI_Ibcast");
   }
   waitRequest(*handle_, request, options().timeout, what);
 }

@@ -20,8 +20,8 @@ MpiSession::MpiSession() {
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();
     throw CommError(detail::concat("MPI provides thread level ", provided,
-                                   ", ppstage needs MPI_THREAD_SERIALIZED (", 
-                                   MPI_THREAD_SERIALIZED, ")"));
+                                   ", ppstage needs MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED,
+                                   ")"));
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);

@@ -25,7 +25,8 @@ namespace ppstage {
 
 struct NcclCommunicator::Impl {
   Impl(std::unique_ptr<Communicator> bootstrap, int device)
-      : bootstrap(std::move(bootstrap)), device(device),
+      : bootstrap(std::move(bootstrap)),
+        device(device),
         stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {}
   ~Impl() {
     if (comm != nullptr) ncclCommDestroy(comm);
@@ -94,10 +95,14 @@ void waitEvent(Impl& impl, at::cuda::CUDAEvent& event, std::chrono::milliseconds
 
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<Impl> impl, std::shared_ptr<at::cuda::CUDAEvent> done,
-           at::Tensor buffer, at::Tensor destination, int peer, MessageTag tag)
-      : impl_(std::move(impl)), done_(std::move(done)), buffer_(std::move(buffer)),
-        destination_(std::move(destination)), peer_(peer), tag_(tag) {}
+  NcclWork(std::shared_ptr<Impl> impl, std::shared_ptr<at::cuda::CUDAEvent> done, at::Tensor buffer,
+           at::Tensor destination, int peer, MessageTag tag)
+      : impl_(std::move(impl)),
+        done_(std::move(done)),
+        buffer_(std::move(buffer)),
+        destination_(std::move(destination)),
+        peer_(peer),
+        tag_(tag) {}
 
   bool isCompleted() override { return finished_ || done_->query(); }
 
@@ -126,8 +131,8 @@ class NcclWork final : public Work {
 
 }  // namespace
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(
-    std::unique_ptr<Communicator> bootstrap, int device, CommOptions options) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> bootstrap,
+                                                           int device, CommOptions options) {
   auto impl = std::make_shared<Impl>(std::move(bootstrap), device);
   ncclUniqueId id;
   std::string bytes;
@@ -183,9 +188,8 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch(const std::vector<P2p
   std::vector<std::shared_ptr<Work>> works;
   for (size_t i = 0; i < ops.size(); ++i) {
     const bool send = ops[i].kind == P2pOp::Kind::kSend;
-    works.push_back(std::make_shared<NcclWork>(impl_, done, buffers[i],
-                                               send ? at::Tensor() : ops[i].tensor, ops[i].peer,
-                                               ops[i].tag));
+    works.push_back(std::make_shared<NcclWork>(
+        impl_, done, buffers[i], send ? at::Tensor() : ops[i].tensor, ops[i].peer, ops[i].tag));
   }
   return works;
 }
@@ -211,15 +215,14 @@ void NcclCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
       std::lock_guard<std::mutex> lock(impl_->mutex);
       PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
       orderAfterCurrentStream(*impl_);
-      checkNccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                              ncclType(dtype), ncclSum, impl_->comm, impl_->stream),
+      checkNccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(), ncclType(dtype),
+                              ncclSum, impl_->comm, impl_->stream),
                 "ncclAllReduce");
       keepAliveOnStream(buffer, *impl_);
       done.record(impl_->stream);
     }
-    waitEvent(*impl_, done, options().timeout, [&] {
-      return detail::concat("in an all-reduce of ", group.size(), " tensors");
-    });
+    waitEvent(*impl_, done, options().timeout,
+              [&] { return detail::concat("in an all-reduce of ", group.size(), " tensors"); });
     done.block(c10::cuda::getCurrentCUDAStream(impl_->device));
     int64_t offset = 0;
     for (const at::Tensor& t : group) {

@@ -73,8 +73,9 @@ std::vector<P2pBenchRow> runP2pBenchmark(MpiCommunicator& comm, const P2pBenchOp
     const at::Tensor buffer = at::full({bytes}, comm.rank() + 1, at::kByte);
     // Calibrate on the raw loop so that each round takes about seconds_per_size.
     double probe = active ? rawPingPong(raw, comm.rank(), buffer, 3) / 3 : 0;
-    const int n = agree(raw, std::clamp(static_cast<int>(options.seconds_per_size /
-                                                         std::max(probe, 1e-7)), 5, 20000));
+    const int n = agree(
+        raw,
+        std::clamp(static_cast<int>(options.seconds_per_size / std::max(probe, 1e-7)), 5, 20000));
     P2pBenchRow row{bytes, n, 1e30, 1e30};
     // Short blocks of each method, alternating ABBA so that both see the same noise; the
     // median block of each method counts (robust to a neighbour's burst on a shared host).

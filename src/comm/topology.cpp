@@ -9,11 +9,10 @@ Topology Topology::create(int world_size, int rank, int pp, int dp, int stages,
                           Placement placement) {
   PPSTAGE_CHECK(pp >= 1 && dp >= 1, "pipeline size (", pp, ") and data-parallel size (", dp,
                 ") must be positive");
-  PPSTAGE_CHECK(world_size == pp * dp, "the job has ", world_size, " ranks but pipeline size ",
-                pp, " x data-parallel size ", dp, " = ", pp * dp,
-                "; start it with mpirun -np ", pp * dp, " or change --train.dp");
-  PPSTAGE_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside a world of ",
-                world_size);
+  PPSTAGE_CHECK(world_size == pp * dp, "the job has ", world_size, " ranks but pipeline size ", pp,
+                " x data-parallel size ", dp, " = ", pp * dp, "; start it with mpirun -np ",
+                pp * dp, " or change --train.dp");
+  PPSTAGE_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside a world of ", world_size);
   PPSTAGE_CHECK(stages >= pp && stages % pp == 0, stages, " stages cannot be spread over ", pp,
                 " pipeline ranks: the number of stages must be a multiple of it");
   PPSTAGE_CHECK(placement != Placement::kV || stages == 2 * pp, "a V placement needs exactly ",
@@ -38,8 +37,8 @@ std::vector<int> Topology::myStages() const {
 std::string Topology::describe() const {
   std::string stages;
   for (int s : myStages()) stages += (stages.empty() ? "" : ",") + std::to_string(s);
-  return detail::concat("rank ", rank_, " of ", worldSize(), ": pp rank ", ppRank(), " of ",
-                        pp_, ", dp rank ", dpRank(), " of ", dp_, ", stages ", stages);
+  return detail::concat("rank ", rank_, " of ", worldSize(), ": pp rank ", ppRank(), " of ", pp_,
+                        ", dp rank ", dpRank(), " of ", dp_, ", stages ", stages);
 }
 
 }  // namespace ppstage

@@ -1,8 +1,8 @@
 // See include/ppstage/compile/compiled_stage.h.
 #include "ppstage/compile/compiled_stage.h"
 
-#include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
 
 #include <torch/csrc/jit/api/module.h>
 
@@ -78,7 +78,8 @@ void CompileCache::respecialized(const std::string& name, const std::string& sig
   std::cerr << "ppstage: warning: [rank " << rank_ << "] " << stats_.respecializations
             << " re-specializations so far (" << name << " now sees inputs " << signature
             << "): input shapes keep changing and every new one is compiled again; keep "
-               "shapes fixed, or try --compile.dynamic true" << std::endl;
+               "shapes fixed, or try --compile.dynamic true"
+            << std::endl;
 }
 
 namespace {
@@ -114,9 +115,8 @@ void setShapeStrategy(bool dynamic) {
   torch::jit::setFusionStrategy(strategy);
 }
 
-CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph,
-                             CompileCache& cache, const std::string& name,
-                             std::vector<GraphSegment> segments)
+CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileCache& cache,
+                             const std::string& name, std::vector<GraphSegment> segments)
     : graph_(graph), cache_(cache), name_(name), segments_(std::move(segments)) {
   if (cache.mode() == CompileMode::kNone) {
     simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
@@ -144,13 +144,11 @@ GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
 
 std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
   switch (cache_.mode()) {
-    case CompileMode::kNone:
-      return simple_->run(std::move(inputs));
+    case CompileMode::kNone: return simple_->run(std::move(inputs));
     case CompileMode::kStage:
       // The stage's own identity is the key: stages are never shared.
       return bind(whole_, name_, graph_, inputs).run(std::move(inputs));
-    case CompileMode::kBlock:
-      break;
+    case CompileMode::kBlock: break;
   }
   std::unordered_map<const torch::jit::Value*, c10::IValue> env;
   for (size_t i = 0; i < inputs.size(); ++i) env[graph_->inputs()[i]] = std::move(inputs[i]);

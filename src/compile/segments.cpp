@@ -140,7 +140,8 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
       for (size_t c : entry.second) {
         bool inside_same = false;
         for (size_t o : entry.second) {
-          if (o != c && model.isWithin(static_cast<int>(c), static_cast<int>(o))) inside_same = true;
+          if (o != c && model.isWithin(static_cast<int>(c), static_cast<int>(o)))
+            inside_same = true;
         }
         if (!inside_same) outer.push_back(c);
       }
@@ -167,9 +168,9 @@ std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGrap
   int run_owner = -2;
   auto flush = [&] {
     if (run.empty()) return;
-    segments.push_back(buildSegment(run, top, run_owner >= 0
-                                                  ? model.calls[static_cast<size_t>(run_owner)].path
-                                                  : std::string()));
+    segments.push_back(buildSegment(
+        run, top,
+        run_owner >= 0 ? model.calls[static_cast<size_t>(run_owner)].path : std::string()));
     run.clear();
   };
   for (Node* n : stage.graph->nodes()) {

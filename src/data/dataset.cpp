@@ -26,7 +26,8 @@ int64_t product(const std::vector<int64_t>& shape) {
 // A seed for sample `index` of stream `stream` (0: inputs, 1: targets): splitmix64.
 uint64_t sampleSeed(int64_t seed, int64_t index, uint64_t stream) {
   uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull +
-               static_cast<uint64_t>(index) * 0xBF58476D1CE4E5B9ull + stream * 0x94D049BB133111EBull;
+               static_cast<uint64_t>(index) * 0xBF58476D1CE4E5B9ull +
+               stream * 0x94D049BB133111EBull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -38,9 +39,7 @@ class TextDataset : public Dataset {
   TextDataset(std::string bytes, std::string name, int64_t seq_len)
       : bytes_(std::move(bytes)), name_(std::move(name)), seq_len_(seq_len) {}
 
-  int64_t size() const override {
-    return (static_cast<int64_t>(bytes_.size()) - 1) / seq_len_;
-  }
+  int64_t size() const override { return (static_cast<int64_t>(bytes_.size()) - 1) / seq_len_; }
   at::Tensor input(int64_t index) const override { return window(index, 0); }
   at::Tensor target(int64_t index) const override { return window(index, 1); }
   std::string describe() const override {
@@ -113,15 +112,15 @@ std::string readBytes(const std::string& path) {
 
 void checkCrossEntropy(const DataRequest& r) {
   PPSTAGE_CHECK(at::isIntegralType(r.input.dtype, false) && !r.input.shape.empty(),
-                "cross_entropy needs a model that takes token ids; this one takes ",
-                r.input.dtype, " ", shapeText(r.input.shape), " (use --train.loss mse)");
+                "cross_entropy needs a model that takes token ids; this one takes ", r.input.dtype,
+                " ", shapeText(r.input.shape), " (use --train.loss mse)");
   PPSTAGE_CHECK(!r.output.shape.empty() &&
                     product(r.output.shape) / r.output.shape.back() == product(r.input.shape),
                 "cross_entropy needs one row of logits per input token; the model maps ",
                 shapeText(r.input.shape), " tokens to an output of ", shapeText(r.output.shape));
   PPSTAGE_CHECK(r.input.token_bound <= r.output.shape.back(), "the data has token ids up to ",
-                r.input.token_bound - 1, " but the model's output has only ",
-                r.output.shape.back(), " classes");
+                r.input.token_bound - 1, " but the model's output has only ", r.output.shape.back(),
+                " classes");
 }
 
 }  // namespace
@@ -149,8 +148,8 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
   checkCrossEntropy(text);
   std::string bytes = embedded ? std::string(embeddedText()) : readBytes(config.path);
   const int64_t seq_len = request.input.shape[0];
-  PPSTAGE_CHECK(static_cast<int64_t>(bytes.size()) >= seq_len + 1, source, " has ",
-                bytes.size(), " bytes, shorter than one sequence of ", seq_len,
+  PPSTAGE_CHECK(static_cast<int64_t>(bytes.size()) >= seq_len + 1, source, " has ", bytes.size(),
+                " bytes, shorter than one sequence of ", seq_len,
                 " tokens plus its next-token target (", seq_len + 1, " bytes)");
   return std::make_unique<TextDataset>(std::move(bytes),
                                        embedded ? embeddedTextName() : config.path, seq_len);

@@ -206,8 +206,8 @@ void findTies(ModelGraph& out) {
 void checkFullyInlined(const torch::jit::Block* block, const ModelGraph& out) {
   for (const Node* node : block->nodes()) {
     PPSTAGE_CHECK(node->kind() != prim::CallMethod && node->kind() != prim::CallFunction,
-                  "the model calls ", node->kind().toQualString(), " at '",
-                  out.modulePathOf(node), "' whose body is not TorchScript (an interface or ",
+                  "the model calls ", node->kind().toQualString(), " at '", out.modulePathOf(node),
+                  "' whose body is not TorchScript (an interface or ",
                   "builtin); ppstage cannot capture it");
     for (const torch::jit::Block* sub : node->blocks()) checkFullyInlined(sub, out);
   }

@@ -82,7 +82,8 @@ class CallInliner {
     if (!owner || !owner->is_module()) return caller;
     const std::string path = modulePathOf(call_node->input(0), self_);
     if (path == calls_[caller].path) return caller;
-    calls_.push_back(ModuleCall{path, owner->name() ? owner->name()->qualifiedName() : "?", caller});
+    calls_.push_back(
+        ModuleCall{path, owner->name() ? owner->name()->qualifiedName() : "?", caller});
     return static_cast<int>(calls_.size()) - 1;
   }
 

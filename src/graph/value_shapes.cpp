@@ -59,7 +59,8 @@ Probe buildProbe(torch::jit::Graph& model, Asks asks) {
       if (isTensor(original)) {
         probe.probed.push_back(original);
         g.registerOutput(g.insert(c10::aten::size, {value}));
-        g.registerOutput(g.insert(asks == Asks::kDtype ? c10::prim::dtype : requires_grad, {value}));
+        g.registerOutput(
+            g.insert(asks == Asks::kDtype ? c10::prim::dtype : requires_grad, {value}));
       } else if (isIntOrIntList(original)) {
         probe.probed.push_back(original);
         g.registerOutput(value);
@@ -103,8 +104,7 @@ std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t bat
 }  // namespace
 
 ValueShapes recordValueShapes(const ModelGraph& model,
-                              const std::function<at::Tensor(int64_t)>& make_input,
-                              int64_t batch) {
+                              const std::function<at::Tensor(int64_t)>& make_input, int64_t batch) {
   ValueShapes shapes;
   const at::Tensor input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
@@ -143,8 +143,8 @@ ValueShapes recordValueShapes(const ModelGraph& model,
       next += 1;
     }
   }
-  shapes[graph_inputs[0]].per_sample = perSample(input.sizes().vec(), batch,
-                                                 small_input.sizes().vec(), small);
+  shapes[graph_inputs[0]].per_sample =
+      perSample(input.sizes().vec(), batch, small_input.sizes().vec(), small);
   return shapes;
 }
 

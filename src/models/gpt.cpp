@@ -56,8 +56,7 @@ def forward(self, x):
 )");
 }
 
-torch::jit::Module block(ScriptModuleBuilder& builder, const ModelConfig& c,
-                         at::Generator& gen) {
+torch::jit::Module block(ScriptModuleBuilder& builder, const ModelConfig& c, at::Generator& gen) {
   return builder.make(
       "Block",
       [&](torch::jit::Module& m) {
@@ -77,8 +76,7 @@ def forward(self, x):
 
 torch::jit::Module lmHead(ScriptModuleBuilder& builder, const at::Tensor& weight) {
   return builder.make(
-      "LMHead",
-      [&](torch::jit::Module& m) { m.register_parameter("weight", weight, false); },
+      "LMHead", [&](torch::jit::Module& m) { m.register_parameter("weight", weight, false); },
       R"(
 def forward(self, x):
     return torch.linear(x, self.weight)
@@ -109,9 +107,9 @@ torch::jit::Module buildGpt(const ModelConfig& c, uint64_t seed) {
   torch::jit::Module wpe = embedding(builder, c.seq_len, c.d_model, gen);
   std::vector<torch::jit::Module> blocks;
   for (int64_t i = 0; i < c.layers; ++i) blocks.push_back(block(builder, c, gen));
-  const at::Tensor head_weight =
-      c.tie_embeddings ? wte.attr("weight").toTensor()
-                       : layers::normalInit({c.vocab_size, c.d_model}, kInitStd, gen);
+  const at::Tensor head_weight = c.tie_embeddings
+                                     ? wte.attr("weight").toTensor()
+                                     : layers::normalInit({c.vocab_size, c.d_model}, kInitStd, gen);
   return builder.make(
       "GPT",
       [&](torch::jit::Module& m) {

@@ -22,9 +22,9 @@ torch::jit::Module loadScriptFile(const std::string& path) {
   try {
     module = torch::jit::load(path);
   } catch (const c10::Error& e) {
-    throw Error(detail::concat("cannot load '", path, "' as a TorchScript model (save it with ",
-                               "torch.jit.save of a scripted or traced module): ",
-                               firstLine(e.what_without_backtrace())));
+    throw Error(detail::concat(
+        "cannot load '", path, "' as a TorchScript model (save it with ",
+        "torch.jit.save of a scripted or traced module): ", firstLine(e.what_without_backtrace())));
   }
   // ppstage trains: dropout and friends behave as in training.
   module.train(true);
@@ -57,7 +57,8 @@ at::Tensor makeExampleInput(const InputSpec& spec, int64_t batch, uint64_t seed)
   std::vector<int64_t> shape = spec.shape;
   shape[0] = batch;
   at::Generator gen = at::detail::createCPUGenerator(seed);
-  if (at::isFloatingType(spec.dtype)) return at::randn(shape, gen, at::device(at::kCPU).dtype(spec.dtype));
+  if (at::isFloatingType(spec.dtype))
+    return at::randn(shape, gen, at::device(at::kCPU).dtype(spec.dtype));
   return at::randint(spec.token_bound, shape, gen, at::device(at::kCPU).dtype(spec.dtype));
 }
 

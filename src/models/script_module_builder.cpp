@@ -6,9 +6,9 @@ namespace ppstage {
 ScriptModuleBuilder::ScriptModuleBuilder()
     : unit_(std::make_shared<torch::jit::CompilationUnit>()) {}
 
-torch::jit::Module ScriptModuleBuilder::make(
-    const std::string& class_name, const std::function<void(torch::jit::Module&)>& init,
-    const std::string& methods) {
+torch::jit::Module ScriptModuleBuilder::make(const std::string& class_name,
+                                             const std::function<void(torch::jit::Module&)>& init,
+                                             const std::string& methods) {
   const auto known = classes_.find(class_name);
   const bool first = known == classes_.end();
   torch::jit::Module module =

@@ -134,8 +134,7 @@ size_t warmupSteps(const std::vector<double>& step_times) {
 
 double steadyStepTime(const std::vector<double>& step_times) {
   return median(std::vector<double>(
-      step_times.begin() + static_cast<std::ptrdiff_t>(warmupSteps(step_times)),
-      step_times.end()));
+      step_times.begin() + static_cast<std::ptrdiff_t>(warmupSteps(step_times)), step_times.end()));
 }
 
 double warmupOverhead(const std::vector<double>& step_times) {

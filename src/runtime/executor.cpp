@@ -42,13 +42,13 @@ using Clock = std::chrono::steady_clock;
 
 // What one (stage, micro-batch) keeps between its actions.
 struct MicroBatchState {
-  std::vector<at::Tensor> inputs;        // received or handed over; leaves for autograd
+  std::vector<at::Tensor> inputs;  // received or handed over; leaves for autograd
   std::vector<std::shared_ptr<Work>> input_works;
   std::vector<at::Tensor> outputs;       // forward's outputs (autograd roots)
   at::Tensor loss;                       // last stage: the scaled loss
   std::vector<at::Tensor> output_grads;  // one per output; undefined: no gradient
   std::vector<std::shared_ptr<Work>> output_grad_works;
-  std::vector<at::Tensor> input_grads;   // one per input needing a gradient; for SEND_B
+  std::vector<at::Tensor> input_grads;  // one per input needing a gradient; for SEND_B
   bool forward_done = false;
   bool weights_done = false;  // W (or B) ran: only input gradients may still wait to be sent
 };
@@ -118,8 +118,9 @@ struct Executor::Impl {
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
       if (!spec.tensors[i].requires_grad) continue;
       st.output_grads[i] = buffers[i];
-      st.output_grad_works.push_back(comm.recv(
-          buffers[i], topology.nextRank(s), {MessageKind::kGradient, s + 1, m, static_cast<int>(i)}));
+      st.output_grad_works.push_back(
+          comm.recv(buffers[i], topology.nextRank(s),
+                    {MessageKind::kGradient, s + 1, m, static_cast<int>(i)}));
     }
   }
 
@@ -245,7 +246,8 @@ struct Executor::Impl {
         MicroBatchState& prev = state(s - 1, m);
         prev.output_grads = std::move(st.input_grads);
         for (size_t i = 0; i < prev.output_grads.size(); ++i) {
-          if (!local(s - 1).output_spec.tensors[i].requires_grad) prev.output_grads[i] = at::Tensor();
+          if (!local(s - 1).output_spec.tensors[i].requires_grad)
+            prev.output_grads[i] = at::Tensor();
         }
         st.input_grads.clear();
       } else if (s == 0) {
@@ -291,8 +293,8 @@ struct Executor::Impl {
 
 Executor::Executor(Communicator& comm, const Topology& topology, std::vector<LocalStage> stages,
                    ActionList actions, ExecutorOptions options)
-    : impl_(std::make_unique<Impl>(comm, topology, std::move(stages), std::move(actions),
-                                   options)) {}
+    : impl_(
+          std::make_unique<Impl>(comm, topology, std::move(stages), std::move(actions), options)) {}
 
 Executor::~Executor() = default;
 

@@ -10,8 +10,8 @@ namespace ppstage {
 LossKind resolveLossKind(const std::string& option, at::ScalarType input_dtype) {
   if (option == "cross_entropy") return LossKind::kCrossEntropy;
   if (option == "mse") return LossKind::kMse;
-  PPSTAGE_CHECK(option == "auto", "--train.loss must be cross_entropy, mse or auto; got '",
-                option, "'");
+  PPSTAGE_CHECK(option == "auto", "--train.loss must be cross_entropy, mse or auto; got '", option,
+                "'");
   return at::isIntegralType(input_dtype, /*includeBool=*/false) ? LossKind::kCrossEntropy
                                                                 : LossKind::kMse;
 }
@@ -28,12 +28,12 @@ at::Tensor computeLoss(LossKind kind, const at::Tensor& output, const at::Tensor
   }
   PPSTAGE_CHECK(output.dim() >= 2 && at::isFloatingType(output.scalar_type()),
                 "cross_entropy loss needs floating-point logits with a class dimension last; "
-                "the model's output has shape ", output.sizes(), " and dtype ",
-                output.scalar_type());
+                "the model's output has shape ",
+                output.sizes(), " and dtype ", output.scalar_type());
   const int64_t classes = output.size(-1);
-  PPSTAGE_CHECK(output.numel() / classes == target.numel(), "cross_entropy loss: ",
-                output.numel() / classes, " rows of logits (output shape ", output.sizes(),
-                ") for ", target.numel(), " targets (shape ", target.sizes(), ")");
+  PPSTAGE_CHECK(output.numel() / classes == target.numel(),
+                "cross_entropy loss: ", output.numel() / classes, " rows of logits (output shape ",
+                output.sizes(), ") for ", target.numel(), " targets (shape ", target.sizes(), ")");
   return at::cross_entropy_loss(output.reshape({-1, classes}), target.reshape({-1}));
 }
 

@@ -8,10 +8,10 @@
 namespace ppstage {
 namespace {
 
-constexpr ActionKind kKinds[] = {
-    ActionKind::kForward,       ActionKind::kBackward,     ActionKind::kBackwardInput,
-    ActionKind::kBackwardWeight, ActionKind::kSendForward, ActionKind::kRecvForward,
-    ActionKind::kSendBackward,  ActionKind::kRecvBackward};
+constexpr ActionKind kKinds[] = {ActionKind::kForward,       ActionKind::kBackward,
+                                 ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+                                 ActionKind::kSendForward,   ActionKind::kRecvForward,
+                                 ActionKind::kSendBackward,  ActionKind::kRecvBackward};
 
 // Reads a non-negative decimal number (at most 9 digits) at `pos`; -1 when there is none.
 int readNumber(std::string_view text, size_t& pos) {

@@ -33,8 +33,7 @@ std::vector<ActionList> lowerCommunication(const ScheduleRequest& request,
           list.push_back(a);
           if (remote(s, s - 1)) list.push_back({ActionKind::kSendBackward, s, m});
           break;
-        default:
-          list.push_back(a);
+        default: list.push_back(a);
       }
     }
   }

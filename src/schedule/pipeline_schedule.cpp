@@ -53,9 +53,9 @@ ScheduleRequest requestOfTable(const std::vector<ActionList>& ranks, const Sched
   PPSTAGE_CHECK(per_rank >= 1, source, " has ", rank_count, " ranks for ", stages,
                 " stages; each rank must run the same number");
   // Loop unless the table's first rank holds the last stage (a V).
-  const bool v = per_rank == 2 && std::any_of(ranks[0].begin(), ranks[0].end(), [&](const Action& a) {
-    return a.stage == stages - 1;
-  });
+  const bool v =
+      per_rank == 2 && std::any_of(ranks[0].begin(), ranks[0].end(),
+                                   [&](const Action& a) { return a.stage == stages - 1; });
   return makeRequest(stages, microbatches, per_rank, v ? Placement::kV : Placement::kLoop);
 }
 
@@ -89,8 +89,9 @@ PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleO
   std::vector<ActionList> compute;
   {
     const ScheduleFactory* factory = registry.find(o.schedule);
-    PPSTAGE_CHECK(factory != nullptr, "unknown schedule '", o.schedule, "'; known schedules: ",
-                  knownNames(registry), " (or a .csv table, or --pipeline.schedule_plugin)");
+    PPSTAGE_CHECK(factory != nullptr, "unknown schedule '", o.schedule,
+                  "'; known schedules: ", knownNames(registry),
+                  " (or a .csv table, or --pipeline.schedule_plugin)");
     out.request = makeRequest(o.stages, o.microbatches, o.stages_per_rank, o.placement);
     compute = (*factory)(out.request);
   }

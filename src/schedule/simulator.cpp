@@ -77,9 +77,9 @@ using Positions = std::map<Action, Mark>;
 
 Positions checkStructure(const ScheduleRequest& req, const std::vector<ActionList>& ranks) {
   if (static_cast<int>(ranks.size()) != req.numRanks()) {
-    fail(ranks, {}, detail::concat("the schedule has ", ranks.size(), " ranks; ", req.num_stages,
-                                   " stages at ", req.stages_per_rank, " per rank need ",
-                                   req.numRanks()));
+    fail(ranks, {},
+         detail::concat("the schedule has ", ranks.size(), " ranks; ", req.num_stages,
+                        " stages at ", req.stages_per_rank, " per rank need ", req.numRanks()));
   }
   Positions where;
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -87,13 +87,14 @@ Positions checkStructure(const ScheduleRequest& req, const std::vector<ActionLis
       const Action& a = ranks[r][p];
       const std::string name = toString(a);
       if (a.stage >= req.num_stages || a.microbatch >= req.num_microbatches) {
-        fail(ranks, {{r, p}}, detail::concat(name, " names a stage or micro-batch beyond ",
-                                             req.num_stages, " stages and ",
-                                             req.num_microbatches, " micro-batches"));
+        fail(ranks, {{r, p}},
+             detail::concat(name, " names a stage or micro-batch beyond ", req.num_stages,
+                            " stages and ", req.num_microbatches, " micro-batches"));
       }
       if (req.rank_of_stage[a.stage] != static_cast<int>(r)) {
-        fail(ranks, {{r, p}}, detail::concat("rank ", r, " runs ", name, " but stage ", a.stage,
-                                             " is on rank ", req.rank_of_stage[a.stage]));
+        fail(ranks, {{r, p}},
+             detail::concat("rank ", r, " runs ", name, " but stage ", a.stage, " is on rank ",
+                            req.rank_of_stage[a.stage]));
       }
       if (!where.emplace(a, Mark{r, p}).second) {
         fail(ranks, {where[a], {r, p}}, detail::concat(name, " appears twice"));
@@ -118,8 +119,9 @@ void checkComputeCoverage(const ScheduleRequest& req, const std::vector<ActionLi
              detail::concat(at, " has both a full backward and an I/W split"));
       }
       if (!b && !(i && w)) {
-        fail(ranks, {}, detail::concat(at, " has no backward: needs ", s, "B", m, " or both ", s,
-                                       "I", m, " and ", s, "W", m));
+        fail(ranks, {},
+             detail::concat(at, " has no backward: needs ", s, "B", m, " or both ", s, "I", m,
+                            " and ", s, "W", m));
       }
     }
   }
@@ -178,8 +180,7 @@ void checkCommunication(const ScheduleRequest& req, const std::vector<ActionList
           need({ActionKind::kRecvBackward, s, m}, true, "needs its output's gradient first");
         }
         break;
-      default:
-        break;
+      default: break;
     }
   }
 }
@@ -221,8 +222,8 @@ class Simulation {
       if (pos[r] < ranks_[r].size()) stuck.push_back({r, pos[r]});
     }
     if (!stuck.empty()) {
-      fail(ranks_, stuck, detail::concat("deadlock: ", stuck.size(), " of ", P,
-                                         " ranks wait forever (marked)"));
+      fail(ranks_, stuck,
+           detail::concat("deadlock: ", stuck.size(), " of ", P, " ranks wait forever (marked)"));
     }
     result.makespan = *std::max_element(clock.begin(), clock.end());
     return result;
@@ -264,8 +265,8 @@ class Simulation {
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: {
         if (s == last) return done(forwardOf(s, m));
-        const auto grad = local(s, s + 1) ? gradDone(s + 1, m)
-                                          : arrival(ActionKind::kSendBackward, s + 1, m);
+        const auto grad =
+            local(s, s + 1) ? gradDone(s + 1, m) : arrival(ActionKind::kSendBackward, s + 1, m);
         return latest({done(forwardOf(s, m)), grad});
       }
       case ActionKind::kBackwardWeight: return done(inputGradOf(s, m));
@@ -303,19 +304,22 @@ bool inOrderPerPair(const ScheduleRequest& req, const std::vector<ActionList>& r
       const int me = static_cast<int>(r);
       switch (a.kind) {
         case ActionKind::kSendForward:
-          sent[{me, req.rank_of_stage[a.stage + 1]}].push_back({ActionKind::kForward, a.stage, a.microbatch});
+          sent[{me, req.rank_of_stage[a.stage + 1]}].push_back(
+              {ActionKind::kForward, a.stage, a.microbatch});
           break;
         case ActionKind::kSendBackward:
-          sent[{me, req.rank_of_stage[a.stage - 1]}].push_back({ActionKind::kBackward, a.stage, a.microbatch});
+          sent[{me, req.rank_of_stage[a.stage - 1]}].push_back(
+              {ActionKind::kBackward, a.stage, a.microbatch});
           break;
         case ActionKind::kRecvForward:
-          received[{req.rank_of_stage[a.stage - 1], me}].push_back({ActionKind::kForward, a.stage - 1, a.microbatch});
+          received[{req.rank_of_stage[a.stage - 1], me}].push_back(
+              {ActionKind::kForward, a.stage - 1, a.microbatch});
           break;
         case ActionKind::kRecvBackward:
-          received[{req.rank_of_stage[a.stage + 1], me}].push_back({ActionKind::kBackward, a.stage + 1, a.microbatch});
+          received[{req.rank_of_stage[a.stage + 1], me}].push_back(
+              {ActionKind::kBackward, a.stage + 1, a.microbatch});
           break;
-        default:
-          break;
+        default: break;
       }
     }
   }
@@ -325,8 +329,7 @@ bool inOrderPerPair(const ScheduleRequest& req, const std::vector<ActionList>& r
 }  // namespace
 
 SimulationResult simulateSchedule(const ScheduleRequest& request,
-                                  const std::vector<ActionList>& ranks,
-                                  const ActionCosts& costs) {
+                                  const std::vector<ActionList>& ranks, const ActionCosts& costs) {
   const Positions where = checkStructure(request, ranks);
   checkComputeCoverage(request, ranks, where);
   checkCommunication(request, ranks, where);
@@ -370,7 +373,8 @@ std::string renderTimeline(const ScheduleRequest& request, const std::vector<Act
   std::ostringstream out;
   for (size_t r = 0; r < ranks.size(); ++r) {
     out << "rank " << r << " |";
-    for (const std::string& cell : cells[r]) out << ' ' << cell << std::string(width - cell.size(), ' ');
+    for (const std::string& cell : cells[r])
+      out << ' ' << cell << std::string(width - cell.size(), ' ');
     out << '\n';
   }
   return out.str();

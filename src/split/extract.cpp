@@ -55,9 +55,9 @@ bool readsOnlyMetadata(const Node* n) {
   // By name: some of these symbols exist only in newer LibTorch.
   static const std::set<c10::Symbol> kinds = [] {
     std::set<c10::Symbol> symbols;
-    for (const char* name : {"aten::size", "aten::dim", "aten::numel", "aten::len", "prim::dtype",
-                             "prim::device", "prim::layout", "aten::is_floating_point",
-                             "aten::sym_size", "aten::sym_numel"}) {
+    for (const char* name :
+         {"aten::size", "aten::dim", "aten::numel", "aten::len", "prim::dtype", "prim::device",
+          "prim::layout", "aten::is_floating_point", "aten::sym_size", "aten::sym_numel"}) {
       symbols.insert(c10::Symbol::fromQualString(name));
     }
     return symbols;
@@ -79,8 +79,8 @@ Value* packMetadata(torch::jit::Graph& g, Value* v) {
 Value* unpackMetadata(torch::jit::Graph& g, Value* t, const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::IntType) return g.insert(aten::Int, {t});
   // prim::tolist(tensor, dim, elem_ty) with elem_ty 0 = int; its result type is set by hand.
-  Node* to_list = g.insertNode(
-      g.create(prim::tolist, {t, g.insertConstant(1), g.insertConstant(0)}, 1));
+  Node* to_list =
+      g.insertNode(g.create(prim::tolist, {t, g.insertConstant(1), g.insertConstant(0)}, 1));
   to_list->output()->setType(c10::ListType::ofInts());
   return to_list->output();
 }
@@ -117,7 +117,10 @@ struct StageUses {
 class StageExtractor {
  public:
   StageExtractor(const ModelGraph& model, const StagePlan& plan, const ValueShapes& shapes)
-      : model_(model), plan_(plan), shapes_(shapes), graph_(*model.graph),
+      : model_(model),
+        plan_(plan),
+        shapes_(shapes),
+        graph_(*model.graph),
         nodes_(topLevelNodes(model)) {
     for (size_t i = 0; i < nodes_.size(); ++i) {
       index_[nodes_[i]] = i;
@@ -188,11 +191,14 @@ class StageExtractor {
     Node* n = v->node();
     if (uses_[s].recomputed.count(n)) return;
     if (n->kind() != prim::Constant) {
-      PPSTAGE_CHECK(n->blocks().empty(), cannotCross(crossing, s, user, n, "it comes out of "
+      PPSTAGE_CHECK(n->blocks().empty(), cannotCross(crossing, s, user, n,
+                                                     "it comes out of "
                                                      "control flow"));
-      PPSTAGE_CHECK(!n->hasSideEffects(), cannotCross(crossing, s, user, n, "it comes from an "
+      PPSTAGE_CHECK(!n->hasSideEffects(), cannotCross(crossing, s, user, n,
+                                                      "it comes from an "
                                                       "op with side effects"));
-      PPSTAGE_CHECK(!involvesMutation(n), cannotCross(crossing, s, user, n, "it is modified in "
+      PPSTAGE_CHECK(!involvesMutation(n), cannotCross(crossing, s, user, n,
+                                                      "it is modified in "
                                                       "place, and a copy would miss the change"));
     }
     if (readsOnlyMetadata(n) && isPackable(v)) {
@@ -208,15 +214,17 @@ class StageExtractor {
   void recomputeInput(Value* u, Node* n, int s, Value* crossing, Node* user) {
     const bool tensor_leaf = isTensor(u) && !isShapeTensor(u);
     if (isGraphInput(u) && u->offset() > 0) {
-      PPSTAGE_CHECK(false, cannotCross(crossing, s, user, n, "it is computed from parameter '" +
-                                       model_.parameters[u->offset() - 1].path + "'"));
+      PPSTAGE_CHECK(false, cannotCross(crossing, s, user, n,
+                                       "it is computed from parameter '" +
+                                           model_.parameters[u->offset() - 1].path + "'"));
     }
     if (!tensor_leaf) {
       recompute(u, s, crossing, user);
       return;
     }
     PPSTAGE_CHECK(readsOnlyMetadata(n) || packsValues(n),
-                  cannotCross(crossing, s, user, n, "it depends on tensor data, not only on "
+                  cannotCross(crossing, s, user, n,
+                              "it depends on tensor data, not only on "
                               "tensor metadata"));
     uses_[s].received.insert(u);
   }
@@ -271,8 +279,8 @@ class StageExtractor {
     torch::jit::Graph& g = *stage.graph;
     std::unordered_map<Value*, Value*> env;     // model value -> stage value
     std::unordered_map<Value*, Value*> packed;  // model int/List[int] -> its int64 tensor
-    const std::vector<Value*> inputs = s == 0 ? std::vector<Value*>{graph_.inputs()[0]}
-                                              : crossing_[s];
+    const std::vector<Value*> inputs =
+        s == 0 ? std::vector<Value*>{graph_.inputs()[0]} : crossing_[s];
     for (Value* v : inputs) {
       stage.inputs.push_back(boundary(v));
       if (isTensor(v)) {
@@ -296,7 +304,7 @@ class StageExtractor {
       }
     }
     torch::jit::EliminateDeadCode(stage.graph);  // unpacked values nobody reads
-    std::unordered_map<const Node*, int> live;  // deleted nodes' addresses may be reused
+    std::unordered_map<const Node*, int> live;   // deleted nodes' addresses may be reused
     for (const Node* n : g.nodes()) {
       const auto it = stage.node_call.find(n);
       if (it != stage.node_call.end()) live.insert(*it);
@@ -432,8 +440,7 @@ class StageExtractor {
                n->kind() != prim::Constant) {
       const auto meta = shapes_.find(v);
       bool any_tensor = false;
-      result = meta != shapes_.end() && meta->second.sizes.empty() &&
-               !meta->second.requires_grad;
+      result = meta != shapes_.end() && meta->second.sizes.empty() && !meta->second.requires_grad;
       for (Value* u : n->inputs()) {
         if (!result) break;
         if (isTensor(u)) {
@@ -476,7 +483,8 @@ std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,
       const c10::TensorImpl* key =
           model.parameters[p.model_parameters.front()].value.unsafeGetTensorImpl();
       if (!by_tensor.count(key)) order.push_back(key);
-      by_tensor[key].copies.push_back(TiedParameter::Copy{stage.index, static_cast<int>(i), p.name});
+      by_tensor[key].copies.push_back(
+          TiedParameter::Copy{stage.index, static_cast<int>(i), p.name});
     }
   }
   std::vector<TiedParameter> ties;

@@ -58,9 +58,10 @@ ModelSplit splitModel(const Config& config) {
     shapes = recordValueShapes(split.graph, make_input, config.train.batch_size);
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
-    throw Error(detail::concat("the model fails on its example input (", dtypeName(
-        split.model.input.dtype), ", shape set by --model.input_shape/--model.input_dtype): ",
-        what.substr(0, what.find('\n'))));
+    throw Error(detail::concat("the model fails on its example input (",
+                               dtypeName(split.model.input.dtype),
+                               ", shape set by --model.input_shape/--model.input_dtype): ",
+                               what.substr(0, what.find('\n'))));
   }
   split.timings.shapes_s = watch.lap();
   split.plan = planStages(split.graph, shapes, config.pipeline);

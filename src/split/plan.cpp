@@ -124,9 +124,9 @@ StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
   }
   std::sort(starts.begin(), starts.end());
   for (size_t i = 1; i < starts.size(); ++i) {
-    PPSTAGE_CHECK(starts[i].first != starts[i - 1].first, "split points '",
-                  starts[i - 1].second, "' and '", starts[i].second,
-                  "' start the same stage (at ", plan.units[starts[i].first].path, ")");
+    PPSTAGE_CHECK(starts[i].first != starts[i - 1].first, "split points '", starts[i - 1].second,
+                  "' and '", starts[i].second, "' start the same stage (at ",
+                  plan.units[starts[i].first].path, ")");
   }
   size_t begin = 0;
   for (const auto& [unit, point] : starts) {
@@ -148,8 +148,7 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
                 listPaths(plan.units), ")");
   std::vector<double> costs;
   for (const SplitUnit& unit : plan.units) {
-    costs.push_back(config.balance == "flops" ? unit.flops
-                                              : static_cast<double>(unit.num_params));
+    costs.push_back(config.balance == "flops" ? unit.flops : static_cast<double>(unit.num_params));
   }
   size_t begin = 0;
   for (size_t start : balancedPartition(costs, stages)) {

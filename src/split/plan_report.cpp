@@ -55,7 +55,8 @@ std::vector<std::string> compactModules(const std::vector<std::string>& modules,
   std::vector<std::string> lines{""};
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string item = items[i] + (i + 1 < items.size() ? "," : "");
-    if (!lines.back().empty() && lines.back().size() + 1 + item.size() > width) lines.emplace_back();
+    if (!lines.back().empty() && lines.back().size() + 1 + item.size() > width)
+      lines.emplace_back();
     lines.back() += (lines.back().empty() ? "" : " ") + item;
   }
   return lines;
@@ -121,9 +122,8 @@ nlohmann::json stageJson(const StageModule& stage) {
                           {"shape", p.value.sizes().vec()},
                           {"trainable", p.is_parameter}});
   }
-  return {{"index", stage.index},         {"modules", stage.modules},
-          {"num_params", stage.numParams()}, {"flops", stage.flops},
-          {"inputs", inputs},             {"outputs", outputs},
+  return {{"index", stage.index},    {"modules", stage.modules}, {"num_params", stage.numParams()},
+          {"flops", stage.flops},    {"inputs", inputs},         {"outputs", outputs},
           {"parameters", parameters}};
 }
 
@@ -131,10 +131,10 @@ nlohmann::json stageJson(const StageModule& stage) {
 
 void printPlanTable(std::ostream& out, const ModelSplit& split) {
   const at::Tensor& input = split.example_input;
-  out << "model " << split.model.name << ": " << humanCount(static_cast<double>(
-             split.graph.numTrainableParams())) << " parameters, example input "
-      << split.graph.input_name << " " << shapeText(input.sizes().vec()) << " "
-      << dtypeName(input.scalar_type()) << "\n"
+  out << "model " << split.model.name << ": "
+      << humanCount(static_cast<double>(split.graph.numTrainableParams()))
+      << " parameters, example input " << split.graph.input_name << " "
+      << shapeText(input.sizes().vec()) << " " << dtypeName(input.scalar_type()) << "\n"
       << split.stages.size() << " stages over " << split.plan.units.size() << " units, "
       << (split.plan.method == "split_points" ? "cut at the split points"
                                               : "balanced by " + split.plan.method)
@@ -157,8 +157,8 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
   std::snprintf(timing, sizeof timing,
                 "\nsplit in %.2f s: load %.2f, capture %.2f, example run %.2f, plan %.2f, "
                 "extract %.2f\n",
-                t.load_s + t.capture_s + t.shapes_s + t.plan_s + t.extract_s, t.load_s,
-                t.capture_s, t.shapes_s, t.plan_s, t.extract_s);
+                t.load_s + t.capture_s + t.shapes_s + t.plan_s + t.extract_s, t.load_s, t.capture_s,
+                t.shapes_s, t.plan_s, t.extract_s);
   out << timing;
   if (split.ties.empty()) return;
   out << "\ntied parameters (one tensor, a copy per stage, kept equal by the runtime):\n";
@@ -187,21 +187,22 @@ std::string planToJson(const ModelSplit& split) {
     }
     ties.push_back({{"copies", copies}});
   }
-  const nlohmann::json plan = {
-      {"model", split.model.name},
-      {"method", split.plan.method},
-      {"input", {{"name", split.graph.input_name},
-                 {"shape", split.example_input.sizes().vec()},
-                 {"dtype", dtypeName(split.example_input.scalar_type())}}},
-      {"num_params", split.graph.numTrainableParams()},
-      {"units", units},
-      {"stages", stages},
-      {"tied_parameters", ties},
-      {"timings_s", {{"load", split.timings.load_s},
-                     {"capture", split.timings.capture_s},
-                     {"example_run", split.timings.shapes_s},
-                     {"plan", split.timings.plan_s},
-                     {"extract", split.timings.extract_s}}}};
+  const nlohmann::json plan = {{"model", split.model.name},
+                               {"method", split.plan.method},
+                               {"input",
+                                {{"name", split.graph.input_name},
+                                 {"shape", split.example_input.sizes().vec()},
+                                 {"dtype", dtypeName(split.example_input.scalar_type())}}},
+                               {"num_params", split.graph.numTrainableParams()},
+                               {"units", units},
+                               {"stages", stages},
+                               {"tied_parameters", ties},
+                               {"timings_s",
+                                {{"load", split.timings.load_s},
+                                 {"capture", split.timings.capture_s},
+                                 {"example_run", split.timings.shapes_s},
+                                 {"plan", split.timings.plan_s},
+                                 {"extract", split.timings.extract_s}}}};
   return plan.dump(2);
 }
 

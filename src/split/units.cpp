@@ -53,9 +53,8 @@ int unitCallOf(const ModelGraph& model, const Node* node, const std::set<int>& e
 
 void collectParameters(const Node* node, std::set<int>& parameters) {
   for (const torch::jit::Value* input : node->inputs()) {
-    if (input->node()->kind() == c10::prim::Param && input->node()->owningBlock() ==
-                                                         input->owningGraph()->block() &&
-        input->offset() >= 1) {
+    if (input->node()->kind() == c10::prim::Param &&
+        input->node()->owningBlock() == input->owningGraph()->block() && input->offset() >= 1) {
       parameters.insert(static_cast<int>(input->offset()) - 1);
     }
   }
@@ -74,8 +73,7 @@ int64_t numelOf(const ModelGraph& model, const std::set<int>& parameters) {
 
 // Unit index of every top-level node, following the glue rule of Note [Splittable units].
 std::vector<SplitUnit> buildUnits(const ModelGraph& model, const std::vector<Node*>& nodes,
-                                  const std::set<int>& expanded,
-                                  std::vector<int>& unit_of_node) {
+                                  const std::set<int>& expanded, std::vector<int>& unit_of_node) {
   std::vector<SplitUnit> units;
   std::set<int> seen_calls;
   unit_of_node.assign(nodes.size(), kGlue);
@@ -102,8 +100,7 @@ std::vector<SplitUnit> buildUnits(const ModelGraph& model, const std::vector<Nod
     int next = kGlue;
     for (size_t j = i + 1; j < nodes.size() && next == kGlue; ++j) next = unit_of_node[j];
     const int caller = model.callOf(nodes[i]);
-    const bool previous_fits =
-        previous != kGlue && model.isWithin(units[previous].call, caller);
+    const bool previous_fits = previous != kGlue && model.isWithin(units[previous].call, caller);
     unit_of_node[i] = previous_fits || next == kGlue ? std::max(previous, 0) : next;
   }
   // Units must be contiguous: never go back to an earlier unit.

@@ -12,9 +12,9 @@
 namespace ppstage {
 
 struct GradientSync::TieGroup {
-  std::vector<at::Tensor*> local_copies;   // this rank's copies' tensors
-  std::unique_ptr<Communicator> owners;    // the ranks (of this replica) holding a copy
-  bool counts_norm = false;                // this rank holds the first copy
+  std::vector<at::Tensor*> local_copies;  // this rank's copies' tensors
+  std::unique_ptr<Communicator> owners;   // the ranks (of this replica) holding a copy
+  bool counts_norm = false;               // this rank holds the first copy
 };
 
 namespace {
@@ -28,8 +28,7 @@ at::Tensor& gradOf(at::Tensor& param) {
 }  // namespace
 
 GradientSync::GradientSync(Communicator& world, const Topology& topology,
-                           std::vector<StageModule*> stages,
-                           const std::vector<TiedParameter>& ties)
+                           std::vector<StageModule*> stages, const std::vector<TiedParameter>& ties)
     : topology_(topology), stages_(std::move(stages)) {
   if (topology.dpSize() > 1) {
     dp_group_ = world.split(topology.dataParallelColor(), topology.dpRank());

@@ -55,9 +55,10 @@ Layout resolveLayout(const Config& c, int world) {
                 " ranks cannot form ", l.dp, " data-parallel replicas");
   l.pp = world / l.dp;
   const int split_stages = static_cast<int>(c.pipeline.split_points.size()) + 1;
-  l.stages = c.pipeline.stages > 0          ? static_cast<int>(c.pipeline.stages)
-             : !c.pipeline.split_points.empty() ? split_stages
-                                            : l.pp * static_cast<int>(c.pipeline.stages_per_rank);
+  l.stages = c.pipeline.stages > 0 ? static_cast<int>(c.pipeline.stages)
+             : !c.pipeline.split_points.empty()
+                 ? split_stages
+                 : l.pp * static_cast<int>(c.pipeline.stages_per_rank);
   PPSTAGE_CHECK(l.stages % l.pp == 0, l.stages, " stages cannot be spread evenly over ", l.pp,
                 " pipeline ranks (", world, " ranks / --train.dp ", l.dp, "): the number of ",
                 "stages must be a multiple of the pipeline ranks");
@@ -65,8 +66,8 @@ Layout resolveLayout(const Config& c, int world) {
   PPSTAGE_CHECK(c.pipeline.stages_per_rank == 1 || c.pipeline.stages_per_rank == l.stages_per_rank,
                 "--pipeline.stages_per_rank is ", c.pipeline.stages_per_rank, " but ", l.stages,
                 " stages on ", l.pp, " pipeline ranks make ", l.stages_per_rank, " per rank");
-  l.microbatches = c.pipeline.microbatches > 0 ? static_cast<int>(c.pipeline.microbatches)
-                                               : 2 * l.stages;
+  l.microbatches =
+      c.pipeline.microbatches > 0 ? static_cast<int>(c.pipeline.microbatches) : 2 * l.stages;
   const int64_t parts = static_cast<int64_t>(l.dp) * l.microbatches;
   PPSTAGE_CHECK(c.train.batch_size % parts == 0, "--train.batch_size ", c.train.batch_size,
                 " is not divisible by --train.dp ", l.dp, " x --pipeline.microbatches ",
@@ -90,8 +91,8 @@ SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
   const TensorMeta& meta = output.meta;
   SampleShape sample{meta.dtype, {}, 0};
   if (meta.sizes.empty()) return sample;
-  const bool batch_first = meta.sizes[0] == batch && !meta.per_sample.empty() &&
-                           meta.per_sample[0] == 1;
+  const bool batch_first =
+      meta.sizes[0] == batch && !meta.per_sample.empty() && meta.per_sample[0] == 1;
   if (batch_first) {
     sample.shape.assign(meta.sizes.begin() + 1, meta.sizes.end());
   } else {
@@ -104,21 +105,20 @@ SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
 void printConfiguration(std::ostream& log, const Config& c, const Layout& l,
                         const PipelineSchedule& schedule, const Dataset* data, LossKind loss,
                         int threads) {
-  log << "ppstage train: " << l.world << " rank" << (l.world > 1 ? "s" : "") << " = pp "
-      << l.pp << " x dp " << l.dp << ", " << l.stages << " stage" << (l.stages > 1 ? "s" : "")
-      << " (" << l.stages_per_rank << " per rank, " << toString(l.placement) << " placement), "
-      << threads << " thread" << (threads > 1 ? "s" : "") << " per rank\n"
+  log << "ppstage train: " << l.world << " rank" << (l.world > 1 ? "s" : "") << " = pp " << l.pp
+      << " x dp " << l.dp << ", " << l.stages << " stage" << (l.stages > 1 ? "s" : "") << " ("
+      << l.stages_per_rank << " per rank, " << toString(l.placement) << " placement), " << threads
+      << " thread" << (threads > 1 ? "s" : "") << " per rank\n"
       << "  model     " << c.model.name << " (layers " << c.model.layers << ", d_model "
       << c.model.d_model << ", seq_len " << c.model.seq_len << ", vocab " << c.model.vocab_size
       << ", tied " << (c.model.tie_embeddings ? "yes" : "no") << ")\n"
       << "  schedule  " << schedule.name << ", " << l.microbatches << " micro-batches of "
       << l.microbatch_size << " (batch " << c.train.batch_size << "), simulated bubble "
       << std::fixed << std::setprecision(3) << schedule.simulation.bubble_fraction << "\n"
-      << std::defaultfloat << std::setprecision(6)
-      << "  compile   " << c.compile.mode << "\n"
-      << "  train     " << c.train.steps << " steps, " << c.train.optimizer << " lr "
-      << c.train.lr << " weight_decay " << c.train.weight_decay << ", grad_clip "
-      << c.train.grad_clip << ", loss " << toString(loss) << ", seed " << c.train.seed << "\n"
+      << std::defaultfloat << std::setprecision(6) << "  compile   " << c.compile.mode << "\n"
+      << "  train     " << c.train.steps << " steps, " << c.train.optimizer << " lr " << c.train.lr
+      << " weight_decay " << c.train.weight_decay << ", grad_clip " << c.train.grad_clip
+      << ", loss " << toString(loss) << ", seed " << c.train.seed << "\n"
       << "  data      " << (data ? data->describe() : "?") << "\n\n";
 }
 
@@ -192,9 +192,9 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     options.stages_per_rank = layout.stages_per_rank;
     options.placement = layout.placement;
     schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
-    PPSTAGE_CHECK(static_cast<int>(schedule.ranks.size()) == layout.pp, "schedule '",
-                  schedule.name, "' has ", schedule.ranks.size(), " ranks; the job has ",
-                  layout.pp, " pipeline ranks");
+    PPSTAGE_CHECK(static_cast<int>(schedule.ranks.size()) == layout.pp, "schedule '", schedule.name,
+                  "' has ", schedule.ranks.size(), " ranks; the job has ", layout.pp,
+                  " pipeline ranks");
 
     Config split_config = config;
     split_config.pipeline.stages = layout.stages;
@@ -302,7 +302,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     r[StepReduce::kNormSquared] = sync.squaredNormShare();
     for (int k = 0; k < 4; ++k) {
       r[StepReduce::kCosts + 2 * k] = stats.compute_s[static_cast<size_t>(k)];
-      r[StepReduce::kCosts + 2 * k + 1] = static_cast<double>(stats.compute_count[static_cast<size_t>(k)]);
+      r[StepReduce::kCosts + 2 * k + 1] =
+          static_cast<double>(stats.compute_count[static_cast<size_t>(k)]);
     }
     r[StepReduce::kGraphs] = static_cast<double>(compile_cache->stats().graphs_compiled);
     r[StepReduce::kRespecializations] =
@@ -341,8 +342,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
       log << "step " << std::setw(4) << step + 1 << "/" << config.train.steps << "  loss "
           << std::fixed << std::setprecision(4) << loss << "  time " << std::setprecision(3)
           << seconds << " s  tokens/s " << std::setprecision(0)
-          << static_cast<double>(tokens_per_step) / seconds << "  bubble "
-          << std::setprecision(3) << bubble << "  grad_norm " << std::setprecision(3) << norm;
+          << static_cast<double>(tokens_per_step) / seconds << "  bubble " << std::setprecision(3)
+          << bubble << "  grad_norm " << std::setprecision(3) << norm;
       if (compile_cache->mode() != CompileMode::kNone) {  // over all ranks, so far
         log << "  graphs " << std::setprecision(0) << r[StepReduce::kGraphs] << "  respec "
             << r[StepReduce::kRespecializations];
@@ -390,7 +391,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   metrics.final_loss = metrics.losses.back();
   metrics.measured_step_s = median(metrics.step_time_s);
   std::vector<double> throughput;
-  for (double s : metrics.step_time_s) throughput.push_back(static_cast<double>(tokens_per_step) / s);
+  for (double s : metrics.step_time_s)
+    throughput.push_back(static_cast<double>(tokens_per_step) / s);
   metrics.tokens_per_s = median(throughput);
   metrics.forward_s = median(costs[0]);
   metrics.backward_s = median(costs[1]);
@@ -407,8 +409,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
   for (int rank = 0; rank < layout.world; ++rank) {
     RankMetrics rm;
     rm.rank = rank;
-    const Topology other = Topology::create(layout.world, rank, layout.pp, layout.dp,
-                                            layout.stages, layout.placement);
+    const Topology other =
+        Topology::create(layout.world, rank, layout.pp, layout.dp, layout.stages, layout.placement);
     rm.stages = other.myStages();
     rm.busy_s = busy_total[static_cast<size_t>(rank)];
     rm.idle_s = std::max(0.0, wall_total - rm.busy_s);
@@ -450,8 +452,8 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     if (!config.output.metrics_json.empty()) {
       std::ofstream file(config.output.metrics_json);
       file << metricsToJson(metrics) << "\n";
-      PPSTAGE_CHECK(file.good(), "cannot write --output.metrics_json '",
-                    config.output.metrics_json, "'");
+      PPSTAGE_CHECK(file.good(), "cannot write --output.metrics_json '", config.output.metrics_json,
+                    "'");
     }
   }
   return metrics;

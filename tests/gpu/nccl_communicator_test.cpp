@@ -32,9 +32,10 @@ TEST_F(NcclTest, SendToSelfInOneGroupIsBitwiseExact) {
        {at::randn({64, 33}, cuda), at::randn({8, 8}, cuda).to(at::kBFloat16),
         at::randint(0, 1 << 30, {17}, cuda.dtype(at::kLong)), at::randn({6, 4}, cuda).t()}) {
     at::Tensor got = sent.dim() == 2 && !sent.is_contiguous() ? at::empty({6, 4}, cuda).t()
-                                                               : at::empty_like(sent);
-    auto works = comm->batch({P2pOp{P2pOp::Kind::kSend, sent, 0, {MessageKind::kActivation, 1, 0, 0}},
-                              P2pOp{P2pOp::Kind::kRecv, got, 0, {MessageKind::kActivation, 1, 0, 0}}});
+                                                              : at::empty_like(sent);
+    auto works =
+        comm->batch({P2pOp{P2pOp::Kind::kSend, sent, 0, {MessageKind::kActivation, 1, 0, 0}},
+                     P2pOp{P2pOp::Kind::kRecv, got, 0, {MessageKind::kActivation, 1, 0, 0}}});
     for (auto& w : works) w->wait(std::chrono::milliseconds(60000));
     EXPECT_TRUE(at::equal(got.cpu(), sent.cpu()));
   }

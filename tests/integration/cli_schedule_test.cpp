@@ -10,8 +10,9 @@ namespace {
 const std::string kSource = PPSTAGE_SOURCE_DIR;
 
 TEST(CliSchedule, PrintsATimelineAndTheFigures) {
-  const Result r = runPpstage("schedule --pipeline.schedule 1f1b --pipeline.stages 4 "
-                              "--pipeline.microbatches 8");
+  const Result r = runPpstage(
+      "schedule --pipeline.schedule 1f1b --pipeline.stages 4 "
+      "--pipeline.microbatches 8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 3 | .  .  .  F0 B0 B0 F1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bubble fraction 0.2727"), std::string::npos) << r.out;
@@ -20,8 +21,10 @@ TEST(CliSchedule, PrintsATimelineAndTheFigures) {
 
 TEST(CliSchedule, JsonHasTheDocumentedFields) {
   const std::string csv = testing::TempDir() + "zb_" + std::to_string(getpid()) + ".csv";
-  const Result r = runPpstage("schedule --pipeline.schedule zb-h1 --pipeline.stages 4 "
-                              "--pipeline.microbatches 8 --costs 1,2,1,1 --json --csv " + csv);
+  const Result r = runPpstage(
+      "schedule --pipeline.schedule zb-h1 --pipeline.stages 4 "
+      "--pipeline.microbatches 8 --costs 1,2,1,1 --json --csv " +
+      csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("valid"), true);
@@ -38,17 +41,18 @@ TEST(CliSchedule, JsonHasTheDocumentedFields) {
 }
 
 TEST(CliSchedule, DeadlockExitsNonZeroWithTheMarkedGrid) {
-  const Result r = runPpstage("schedule --pipeline.schedule " + kSource +
-                              "/tests/fixtures/deadlock.csv");
+  const Result r =
+      runPpstage("schedule --pipeline.schedule " + kSource + "/tests/fixtures/deadlock.csv");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("rank 0: 0F0 0SEND_F0 0RECV_B0 [0B0]"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("ppstage: error: deadlock"), std::string::npos) << r.err;
 }
 
 TEST(CliSchedule, PluginAddsSchedules) {
-  const Result r = runPpstage(std::string("schedule --pipeline.schedule_plugin ") +
-                              PPSTAGE_EXAMPLE_PLUGIN + " --pipeline.schedule reverse-gpipe "
-                              "--pipeline.stages 2 --pipeline.microbatches 3 --json");
+  const Result r =
+      runPpstage(std::string("schedule --pipeline.schedule_plugin ") + PPSTAGE_EXAMPLE_PLUGIN +
+                 " --pipeline.schedule reverse-gpipe "
+                 "--pipeline.stages 2 --pipeline.microbatches 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("valid"), true);
 }
@@ -56,10 +60,14 @@ TEST(CliSchedule, PluginAddsSchedules) {
 TEST(CliSchedule, BadInput) {
   expectBadInput("schedule --pipeline.schedule zero --pipeline.stages 4",
                  "known schedules: 1f1b, gpipe, interleaved-1f1b, zb-h1");
-  expectBadInput("schedule --pipeline.schedule zb-h1 --pipeline.stages 4 "
-                 "--pipeline.microbatches 2", "at least as many micro-batches as stages");
-  expectBadInput("schedule --pipeline.schedule interleaved-1f1b --pipeline.stages 6 "
-                 "--pipeline.stages_per_rank 4", "must divide --pipeline.stages");
+  expectBadInput(
+      "schedule --pipeline.schedule zb-h1 --pipeline.stages 4 "
+      "--pipeline.microbatches 2",
+      "at least as many micro-batches as stages");
+  expectBadInput(
+      "schedule --pipeline.schedule interleaved-1f1b --pipeline.stages 6 "
+      "--pipeline.stages_per_rank 4",
+      "must divide --pipeline.stages");
   expectBadInput("schedule --pipeline.stages 4 --costs 1,2", "--costs takes four numbers");
   expectBadInput(std::string("schedule --pipeline.schedule_plugin ") + PPSTAGE_NO_SYMBOL_PLUGIN,
                  "does not export ppstage_register_schedules");

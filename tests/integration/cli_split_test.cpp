@@ -1,9 +1,9 @@
 // `ppstage split` as a user runs it: the table, the JSON fields the issue names, and one
 // line `ppstage: error: ...` with exit code 2 for each kind of bad input.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdio>
@@ -62,11 +62,11 @@ TEST(CliSplit, UserModelFile) {
 TEST(CliSplit, HelpDocumentsEveryFlag) {
   const Result r = runPpstage("split --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--model.name", "--model.layers", "--model.d_model", "--model.heads",
-                           "--model.vocab_size", "--model.seq_len", "--model.tie_embeddings",
-                           "--model.input_dtype", "--model.input_shape", "--pipeline.stages",
-                           "--pipeline.split_points", "--pipeline.balance",
-                           "--train.batch_size", "--json", "--config"}) {
+  for (const char* flag :
+       {"--model.name", "--model.layers", "--model.d_model", "--model.heads", "--model.vocab_size",
+        "--model.seq_len", "--model.tie_embeddings", "--model.input_dtype", "--model.input_shape",
+        "--pipeline.stages", "--pipeline.split_points", "--pipeline.balance", "--train.batch_size",
+        "--json", "--config"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }

@@ -35,7 +35,8 @@ TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
   const std::string metrics = testing::TempDir() + "ppstage_train_metrics.json";
   const Result r = runPpstage("train" + config("gpt-tiny.ini") +
                                   " --train.steps 50 --output.log_every 10 --train.threads 1"
-                                  " --output.metrics_json " + metrics,
+                                  " --output.metrics_json " +
+                                  metrics,
                               mpirun(2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Rank 0 printed the configuration, the plan and the step lines; nobody else did.
@@ -105,8 +106,7 @@ TEST(CompareCompile, EveryModeTrainsTheSameWithoutGrowingMemory) {
   for (const nlohmann::json& mode : json.at("modes")) {
     const std::string name = mode.at("mode");
     for (const char* field : {"compile_time_s", "graphs_compiled", "cache_hits", "step_time_s",
-                              "peak_rss_mb", "rss_growth_mb_per_100_steps",
-                              "loss_max_rel_diff"}) {
+                              "peak_rss_mb", "rss_growth_mb_per_100_steps", "loss_max_rel_diff"}) {
       EXPECT_TRUE(mode.contains(field)) << name << " lacks " << field;
     }
     std::cout << name << ": RSS growth " << mode.at("rss_growth_mb_per_100_steps").get<double>()
@@ -148,9 +148,9 @@ TEST(CompareCompile, EachModesPeakMemoryIsItsOwn) {
 // Under mpirun: gpt-tiny (tied embeddings) in 2 stages on 2 ranks, one table from rank 0.
 // Every compile mode's losses match none's; the graph counts are summed over the ranks.
 TEST(CompareCompile, PipelinedOnTwoRanksEveryModeMatchesNone) {
-  const Result r = runPpstage("compare-compile" + config("gpt-tiny.ini") +
-                                  " --train.steps 10 --train.threads 1 --json",
-                              mpirun(2));
+  const Result r = runPpstage(
+      "compare-compile" + config("gpt-tiny.ini") + " --train.steps 10 --train.threads 1 --json",
+      mpirun(2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);  // one document: rank 0 prints
   ASSERT_EQ(json.at("modes").size(), 3u) << r.out;
@@ -167,8 +167,8 @@ TEST(CompareCompile, PipelinedOnTwoRanksEveryModeMatchesNone) {
 // Exit code 2 from every rank, and exactly one `ppstage: error:` line (rank 0's) naming
 // the problem. mpirun adds its own banner about the exit codes.
 void expectBadTrainInput(int np, const std::string& args, const std::string& what) {
-  const Result r = runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 2 " + args,
-                              mpirun(np));
+  const Result r =
+      runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 2 " + args, mpirun(np));
   EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
   size_t lines = 0;
   for (size_t at = r.err.find("ppstage: error: "); at != std::string::npos;
@@ -177,8 +177,7 @@ void expectBadTrainInput(int np, const std::string& args, const std::string& wha
   }
   EXPECT_EQ(lines, 1u) << r.err;
   EXPECT_NE(r.err.find(what), std::string::npos) << "expected '" << what << "' in: " << r.err;
-  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << "no rank should need killing: "
-                                                        << r.err;
+  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << "no rank should need killing: " << r.err;
 }
 
 TEST(TrainCli, BatchNotDivisibleByMicroBatches) {
@@ -223,9 +222,8 @@ TEST(TrainCli, HelpListsEveryTrainSection) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* option : {"--pipeline.schedule", "--pipeline.microbatches", "--compile.mode",
                              "--train.steps", "--train.lr", "--train.weight_decay",
-                             "--train.grad_clip", "--train.optimizer", "--train.loss",
-                             "--train.dp", "--data.path", "--output.log_every",
-                             "--output.metrics_json"}) {
+                             "--train.grad_clip", "--train.optimizer", "--train.loss", "--train.dp",
+                             "--data.path", "--output.log_every", "--output.metrics_json"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
 }

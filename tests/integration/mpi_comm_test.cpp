@@ -34,7 +34,8 @@ TEST(MpiComm, RoundTripsAroundARingAreBitwiseExact) {
   const auto theirs = samples(prev);
   std::vector<std::shared_ptr<Work>> sends;
   for (size_t i = 0; i < mine.size(); ++i) {
-    sends.push_back(comm->send(mine[i], next, {MessageKind::kActivation, 1, 2, static_cast<int>(i)}));
+    sends.push_back(
+        comm->send(mine[i], next, {MessageKind::kActivation, 1, 2, static_cast<int>(i)}));
   }
   for (size_t i = 0; i < theirs.size(); ++i) {
     at::Tensor got = i == 3 ? at::empty({6, 4}).t() : at::empty_like(theirs[i]);

@@ -22,8 +22,7 @@ int main(int argc, char** argv) {
   }
   try {
     at::Tensor activation = at::empty({8, 16});
-    comm->recvSync(activation, 1,
-                   ppstage::MessageTag{ppstage::MessageKind::kActivation, 1, 4, 0});
+    comm->recvSync(activation, 1, ppstage::MessageTag{ppstage::MessageKind::kActivation, 1, 4, 0});
   } catch (const std::exception& e) {
     ppstage::failJob(e.what(), 1);
   }

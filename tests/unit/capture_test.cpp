@@ -76,8 +76,8 @@ TEST(Capture, CapturedGraphComputesWhatTheModuleComputes) {
     for (const ModelParameter& p : graph.parameters) inputs.emplace_back(p.value);
     const std::vector<c10::IValue> got = GraphRunner(graph.graph, "model").run(inputs);
     const c10::IValue expected = model.module.forward({input});
-    const at::Tensor first = expected.isTensor() ? expected.toTensor()
-                                                 : expected.toTupleRef().elements()[0].toTensor();
+    const at::Tensor first =
+        expected.isTensor() ? expected.toTensor() : expected.toTupleRef().elements()[0].toTensor();
     EXPECT_LE(test::maxRelDiff(got[0].toTensor(), first), 1e-6) << fixture;
   }
 }
@@ -110,8 +110,7 @@ TEST(Capture, RejectsAForwardWithAnInputItCannotFeed) {
     captureConfig(test::fixtureConfig("two_inputs.pt"));
     FAIL() << "expected ppstage::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported input 'y'"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("unsupported input 'y'"), std::string::npos) << e.what();
   }
 }
 
@@ -119,8 +118,7 @@ torch::jit::Module scripted(const std::string& source) {
   ScriptModuleBuilder builder;
   return builder.make(
       "Scripted",
-      [](torch::jit::Module& m) { m.register_attribute("count", c10::IntType::get(), 0); },
-      source);
+      [](torch::jit::Module& m) { m.register_attribute("count", c10::IntType::get(), 0); }, source);
 }
 
 TEST(Capture, RejectsForwardThatAssignsModuleState) {

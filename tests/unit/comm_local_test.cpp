@@ -9,9 +9,9 @@
 
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/local_communicator.h"
-#include "support/local_ranks.h"
 #include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
+#include "support/local_ranks.h"
 
 namespace ppstage {
 namespace {
@@ -35,7 +35,8 @@ TEST(LocalComm, RoundTripsAreBitwiseExact) {
     const auto theirs = samples(peer);
     std::vector<std::shared_ptr<Work>> works;
     for (size_t i = 0; i < mine.size(); ++i) {
-      works.push_back(comm.send(mine[i], peer, {MessageKind::kActivation, 1, 0, static_cast<int>(i)}));
+      works.push_back(
+          comm.send(mine[i], peer, {MessageKind::kActivation, 1, 0, static_cast<int>(i)}));
     }
     for (size_t i = 0; i < theirs.size(); ++i) {
       at::Tensor got = at::empty_like(theirs[i]);
@@ -159,8 +160,8 @@ TEST(BoundarySpec, MismatchIsReportedOnBothRanksWithBothDescriptions) {
   }
   for (auto& t : threads) t.join();
   for (const std::string& error : errors) {
-    EXPECT_NE(error.find("stage 0 (rank 0) and stage 1 (rank 1) does not match"),
-              std::string::npos) << error;
+    EXPECT_NE(error.find("stage 0 (rank 0) and stage 1 (rank 1) does not match"), std::string::npos)
+        << error;
     EXPECT_NE(error.find("[b, 16, 64]"), std::string::npos) << error;
     EXPECT_NE(error.find("[b, 16, 32]"), std::string::npos) << error;
   }

@@ -91,16 +91,23 @@ TEST(BlockCompile, TwoBlockTypesCompileTwoGraphs) {
   ScriptModuleBuilder builder;
   at::manual_seed(3);
   auto block = [&](const std::string& type, const std::string& activation) {
-    return builder.make(type, [&](torch::jit::Module& m) {
-      m.register_parameter("weight", at::randn({8, 8}) * 0.3, false);
-      m.register_parameter("bias", at::randn({8}) * 0.1, false);
-    }, "\ndef forward(self, x):\n    return x + torch." + activation +
-           "(torch.linear(x, self.weight, self.bias))\n");
+    return builder.make(
+        type,
+        [&](torch::jit::Module& m) {
+          m.register_parameter("weight", at::randn({8, 8}) * 0.3, false);
+          m.register_parameter("bias", at::randn({8}) * 0.1, false);
+        },
+        "\ndef forward(self, x):\n    return x + torch." + activation +
+            "(torch.linear(x, self.weight, self.bias))\n");
   };
-  auto top = builder.make("TwoKinds", [&](torch::jit::Module& m) {
-    for (const char* name : {"a0", "a1", "a2"}) m.register_module(name, block("ReluBlock", "relu"));
-    for (const char* name : {"b0", "b1"}) m.register_module(name, block("TanhBlock", "tanh"));
-  }, R"(
+  auto top = builder.make(
+      "TwoKinds",
+      [&](torch::jit::Module& m) {
+        for (const char* name : {"a0", "a1", "a2"})
+          m.register_module(name, block("ReluBlock", "relu"));
+        for (const char* name : {"b0", "b1"}) m.register_module(name, block("TanhBlock", "tanh"));
+      },
+      R"(
 def forward(self, x):
     x = self.a2.forward(self.a1.forward(self.a0.forward(x)))
     return self.b1.forward(self.b0.forward(x))

@@ -6,12 +6,12 @@
 #include <limits>
 #include <random>
 
-#include "support/error_of.h"
 #include "ppstage/core/error.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
+#include "support/error_of.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -115,10 +115,10 @@ TEST(SplitPoints, StagesStartAtTheNamedModules) {
   const Captured c = capture(test::builtinConfig("gpt", 4));
   PipelineConfig pipeline;
   pipeline.split_points = {"layers.2", "layers.1"};  // any order
-  EXPECT_EQ(stageModules(c, pipeline),
-            (std::vector<std::vector<std::string>>{{"wte", "wpe", "layers.0"},
-                                                   {"layers.1"},
-                                                   {"layers.2", "layers.3", "ln_f", "lm_head"}}));
+  EXPECT_EQ(
+      stageModules(c, pipeline),
+      (std::vector<std::vector<std::string>>{
+          {"wte", "wpe", "layers.0"}, {"layers.1"}, {"layers.2", "layers.3", "ln_f", "lm_head"}}));
 }
 
 TEST(SplitPoints, APrefixNamesItsFirstModule) {
@@ -126,8 +126,8 @@ TEST(SplitPoints, APrefixNamesItsFirstModule) {
   PipelineConfig pipeline;
   pipeline.split_points = {"layers"};
   EXPECT_EQ(stageModules(c, pipeline),
-            (std::vector<std::vector<std::string>>{
-                {"wte", "wpe"}, {"layers.0", "layers.1", "ln_f", "lm_head"}}));
+            (std::vector<std::vector<std::string>>{{"wte", "wpe"},
+                                                   {"layers.0", "layers.1", "ln_f", "lm_head"}}));
 }
 
 TEST(SplitPoints, ADeeperModuleRefinesItsBlock) {
@@ -166,17 +166,16 @@ TEST(SplitPoints, ErrorsNameTheProblem) {
 
   PipelineConfig too_many;
   too_many.stages = 7;
-  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, too_many); })
-                .find("only 6 splittable units"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf([&] { planStages(c.graph, c.shapes, too_many); }).find("only 6 splittable units"),
+      std::string::npos);
 }
 
 TEST(Extract, SkipConnectionIsForwardedThroughMiddleStages) {
   const Captured c = capture(test::fixtureConfig("unet.pt"));
   PipelineConfig pipeline;
   pipeline.split_points = {"down2", "up2"};
-  const auto stages =
-      extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  const auto stages = extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
   ASSERT_EQ(stages.size(), 3u);
   // stem's output (the long skip) is made in stage 0 and consumed in stage 2.
   auto carries = [](const std::vector<BoundaryTensor>& ts, const std::string& prefix) {
@@ -195,8 +194,7 @@ TEST(Extract, SizesCrossAsSmallTensorsNotActivations) {
   const Captured c = capture(test::fixtureConfig("hf_gpt2.pt"));
   PipelineConfig pipeline;
   pipeline.split_points = {"transformer.h.1"};
-  const auto stages =
-      extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  const auto stages = extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
   int activations = 0, sizes = 0;
   for (const BoundaryTensor& t : stages[1].inputs) {
     (t.metadata ? sizes : activations) += 1;

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <numeric>
 
-#include "support/error_of.h"
 #include "ppstage/schedule/lowering.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/schedule/schedule_csv.h"
+#include "support/error_of.h"
 
 namespace ppstage {
 namespace {
@@ -42,7 +42,8 @@ TEST(Schedules, GpipeAnd1f1bBubbleIsExactlyTheFormula) {
       const double formula = static_cast<double>(S - 1) / (M + S - 1);
       const auto gpipe = build("gpipe", S, M);
       const auto one = build("1f1b", S, M);
-      EXPECT_NEAR(gpipe.simulation.bubble_fraction, formula, 1e-12) << "gpipe S=" << S << " M=" << M;
+      EXPECT_NEAR(gpipe.simulation.bubble_fraction, formula, 1e-12)
+          << "gpipe S=" << S << " M=" << M;
       EXPECT_NEAR(one.simulation.bubble_fraction, formula, 1e-12) << "1f1b S=" << S << " M=" << M;
       for (int s = 0; s < S; ++s) {
         EXPECT_EQ(one.simulation.peak_inflight[s], std::min(M, S - s)) << "S=" << S << " M=" << M;
@@ -82,9 +83,10 @@ TEST(Schedules, ZeroBubbleH1CutsTheBubbleToAThirdWithoutMoreMemory) {
 }
 
 TEST(Schedules, CsvRoundTripIsIdentity) {
-  for (const auto& [name, stages, per_rank] :
-       {std::tuple<std::string, int, int>{"gpipe", 4, 1}, {"1f1b", 5, 1},
-        {"interleaved-1f1b", 6, 2}, {"zb-h1", 3, 1}}) {
+  for (const auto& [name, stages, per_rank] : {std::tuple<std::string, int, int>{"gpipe", 4, 1},
+                                               {"1f1b", 5, 1},
+                                               {"interleaved-1f1b", 6, 2},
+                                               {"zb-h1", 3, 1}}) {
     const auto s = build(name, stages, 6, per_rank);
     const std::string csv = scheduleToCsv(s.ranks, "round trip");
     EXPECT_EQ(scheduleFromCsv(csv, "test.csv"), s.ranks) << name;
@@ -132,8 +134,9 @@ TEST(Schedules, HandWrittenTableRuns) {
 }
 
 TEST(Schedules, MalformedCsvNamesLineAndColumn) {
-  EXPECT_NE(errorOf([] { scheduleFromCsv("# header\n0F0,0B0\n1F0, 1X0\n", "t.csv"); })
-                .find("t.csv:3:6: unknown action kind 'X'"),
+  EXPECT_NE(errorOf([] {
+              scheduleFromCsv("# header\n0F0,0B0\n1F0, 1X0\n", "t.csv");
+            }).find("t.csv:3:6: unknown action kind 'X'"),
             std::string::npos);
   EXPECT_NE(errorOf([] { scheduleFromCsv("0F0,,0B0\n", "t.csv"); }).find("t.csv:1:5: empty"),
             std::string::npos);
@@ -185,11 +188,13 @@ TEST(SchedulePlugins, ExamplePluginLoadsRegistersAndValidates) {
 
 TEST(SchedulePlugins, BadPluginsAreClearErrors) {
   ScheduleRegistry r;
-  EXPECT_NE(errorOf([&] { loadSchedulePlugin(r, PPSTAGE_NO_SYMBOL_PLUGIN); })
-                .find("does not export ppstage_register_schedules"),
+  EXPECT_NE(errorOf([&] {
+              loadSchedulePlugin(r, PPSTAGE_NO_SYMBOL_PLUGIN);
+            }).find("does not export ppstage_register_schedules"),
             std::string::npos);
-  EXPECT_NE(errorOf([&] { loadSchedulePlugin(r, "/nonexistent/plugin.so"); })
-                .find("cannot load schedule plugin"),
+  EXPECT_NE(errorOf([&] {
+              loadSchedulePlugin(r, "/nonexistent/plugin.so");
+            }).find("cannot load schedule plugin"),
             std::string::npos);
 }
 

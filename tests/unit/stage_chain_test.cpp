@@ -40,8 +40,8 @@ struct ModelCase {
 };
 
 ModelCase fromConfig(const std::string& name, const Config& config, bool bitwise) {
-  return {name, [config] { return loadModel(config.model, config.train); },
-          config.train.batch_size, bitwise};
+  return {name, [config] { return loadModel(config.model, config.train); }, config.train.batch_size,
+          bitwise};
 }
 
 // A model that writes in place into what its second module receives (relu_, *=) and keeps
@@ -50,36 +50,44 @@ LoadedModel inPlaceModel() {
   ScriptModuleBuilder builder;
   at::manual_seed(5);
   auto linear = [&](int64_t in, int64_t out) {
-    return builder.make("Linear", [&](torch::jit::Module& m) {
-      m.register_parameter("weight", at::randn({out, in}) * 0.3, false);
-      m.register_parameter("bias", at::randn({out}) * 0.1, false);
-    }, "\ndef forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n");
+    return builder.make(
+        "Linear",
+        [&](torch::jit::Module& m) {
+          m.register_parameter("weight", at::randn({out, in}) * 0.3, false);
+          m.register_parameter("bias", at::randn({out}) * 0.1, false);
+        },
+        "\ndef forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n");
   };
-  auto residual = builder.make("InPlaceResidual", [&](torch::jit::Module& m) {
-    m.register_module("fc", linear(8, 8));
-  }, R"(
+  auto residual = builder.make(
+      "InPlaceResidual", [&](torch::jit::Module& m) { m.register_module("fc", linear(8, 8)); }, R"(
 def forward(self, x):
     x = torch.relu_(x)
     x = x + self.fc.forward(x)
     x *= 0.5
     return x
 )");
-  auto norm = builder.make("BatchNorm", [&](torch::jit::Module& m) {
-    m.register_parameter("weight", at::ones({8}), false);
-    m.register_parameter("bias", at::zeros({8}), false);
-    m.register_buffer("running_mean", at::zeros({8}));
-    m.register_buffer("running_var", at::ones({8}));
-  }, R"(
+  auto norm = builder.make(
+      "BatchNorm",
+      [&](torch::jit::Module& m) {
+        m.register_parameter("weight", at::ones({8}), false);
+        m.register_parameter("bias", at::zeros({8}), false);
+        m.register_buffer("running_mean", at::zeros({8}));
+        m.register_buffer("running_var", at::ones({8}));
+      },
+      R"(
 def forward(self, x):
     return torch.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
                             True, 0.1, 1e-5, False)
 )");
-  auto top = builder.make("InPlaceNet", [&](torch::jit::Module& m) {
-    m.register_module("first", linear(8, 8));
-    m.register_module("residual", residual);
-    m.register_module("norm", norm);
-    m.register_module("last", linear(8, 4));
-  }, R"(
+  auto top = builder.make(
+      "InPlaceNet",
+      [&](torch::jit::Module& m) {
+        m.register_module("first", linear(8, 8));
+        m.register_module("residual", residual);
+        m.register_module("norm", norm);
+        m.register_module("last", linear(8, 4));
+      },
+      R"(
 def forward(self, x):
     h = self.first.forward(x)
     h = self.residual.forward(h)
@@ -153,11 +161,13 @@ void expectMatchesPlan(const std::vector<c10::IValue>& values,
     std::vector<int64_t> sizes = meta.sizes;
     if (batch != plan_batch) {
       ASSERT_EQ(meta.per_sample.size(), sizes.size()) << planned[i].name;
-      for (size_t d = 0; d < sizes.size(); ++d) sizes[d] += meta.per_sample[d] * (batch - plan_batch);
+      for (size_t d = 0; d < sizes.size(); ++d)
+        sizes[d] += meta.per_sample[d] * (batch - plan_batch);
     }
     EXPECT_EQ(t.sizes().vec(), sizes) << planned[i].name << " at batch " << batch;
     EXPECT_EQ(t.scalar_type(), meta.dtype) << planned[i].name;
-    if (at::GradMode::is_enabled()) EXPECT_EQ(t.requires_grad(), meta.requires_grad) << planned[i].name;
+    if (at::GradMode::is_enabled())
+      EXPECT_EQ(t.requires_grad(), meta.requires_grad) << planned[i].name;
   }
 }
 
@@ -216,8 +226,7 @@ class Chain {
 // Gradient of model parameter `index` as the stages hold it: the sum over the copies of its
 // tensor, under any of its paths (a tied embedding is wte.weight in one stage and
 // lm_head.weight in another).
-at::Tensor chainGrad(const ModelGraph& graph, const std::vector<StageModule>& stages,
-                     int index) {
+at::Tensor chainGrad(const ModelGraph& graph, const std::vector<StageModule>& stages, int index) {
   const int tie = graph.parameters[index].tie_group;
   const std::vector<int> paths = tie < 0 ? std::vector<int>{index} : graph.ties[tie];
   at::Tensor sum;
@@ -307,8 +316,8 @@ TEST(StageChainTies, TiedEmbeddingAndHeadAreOneTieGroupAcrossStages) {
   const Config config = test::builtinConfig("gpt", 4, true);
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
-  const ValueShapes shapes =
-      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
+  const ValueShapes shapes = recordValueShapes(
+      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 3;
   const std::vector<StageModule> stages =
@@ -331,8 +340,8 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   const Config config = test::builtinConfig("gpt", 2, true);
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
-  const ValueShapes shapes =
-      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
+  const ValueShapes shapes = recordValueShapes(
+      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 1;
   const std::vector<StageModule> stages =
@@ -356,23 +365,30 @@ TEST(StageChainState, ShapeProbesLeaveTheModuleBuffersAlone) {
   const ModelGraph graph = captureModel(model.module);
   const at::Tensor before =
       model.module.attr("norm").toModule().attr("running_mean").toTensor().clone();
-  recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 6);
-  EXPECT_TRUE(at::equal(model.module.attr("norm").toModule().attr("running_mean").toTensor(),
-                        before));
+  recordValueShapes(
+      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 6);
+  EXPECT_TRUE(
+      at::equal(model.module.attr("norm").toModule().attr("running_mean").toTensor(), before));
 }
 
 TEST(StageChainState, ABufferWrittenInOneStageAndReadInAnotherIsRejected) {
   ScriptModuleBuilder builder;
   auto linear = [&] {
-    return builder.make("Linear", [&](torch::jit::Module& m) {
-      m.register_parameter("weight", at::randn({4, 4}), false);
-    }, "\ndef forward(self, x):\n    return torch.linear(x, self.weight)\n");
+    return builder.make(
+        "Linear",
+        [&](torch::jit::Module& m) {
+          m.register_parameter("weight", at::randn({4, 4}), false);
+        },
+        "\ndef forward(self, x):\n    return torch.linear(x, self.weight)\n");
   };
-  auto top = builder.make("Counting", [&](torch::jit::Module& m) {
-    m.register_module("a", linear());
-    m.register_module("b", linear());
-    m.register_buffer("seen", at::zeros({}));
-  }, R"(
+  auto top = builder.make(
+      "Counting",
+      [&](torch::jit::Module& m) {
+        m.register_module("a", linear());
+        m.register_module("b", linear());
+        m.register_buffer("seen", at::zeros({}));
+      },
+      R"(
 def forward(self, x):
     h = self.a.forward(x)
     self.seen.add_(1.0)
@@ -380,8 +396,8 @@ def forward(self, x):
 )");
   LoadedModel model{top, "counting", InputSpec{at::kFloat, {2, 4}, 0}};
   const ModelGraph graph = captureModel(model.module);
-  const ValueShapes shapes =
-      recordValueShapes(graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 2);
+  const ValueShapes shapes = recordValueShapes(
+      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 2);
   PipelineConfig pipeline;
   pipeline.split_points = {"b"};
   try {

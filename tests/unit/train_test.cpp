@@ -14,7 +14,6 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/local_communicator.h"
-#include "support/local_ranks.h"
 #include "ppstage/core/error.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/embedded_text.h"
@@ -23,6 +22,7 @@
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/trainer.h"
 #include "support/error_of.h"
+#include "support/local_ranks.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -61,10 +61,14 @@ TEST(Data, EmbeddedTextIsTheDefault) {
 TEST(Data, BadDataIsRejectedWithTheReason) {
   DataConfig missing;
   missing.path = "/nonexistent/ppstage.txt";
-  EXPECT_NE(test::errorOf([&] { openDataset(missing, tokenRequest(8, 256)); })
-                .find("cannot read the data file"), std::string::npos);
-  EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, tokenRequest(8, 96)); })
-                .find("the model's vocabulary has 96 entries"), std::string::npos);
+  EXPECT_NE(test::errorOf([&] {
+              openDataset(missing, tokenRequest(8, 256));
+            }).find("cannot read the data file"),
+            std::string::npos);
+  EXPECT_NE(test::errorOf([&] {
+              openDataset(DataConfig{}, tokenRequest(8, 96));
+            }).find("the model's vocabulary has 96 entries"),
+            std::string::npos);
   DataRequest mse = tokenRequest(8, 256);
   mse.loss = LossKind::kMse;
   EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, mse); }).find("cross_entropy"),
@@ -107,7 +111,8 @@ TEST(Loss, CrossEntropyFlattensLogitsOfEitherLayout) {
                            expected));
   EXPECT_NE(test::errorOf([&] {
               computeLoss(LossKind::kCrossEntropy, logits, at::zeros({2, 4}, at::kLong));
-            }).find("rows of logits"), std::string::npos);
+            }).find("rows of logits"),
+            std::string::npos);
   EXPECT_EQ(resolveLossKind("auto", at::kLong), LossKind::kCrossEntropy);
   EXPECT_EQ(resolveLossKind("auto", at::kFloat), LossKind::kMse);
 }
@@ -123,7 +128,7 @@ TEST(Metrics, CompileTimeIsTheWarmUpStepsOverAsManySteadySteps) {
   ASSERT_EQ(kWarmupSteps, 3u);
   EXPECT_NEAR(warmupOverhead({0.3, 0.8, 2.0, 0.1, 0.12, 0.1, 0.09}), 0.2 + 0.7 + 1.9, 1e-12);
   EXPECT_NEAR(warmupOverhead({0.5, 0.3, 0.2}), 0.3 + 0.1, 1e-12);  // one steady step left
-  EXPECT_EQ(warmupOverhead({0.05, 0.1, 0.1, 0.1, 0.1}), 0.0);     // never below 0
+  EXPECT_EQ(warmupOverhead({0.05, 0.1, 0.1, 0.1, 0.1}), 0.0);      // never below 0
   EXPECT_EQ(warmupOverhead({0.5}), 0.0);
   // Growth after the warm-up: compiling's memory in the first 3 steps is not a leak, a
   // straight line of 0.5 MB per step after it is 50 MB per 100 steps; after the first 10%

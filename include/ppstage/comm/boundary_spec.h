@@ -42,8 +42,7 @@ struct TensorSpec {
   std::vector<int64_t> sizes(int64_t batch) const;
   std::string describe() const;  // "x.5 [b, 32, 64] float32 grad"
   bool operator==(const TensorSpec& o) const {
-    return name == o.name && dtype == o.dtype && dims == o.dims &&
-           requires_grad == o.requires_grad;
+    return name == o.name && dtype == o.dtype && dims == o.dims && requires_grad == o.requires_grad;
   }
 };
 
@@ -62,8 +61,7 @@ struct BoundarySpec {
 // `mine` to `peer`, receives the peer's, and throws ppstage::Error on both ranks when they
 // differ, naming both stages, both ranks and both descriptions. `sender_side` is true on the
 // rank that runs stage-1 (whose outputs `mine` describes). Blocking, with the timeout.
-void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine,
-                          bool sender_side);
+void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine, bool sender_side);
 
 // One receive buffer per tensor for a micro-batch of `batch` samples.
 std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch);

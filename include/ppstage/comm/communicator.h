@@ -4,10 +4,10 @@
 //   - send() and recv() post a point-to-point operation and return at once with a Work.
 //     A message is matched by (peer, tag) only, so any number may be in flight between two
 //     ranks in any posting order. (NCCL has no tags: it matches in posting order, so both
-//     ranks must post a pair's messages in the same order, as a lowered schedule does.) The sender's tensor must stay unmodified, and the
-//     receiver's tensor untouched, until the Work completes; the Work keeps both alive.
-//     recv() writes into a tensor of the message's exact dtype and element count (any
-//     strides); a mismatch is an error.
+//     ranks must post a pair's messages in the same order, as a lowered schedule does.) The
+//     sender's tensor must stay unmodified, and the receiver's tensor untouched, until the Work
+//     completes; the Work keeps both alive. recv() writes into a tensor of the message's exact
+//     dtype and element count (any strides); a mismatch is an error.
 //   - allReduceSum(), broadcast(), barrier() and split() are collectives: every rank of the
 //     communicator calls them, in the same order. They block, with the timeout.
 //   - Every blocking wait has a timeout (CommOptions::timeout, --comm.timeout_s): a peer

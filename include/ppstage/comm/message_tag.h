@@ -22,9 +22,9 @@ const char* toString(MessageKind kind);
 
 struct MessageTag {
   MessageKind kind = MessageKind::kControl;
-  int stage = 0;       // the boundary in front of this stage (between stage-1 and stage)
+  int stage = 0;  // the boundary in front of this stage (between stage-1 and stage)
   int microbatch = 0;
-  int tensor = 0;      // index of the tensor within the boundary
+  int tensor = 0;  // index of the tensor within the boundary
 
   // Field ranges that fit a 31-bit tag (every MPI allows at least 2^15; Open MPI 2^31-1).
   static constexpr int kMaxStage = (1 << 7) - 1;

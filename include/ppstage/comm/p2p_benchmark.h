@@ -10,8 +10,8 @@ namespace ppstage {
 class MpiCommunicator;
 
 struct P2pBenchOptions {
-  int64_t min_bytes = 4 << 10;   // sizes go up by 4x from here ...
-  int64_t max_bytes = 64 << 20;  // ... to here
+  int64_t min_bytes = 4 << 10;     // sizes go up by 4x from here ...
+  int64_t max_bytes = 64 << 20;    // ... to here
   double seconds_per_size = 0.05;  // per block, roughly
   int rounds = 9;                  // blocks per method, alternating; the median counts
 };

@@ -56,8 +56,8 @@ void setShapeStrategy(bool dynamic);
 // structure and its inputs' dtypes, requires_grad and devices, and, with static shapes,
 // their sizes: a new shape gets its own executor (compiled again, counted as a
 // re-specialization). With dynamic shapes (`dynamic_shapes`, which goes with
-// setShapeStrategy(true)) one executor takes every shape and TorchScript's guards decide what to optimize again, within the fusion
-// strategy's bounded depth.
+// setShapeStrategy(true)) one executor takes every shape and TorchScript's guards decide what to
+// optimize again, within the fusion strategy's bounded depth.
 class CompileCache {
  public:
   // `rank` names this rank in the warning printed once when graphs have been compiled

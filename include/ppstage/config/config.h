@@ -20,7 +20,7 @@ struct ModelConfig {
   int64_t heads = 4;         // gpt only; d_model must be divisible by it
   int64_t vocab_size = 256;  // gpt vocabulary; also the bound of default token inputs
   int64_t seq_len = 32;
-  int64_t mlp_ratio = 4;     // hidden width of every MLP = mlp_ratio * d_model
+  int64_t mlp_ratio = 4;       // hidden width of every MLP = mlp_ratio * d_model
   bool tie_embeddings = true;  // gpt: LM head shares the token embedding's weight
   // Example input for a model file: dtype and shape with the batch dimension first (its
   // size is always train.batch_size). Empty shape means (train.batch_size, seq_len), token
@@ -50,11 +50,11 @@ struct TrainConfig {
   int64_t steps = 50;      // optimizer steps
   double lr = 3e-3;
   double weight_decay = 0.01;
-  double grad_clip = 1.0;            // global gradient-norm bound; 0 turns clipping off
-  std::string optimizer = "adamw";   // adamw | sgd
-  std::string loss = "auto";         // cross_entropy | mse | auto (by the input's dtype)
-  int64_t dp = 1;                    // data-parallel replicas; world = pp * dp
-  int64_t threads = 0;               // intra-op threads per rank; 0: cores / local ranks
+  double grad_clip = 1.0;           // global gradient-norm bound; 0 turns clipping off
+  std::string optimizer = "adamw";  // adamw | sgd
+  std::string loss = "auto";        // cross_entropy | mse | auto (by the input's dtype)
+  int64_t dp = 1;                   // data-parallel replicas; world = pp * dp
+  int64_t threads = 0;              // intra-op threads per rank; 0: cores / local ranks
 };
 
 // [compile]: how each stage's graph runs (see include/ppstage/compile/compiled_stage.h).

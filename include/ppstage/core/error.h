@@ -51,10 +51,10 @@ std::string concat(Parts&&... parts) {
     }                                                                 \
   } while (false)
 
-#define PPSTAGE_INTERNAL_ASSERT(cond, ...)                                       \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      ::ppstage::detail::throwInternalError(__FILE__, __LINE__, #cond,           \
+#define PPSTAGE_INTERNAL_ASSERT(cond, ...)                                           \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      ::ppstage::detail::throwInternalError(__FILE__, __LINE__, #cond,               \
                                             ::ppstage::detail::concat(__VA_ARGS__)); \
-    }                                                                            \
+    }                                                                                \
   } while (false)

@@ -33,8 +33,8 @@ struct ModuleCall {
 
 // A parameter or buffer lifted to a graph input.
 struct ModelParameter {
-  std::string path;  // "layers.3.attn.qkv.weight"
-  at::Tensor value;  // the module's own tensor (not a copy)
+  std::string path;          // "layers.3.attn.qkv.weight"
+  at::Tensor value;          // the module's own tensor (not a copy)
   bool is_parameter = true;  // false: a buffer or a plain tensor attribute (no gradient)
   int tie_group = -1;        // index into ModelGraph::ties when the tensor has several paths
 };
@@ -43,7 +43,7 @@ struct ModelGraph {
   // inputs: [data input, parameters[0], parameters[1], ...]; outputs: the model's tensor
   // outputs, tuples flattened.
   std::shared_ptr<torch::jit::Graph> graph;
-  std::string input_name;                 // the forward argument's name ("idx")
+  std::string input_name;                  // the forward argument's name ("idx")
   std::vector<ModelParameter> parameters;  // one per attribute path, in order of first use
   // Groups of indices into `parameters` whose paths hold one tensor (tied weights, such as
   // an embedding shared with the LM head). Each group has at least two entries.

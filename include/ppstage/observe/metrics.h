@@ -26,9 +26,9 @@ struct RankMetrics {
 // Compilation over the whole job.
 struct CompileMetrics {
   std::string mode;
-  long long graphs_compiled = 0;    // summed over ranks
-  long long cache_hits = 0;         // summed over ranks
-  long long respecializations = 0;  // summed over ranks
+  long long graphs_compiled = 0;        // summed over ranks
+  long long cache_hits = 0;             // summed over ranks
+  long long respecializations = 0;      // summed over ranks
   long long fusion_groups = 0;          // in the optimized graphs, summed over ranks
   long long differentiable_graphs = 0;  // autodiff subgraphs, summed over ranks
   double compile_time_s = 0;  // the first steps over as many steady steps (warmupOverhead)

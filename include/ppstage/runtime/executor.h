@@ -78,8 +78,7 @@ class Executor {
   // One step. `inputs[m]` is micro-batch m of the model's input (only read when this rank
   // runs stage 0), `targets[m]` its targets (only read when it runs the last stage).
   // Throws CommError when a peer does not answer in time.
-  StepStats runStep(const std::vector<at::Tensor>& inputs,
-                    const std::vector<at::Tensor>& targets);
+  StepStats runStep(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
 
  private:
   struct Impl;

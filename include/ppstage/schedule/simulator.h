@@ -31,9 +31,9 @@ struct ActionCosts {
 
 struct SimulationResult {
   double makespan = 0;
-  std::vector<double> busy;     // per rank
-  std::vector<double> idle;     // per rank: makespan - busy
-  double bubble_fraction = 0;   // total idle / (ranks * makespan)
+  std::vector<double> busy;                // per rank
+  std::vector<double> idle;                // per rank: makespan - busy
+  double bubble_fraction = 0;              // total idle / (ranks * makespan)
   std::vector<int> peak_inflight;          // per stage: micro-batches alive (F done, B/W not)
   std::vector<std::vector<double>> start;  // per rank, per action: when it starts
   // Every pair of ranks receives messages in the order they were sent (what NCCL, which

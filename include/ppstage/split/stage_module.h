@@ -26,7 +26,7 @@
 namespace torch::jit {
 struct Graph;
 struct Node;
-}
+}  // namespace torch::jit
 
 namespace ppstage {
 
@@ -41,10 +41,10 @@ struct BoundaryTensor {
 };
 
 struct StageParameter {
-  std::string name;                  // the first path this stage uses it by
-  std::vector<std::string> aliases;  // further paths of the same tensor in this stage
-  at::Tensor value;                  // the stage's own copy
-  bool is_parameter = true;          // false for buffers (no gradient)
+  std::string name;                   // the first path this stage uses it by
+  std::vector<std::string> aliases;   // further paths of the same tensor in this stage
+  at::Tensor value;                   // the stage's own copy
+  bool is_parameter = true;           // false for buffers (no gradient)
   std::vector<int> model_parameters;  // indices into ModelGraph::parameters it stands for
 };
 

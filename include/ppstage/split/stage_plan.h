@@ -22,12 +22,12 @@ struct Node;
 namespace ppstage {
 
 struct SplitUnit {
-  std::string path;          // module path of the call, e.g. "layers.3"
-  int call = 0;              // index into ModelGraph::calls
-  size_t first_node = 0;     // [first_node, end_node): indices into topLevelNodes()
+  std::string path;       // module path of the call, e.g. "layers.3"
+  int call = 0;           // index into ModelGraph::calls
+  size_t first_node = 0;  // [first_node, end_node): indices into topLevelNodes()
   size_t end_node = 0;
-  int64_t num_params = 0;    // elements of the parameters its nodes use (tied ones in each)
-  double flops = 0;          // estimated forward FLOPs for the example input
+  int64_t num_params = 0;  // elements of the parameters its nodes use (tied ones in each)
+  double flops = 0;        // estimated forward FLOPs for the example input
 };
 
 struct StageRange {
