@@ -30,9 +30,3 @@ void registerBuiltinSchedules(ScheduleRegistry* registry) {
 }
 
 }  // namespace ppstage
-
-// The built-ins as a plugin would export them (schedule_api.h): used by the tests to load
-// the built-in list through the plugin path.
-extern "C" void ppstage_register_builtin_schedules(ppstage::ScheduleRegistry* registry) {
-  ppstage::registerBuiltinSchedules(registry);
-}

@@ -3,9 +3,9 @@
 // stage, then its second, ... forward; backwards go through the stages in reverse. Each
 // rank first runs 2 (P - r - 1) + (V - 1) P warm-up forwards. The bubble shrinks V-fold:
 // idle over compute is (P - 1) / (V M) when M is a multiple of P.
-#include <algorithm>
-
 #include "builtin_schedules.h"
+
+#include <algorithm>
 
 namespace ppstage {
 
@@ -22,8 +22,10 @@ std::vector<ActionList> interleavedOneFOneBSchedule(const ScheduleRequest& reque
   for (int r = 0; r < P; ++r) {
     // k-th virtual micro-batch -> (stage, micro-batch)
     auto microbatch = [&](int k) { return k / (P * V) * P + k % P; };
-    auto forward = [&](int k) { return forwardOf((k / P % V) * P + r, microbatch(k)); };
-    auto backward = [&](int k) { return backwardOf((V - 1 - k / P % V) * P + r, microbatch(k)); };
+    auto forward = [&](int k) { return forwardOf(request.stageOf(r, k / P % V), microbatch(k)); };
+    auto backward = [&](int k) {
+      return backwardOf(request.stageOf(r, V - 1 - k / P % V), microbatch(k));
+    };
     ActionList& list = ranks[r];
     const int warmup = std::min(total, 2 * (P - r - 1) + (V - 1) * P);
     for (int k = 0; k < warmup; ++k) list.push_back(forward(k));

@@ -3,9 +3,9 @@
 // ahead, exactly enough for the first backward to arrive from the last stage as its
 // warm-up ends; so at most min(M, S - s) micro-batches are alive on stage s, and the
 // bubble is GPipe's, (S - 1) / (M + S - 1) of the run when a backward costs two forwards.
-#include <algorithm>
-
 #include "builtin_schedules.h"
+
+#include <algorithm>
 
 namespace ppstage {
 

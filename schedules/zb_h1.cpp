@@ -10,9 +10,9 @@
 // deferred W's fill the cool-down, where 1F1B idles. Stage s keeps s more micro-batches
 // alive than in 1F1B, which makes S - s + s = S on every stage: the peak is 1F1B's peak
 // (on its first stage). With F = I = W the idle time is a third of 1F1B's.
-#include <algorithm>
-
 #include "builtin_schedules.h"
+
+#include <algorithm>
 
 namespace ppstage {
 

@@ -25,7 +25,5 @@ std::vector<ppstage::ActionList> reverseGpipe(const ppstage::ScheduleRequest& re
 
 extern "C" void ppstage_register_schedules(ppstage::ScheduleRegistry* registry) {
   registry->add("reverse-gpipe",
-                "GPipe with backwards in reverse micro-batch order (example "
-                "plugin)",
-                reverseGpipe);
+                "GPipe with backwards in reverse micro-batch order (example plugin)", reverseGpipe);
 }

@@ -1,18 +1,19 @@
 // `ppstage bench-comm`: MPI point-to-point latency and bandwidth of MpiCommunicator against
 // raw MPI_Send/MPI_Recv of the same bytes. Run under `mpirun -np 2`.
+#include "commands.h"
+
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
 
-#include "commands.h"
-#include "mpi_job.h"
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/p2p_benchmark.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
+#include "run_command.h"
 
 namespace ppstage::cli {
 namespace {
@@ -76,7 +77,7 @@ int benchCommMain(int argc, const char* const* argv) {
   PPSTAGE_CHECK(bench.rounds >= 1, "--bench.rounds must be at least 1");
 
   MpiSession mpi;
-  return runMpiJob([&] {
+  return runCommand([&] {
     PPSTAGE_CHECK(mpi.worldSize() >= 2,
                   "bench-comm needs two ranks: mpirun -np 2 ppstage "
                   "bench-comm (this job has ",

@@ -1,6 +1,8 @@
 // `ppstage compare-compile`: the same training in each compile mode (same model, data,
 // seed and steps), side by side: compile cost, steady step time, memory and its growth,
 // and the losses against mode `none`.
+#include "commands.h"
+
 #include <ATen/ATen.h>
 #include <boost/program_options.hpp>
 
@@ -12,7 +14,6 @@
 #include <numeric>
 #include <sstream>
 
-#include "commands.h"
 #include "mpi_job.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/compile/compiled_stage.h"
@@ -21,12 +22,13 @@
 #include "ppstage/core/error.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/train/trainer.h"
+#include "run_command.h"
 
 namespace ppstage::cli {
 namespace {
 
 struct ModeRow {
-  std::string mode;
+  CompileMode mode = CompileMode::kNone;
   RunMetrics metrics;
   double step_time_s = 0;        // steadyStepTime: the median after the warm-up steps
   double peak_rss_mb = 0;        // the largest of the ranks' peaks during this mode's run
@@ -37,7 +39,7 @@ struct ModeRow {
 // `peak_reset`: the ranks' peak resident sizes started over when this mode began; where
 // they could not, the largest size sampled after a step stands in (it misses peaks
 // inside a step).
-ModeRow summarize(const std::string& mode, RunMetrics metrics, bool peak_reset) {
+ModeRow summarize(CompileMode mode, RunMetrics metrics, bool peak_reset) {
   ModeRow row{mode, std::move(metrics)};
   row.step_time_s = steadyStepTime(row.metrics.step_time_s);
   for (const RankMetrics& r : row.metrics.ranks) {
@@ -47,12 +49,12 @@ ModeRow summarize(const std::string& mode, RunMetrics metrics, bool peak_reset) 
   return row;
 }
 
-void printTable(const std::vector<ModeRow>& rows, const std::string& reference) {
+void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
   std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  RSS MB/100 steps  "
                "loss rel diff vs "
-            << reference << "\n";
+            << toString(reference) << "\n";
   for (const ModeRow& r : rows) {
-    std::cout << std::left << std::setw(7) << r.mode << std::right << std::fixed
+    std::cout << std::left << std::setw(7) << toString(r.mode) << std::right << std::fixed
               << std::setprecision(3) << std::setw(9) << r.metrics.compile.compile_time_s
               << std::setw(8) << r.metrics.compile.graphs_compiled << std::setw(6)
               << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
@@ -65,7 +67,7 @@ void printTable(const std::vector<ModeRow>& rows, const std::string& reference) 
 std::string rowsJson(const std::vector<ModeRow>& rows) {
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeRow& r : rows) {
-    modes.push_back({{"mode", r.mode},
+    modes.push_back({{"mode", toString(r.mode)},
                      {"compile_time_s", r.metrics.compile.compile_time_s},
                      {"graphs_compiled", r.metrics.compile.graphs_compiled},
                      {"cache_hits", r.metrics.compile.cache_hits},
@@ -80,6 +82,67 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
   }
   return nlohmann::json{{"modes", modes}}.dump(2);
 }
+
+// Whatever the order listed, `stage` runs last: optimizing a whole stage graph leaves the
+// heap fragmented (hundreds of MB resident at 32 GPT layers, mostly free but not
+// returnable), which a mode run after it would start from.
+std::vector<size_t> runOrder(const std::vector<CompileMode>& modes) {
+  std::vector<size_t> order(modes.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t i) { return modes[i] != CompileMode::kStage; });
+  return order;
+}
+
+// `config`'s training in compile mode `mode` (collective). Before it, what the previous
+// mode freed goes back to the OS, as far as the heap allows, and the peak starts over: the
+// memory figures are this mode's.
+ModeRow runMode(const Config& config, CompileMode mode, Communicator& world, bool announce) {
+  Config run = config;
+  run.compile.mode = mode;
+  run.output.log_every = 0;
+  run.output.metrics_json.clear();
+  run.output.params_dir.clear();
+  if (announce) std::cout << "compile mode " << toString(mode) << ": " << std::flush;
+  releaseFreedMemory();
+  at::Tensor ranks_reset = at::full({1}, resetPeakRss() ? 1.0 : 0.0, at::kDouble);
+  world.allReduceSum({ranks_reset});
+  std::ostringstream log;
+  ModeRow row = summarize(mode, train(run, world, log), ranks_reset.item<double>() == world.size());
+  if (announce) {
+    std::cout << row.metrics.losses.size() << " steps, final loss " << row.metrics.final_loss
+              << std::endl;
+  }
+  return row;
+}
+
+// Every row's largest relative loss difference against none (the first mode when none is
+// not listed); returns the mode compared against.
+CompileMode compareLosses(std::vector<ModeRow>& rows) {
+  const auto none = std::find_if(rows.begin(), rows.end(),
+                                 [](const ModeRow& r) { return r.mode == CompileMode::kNone; });
+  const ModeRow& reference_row = none != rows.end() ? *none : rows.front();
+  const std::vector<double>& reference = reference_row.metrics.losses;
+  for (ModeRow& r : rows) {
+    for (size_t i = 0; i < reference.size() && i < r.metrics.losses.size(); ++i) {
+      r.loss_max_rel_diff =
+          std::max(r.loss_max_rel_diff, std::abs(r.metrics.losses[i] - reference[i]) /
+                                            std::max(std::abs(reference[i]), 1e-12));
+    }
+  }
+  return reference_row.mode;
+}
+
+const char* const kUsage =
+    "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "
+    "[--compile.modes none,stage,block] [--train.steps N] [--json]\n\n"
+    "Runs the same training (model, data, seed, steps, layout) once per compile mode and\n"
+    "prints, per mode: compile time (the first 3 steps over as many steady steps), graphs\n"
+    "compiled and cache hits (over all ranks), the median steady step, the peak resident\n"
+    "memory and its growth per 100 steps after warm-up (a leak shows here), and the\n"
+    "largest relative loss difference against none. Between modes the process hands its\n"
+    "free memory back and starts its peak over; stage runs last, as the heap it leaves\n"
+    "behind cannot all be handed back.";
 
 }  // namespace
 
@@ -99,78 +162,28 @@ int compareCompileMain(int argc, const char* const* argv) {
       "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
       "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
   options.add(comparison);
-  const char* usage =
-      "usage: [mpirun -np P] ppstage compare-compile [--config FILE] [options] "
-      "[--compile.modes none,stage,block] [--train.steps N] [--json]\n\n"
-      "Runs the same training (model, data, seed, steps, layout) once per compile mode and\n"
-      "prints, per mode: compile time (the first 3 steps over as many steady steps), graphs\n"
-      "compiled and cache hits (over all ranks), the median steady step, the peak resident\n"
-      "memory and its growth per 100 steps after warm-up (a leak shows here), and the\n"
-      "largest relative loss difference against none. Between modes the process hands its\n"
-      "free memory back and starts its peak over; stage runs last, as the heap it leaves\n"
-      "behind cannot all be handed back.";
 
   keepFreedMemoryForReuse();
   MpiSession mpi;
-  std::vector<std::string> modes;
+  std::vector<CompileMode> modes;
   const std::unique_ptr<Communicator> world =
-      startMpiCommand(argc, argv, options, usage, config.comm, [&] {
+      startMpiCommand(argc, argv, options, kUsage, config.comm, [&] {
         validate(config);
-        modes = splitList(modes_text);
+        for (const std::string& mode : splitList(modes_text)) {
+          modes.push_back(parseChoice<CompileMode>(mode));
+        }
         PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
-        for (const std::string& mode : modes) parseCompileMode(mode);
       });
   if (!world) return 0;
   const bool leader = world->rank() == 0;
-  return runMpiJob([&] {
-    // Whatever the order listed, `stage` runs last: optimizing a whole stage graph leaves
-    // the heap fragmented (hundreds of MB resident at 32 GPT layers, mostly free but not
-    // returnable), which a mode run after it would start from.
-    std::vector<size_t> order(modes.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_partition(order.begin(), order.end(),
-                          [&](size_t i) { return modes[i] != "stage"; });
+  return runCommand([&] {
     std::vector<ModeRow> rows(modes.size());
-    for (const size_t index : order) {
-      const std::string& mode = modes[index];
-      Config run = config;
-      run.compile.mode = mode;
-      run.output.log_every = 0;
-      run.output.metrics_json.clear();
-      run.output.params_dir.clear();
-      if (leader && !json) std::cout << "compile mode " << mode << ": " << std::flush;
-      // What the previous mode freed goes back to the OS, as far as the heap allows, and the
-      // peak starts over: the memory figures are this mode's.
-      releaseFreedMemory();
-      const double peak_reset = resetPeakRss() ? 1 : 0;
-      at::Tensor all_reset = at::full({1}, peak_reset, at::kDouble);
-      world->allReduceSum({all_reset});
-      std::ostringstream log;
-      RunMetrics metrics = train(run, *world, log);
-      rows[index] = summarize(mode, std::move(metrics), all_reset.item<double>() == world->size());
-      if (leader && !json) {
-        std::cout << rows[index].metrics.losses.size() << " steps, final loss "
-                  << rows[index].metrics.final_loss << std::endl;
-      }
+    for (const size_t index : runOrder(modes)) {
+      rows[index] = runMode(config, modes[index], *world, leader && !json);
     }
-    const auto none =
-        std::find_if(rows.begin(), rows.end(), [](const ModeRow& r) { return r.mode == "none"; });
-    const ModeRow& reference_row = none != rows.end() ? *none : rows.front();
-    const std::vector<double>& reference = reference_row.metrics.losses;
-    for (ModeRow& r : rows) {
-      for (size_t i = 0; i < reference.size() && i < r.metrics.losses.size(); ++i) {
-        r.loss_max_rel_diff =
-            std::max(r.loss_max_rel_diff, std::abs(r.metrics.losses[i] - reference[i]) /
-                                              std::max(std::abs(reference[i]), 1e-12));
-      }
-    }
-    if (leader) {
-      if (json) {
-        std::cout << rowsJson(rows) << std::endl;
-      } else {
-        printTable(rows, reference_row.mode);
-      }
-    }
+    const CompileMode reference = compareLosses(rows);
+    if (leader && json) std::cout << rowsJson(rows) << std::endl;
+    if (leader && !json) printTable(rows, reference);
     return 0;
   });
 }

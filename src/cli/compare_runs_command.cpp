@@ -1,32 +1,39 @@
 // `ppstage compare-runs`: are two training runs numerically the same? The reference is
 // usually one process with one stage and no micro-batching; the candidate a pipelined run
 // of the same model, data, seed and steps.
+#include "commands.h"
+
 #include <ATen/ATen.h>
 #include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "commands.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/parameter_files.h"
 
 namespace ppstage::cli {
 namespace {
 
+struct Comparison {
+  size_t steps = 0;
+  double loss_diff = 0;  // the largest relative difference of a step's loss
+  size_t worst_step = 0;
+  bool with_params = false;  // both runs wrote their parameters
+  size_t params_compared = 0;
+  double param_diff = 0;  // the largest relative difference of a parameter tensor
+  std::string worst_param;
+  std::vector<std::pair<double, std::string>> param_diffs;  // per tensor
+};
+
 RunMetrics readMetrics(const std::string& path) {
-  std::ifstream file(path);
-  PPSTAGE_CHECK(file.good(), "cannot read metrics file '", path, "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return metricsFromJson(text.str(), path);
+  return metricsFromJson(readFile(path, "metrics file"), path);
 }
 
 // max |a - b| / max(max |b|, tiny): one figure per tensor, 0 when equal.
@@ -34,6 +41,83 @@ double relativeDiff(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
   const double scale = std::max(y.abs().max().item<double>(), 1e-12);
   return (x - y).abs().max().item<double>() / scale;
+}
+
+void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
+  c.steps = ref.losses.size();
+  for (size_t i = 0; i < ref.losses.size(); ++i) {
+    const double d =
+        std::abs(run.losses[i] - ref.losses[i]) / std::max(std::abs(ref.losses[i]), 1e-12);
+    if (d > c.loss_diff || !std::isfinite(d)) {
+      c.loss_diff = d;
+      c.worst_step = i;
+    }
+  }
+}
+
+// Every final parameter, by model path; both runs must hold the same ones.
+void compareParameters(const std::string& ref_dir, const std::string& run_dir, Comparison& c) {
+  const auto ref_params = readParameterFiles(ref_dir);
+  const auto run_params = readParameterFiles(run_dir);
+  for (const auto& [path, expected] : ref_params) {
+    const auto it = run_params.find(path);
+    PPSTAGE_CHECK(it != run_params.end(), "parameter '", path, "' of ", ref_dir,
+                  " is missing from ", run_dir);
+    PPSTAGE_CHECK(it->second.sizes() == expected.sizes(), "parameter '", path, "' has shape ",
+                  it->second.sizes(), " in ", run_dir, " but ", expected.sizes(), " in ", ref_dir);
+    const double d = relativeDiff(it->second, expected);
+    c.param_diffs.emplace_back(d, path);
+    if (d > c.param_diff || !std::isfinite(d)) {
+      c.param_diff = d;
+      c.worst_param = path;
+    }
+    ++c.params_compared;
+  }
+  PPSTAGE_CHECK(run_params.size() == ref_params.size(), run_dir, " has ", run_params.size(),
+                " parameters, ", ref_dir, " has ", ref_params.size());
+}
+
+void printJson(const Comparison& c, double rtol, bool same) {
+  const nlohmann::json out = {{"steps", c.steps},
+                              {"loss_max_rel_diff", c.loss_diff},
+                              {"worst_step", c.worst_step + 1},
+                              {"params_compared", c.params_compared},
+                              {"param_max_rel_diff", c.param_diff},
+                              {"worst_param", c.worst_param},
+                              {"rtol", rtol},
+                              {"within_tolerance", same}};
+  std::cout << out.dump(2) << std::endl;
+}
+
+void describeRun(const char* role, const std::string& path, const RunMetrics& m) {
+  std::cout << role << " " << path << " (" << m.schedule << ", " << m.stages << " stages, pp "
+            << m.pp << " x dp " << m.dp << ", " << m.microbatches << " micro-batches, compile "
+            << m.compile_mode << ")\n";
+}
+
+void printText(const Comparison& c, double rtol, bool same, int top) {
+  std::cout << std::scientific << std::setprecision(2) << "losses      " << c.steps
+            << " steps, max rel diff " << c.loss_diff << " (step " << c.worst_step + 1 << ")\n";
+  if (c.with_params) {
+    std::cout << "parameters  " << c.params_compared << " tensors, max rel diff " << c.param_diff
+              << " (" << c.worst_param << ")\n";
+    std::vector<std::pair<double, std::string>> worst_first = c.param_diffs;
+    std::sort(worst_first.rbegin(), worst_first.rend());
+    for (size_t i = 0; i < worst_first.size() && i < static_cast<size_t>(top); ++i) {
+      std::cout << "  " << worst_first[i].first << "  " << worst_first[i].second << "\n";
+    }
+  } else {
+    std::cout << "parameters  not compared (a run has no params_dir)\n";
+  }
+  std::cout << (same ? "same within" : "DIFFERENT beyond") << " rtol " << rtol << std::endl;
+}
+
+// The one line on stderr that says what differs most.
+void printDifference(const Comparison& c, double rtol) {
+  const bool loss = c.loss_diff > rtol;
+  std::cerr << "ppstage: runs differ: " << (loss ? "loss" : "parameters") << " max rel diff "
+            << (loss ? c.loss_diff : c.param_diff) << " > rtol " << rtol << " at "
+            << (loss ? "step " + std::to_string(c.worst_step + 1) : c.worst_param) << std::endl;
 }
 
 }  // namespace
@@ -67,86 +151,21 @@ int compareRunsMain(int argc, const char* const* argv) {
   const RunMetrics run = readMetrics(candidate_path);
   PPSTAGE_CHECK(ref.losses.size() == run.losses.size(), reference_path, " has ", ref.losses.size(),
                 " steps but ", candidate_path, " has ", run.losses.size());
-
-  double loss_diff = 0;
-  size_t worst_step = 0;
-  for (size_t i = 0; i < ref.losses.size(); ++i) {
-    const double d =
-        std::abs(run.losses[i] - ref.losses[i]) / std::max(std::abs(ref.losses[i]), 1e-12);
-    if (d > loss_diff || !std::isfinite(d)) {
-      loss_diff = d;
-      worst_step = i;
-    }
-  }
-
-  double param_diff = 0;
-  std::string worst_param;
-  std::vector<std::pair<double, std::string>> param_diffs;
-  size_t compared = 0;
-  const bool with_params = !ref.params_dir.empty() && !run.params_dir.empty();
-  if (with_params) {
-    const auto ref_params = readParameterFiles(ref.params_dir);
-    const auto run_params = readParameterFiles(run.params_dir);
-    for (const auto& [path, expected] : ref_params) {
-      const auto it = run_params.find(path);
-      PPSTAGE_CHECK(it != run_params.end(), "parameter '", path, "' of ", ref.params_dir,
-                    " is missing from ", run.params_dir);
-      PPSTAGE_CHECK(it->second.sizes() == expected.sizes(), "parameter '", path, "' has shape ",
-                    it->second.sizes(), " in ", run.params_dir, " but ", expected.sizes(), " in ",
-                    ref.params_dir);
-      const double d = relativeDiff(it->second, expected);
-      param_diffs.emplace_back(d, path);
-      if (d > param_diff || !std::isfinite(d)) {
-        param_diff = d;
-        worst_param = path;
-      }
-      ++compared;
-    }
-    PPSTAGE_CHECK(run_params.size() == ref_params.size(), run.params_dir, " has ",
-                  run_params.size(), " parameters, ", ref.params_dir, " has ", ref_params.size());
-  }
-  const bool same = loss_diff <= rtol && param_diff <= rtol;
-
+  Comparison c;
+  compareLosses(ref, run, c);
+  c.with_params = !ref.params_dir.empty() && !run.params_dir.empty();
+  if (c.with_params) compareParameters(ref.params_dir, run.params_dir, c);
+  const bool same = c.loss_diff <= rtol && c.param_diff <= rtol;
   if (json) {
-    nlohmann::json out = {{"steps", ref.losses.size()},
-                          {"loss_max_rel_diff", loss_diff},
-                          {"worst_step", worst_step + 1},
-                          {"params_compared", compared},
-                          {"param_max_rel_diff", param_diff},
-                          {"worst_param", worst_param},
-                          {"rtol", rtol},
-                          {"within_tolerance", same}};
-    std::cout << out.dump(2) << std::endl;
+    printJson(c, rtol, same);
   } else {
-    std::cout << "reference " << reference_path << " (" << ref.schedule << ", " << ref.stages
-              << " stages, pp " << ref.pp << " x dp " << ref.dp << ", " << ref.microbatches
-              << " micro-batches, compile " << ref.compile_mode << ")\n"
-              << "candidate " << candidate_path << " (" << run.schedule << ", " << run.stages
-              << " stages, pp " << run.pp << " x dp " << run.dp << ", " << run.microbatches
-              << " micro-batches, compile " << run.compile_mode << ")\n"
-              << std::scientific << std::setprecision(2) << "losses      " << ref.losses.size()
-              << " steps, max rel diff " << loss_diff << " (step " << worst_step + 1 << ")\n";
-    if (with_params) {
-      std::cout << "parameters  " << compared << " tensors, max rel diff " << param_diff << " ("
-                << worst_param << ")\n";
-      std::sort(param_diffs.rbegin(), param_diffs.rend());
-      for (size_t i = 0; i < param_diffs.size() && i < static_cast<size_t>(top); ++i) {
-        std::cout << "  " << param_diffs[i].first << "  " << param_diffs[i].second << "\n";
-      }
-    } else {
-      std::cout << "parameters  not compared (a run has no params_dir)\n";
-    }
-    std::cout << (same ? "same within" : "DIFFERENT beyond") << " rtol " << rtol << std::endl;
+    describeRun("reference", reference_path, ref);
+    describeRun("candidate", candidate_path, run);
+    printText(c, rtol, same, top);
   }
-  if (!same) {
-    std::cerr << "ppstage: runs differ: " << (loss_diff > rtol ? "loss" : "parameters")
-              << " max rel diff " << (loss_diff > rtol ? loss_diff : param_diff) << " > rtol "
-              << rtol << " at "
-              << (loss_diff > rtol ? "step " + std::to_string(worst_step + 1) : worst_param)
-              << std::endl;
-    return 1;
-  }
-  return 0;
+  if (same) return 0;
+  printDifference(c, rtol);
+  return 1;
 }
 
 }  // namespace ppstage::cli

@@ -1,35 +1,42 @@
-// ppstage's entry point: picks the subcommand and is the one place that decides the
-// process's fate. Library code throws; here every error becomes one line
-// `ppstage: error: ...` on stderr and a non-zero exit (2 for bad input, 1 for anything
-// else), and under MPI the end of every rank (failJob).
-#include <c10/util/Exception.h>
+// ppstage's entry point: picks the subcommand and runs it through runCommand
+// (run_command.h), which turns any error into one line `ppstage: error: ...` and the exit
+// code (2 for bad input, 1 for anything else), and under MPI ends every rank.
+#include "commands.h"
 
 #include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
 
-#include "commands.h"
-#include "ppstage/comm/agreement.h"
-#include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
+#include "run_command.h"
 
 namespace {
 
 constexpr int kExitBadInput = 2;
-constexpr int kExitFailure = 1;
 
 void printUsage(std::ostream& out) {
   out << "usage: ppstage <command> [--config FILE] [--section.key value ...]\n\n"
          "ppstage trains a TorchScript model split into pipeline stages.\n\ncommands:\n";
   size_t width = 0;
-  for (const auto& command : ppstage::cli::kCommands)
+  for (const auto& command : ppstage::cli::kCommands) {
     width = std::max(width, std::strlen(command.name));
+  }
   for (const auto& command : ppstage::cli::kCommands) {
     out << "  " << command.name << std::string(width - std::strlen(command.name) + 2, ' ')
         << command.summary << "\n";
   }
   out << "\n`ppstage <command> --help` lists a command's options.\n";
+}
+
+// The command named `name`; throws ppstage::Error listing the commands otherwise.
+const ppstage::cli::Command& findCommand(const std::string& name) {
+  std::string known;
+  for (const auto& command : ppstage::cli::kCommands) {
+    if (name == command.name) return command;
+    known += (known.empty() ? "" : ", ") + std::string(command.name);
+  }
+  PPSTAGE_FAIL("unknown command '", name, "' (commands: ", known, ")");
 }
 
 }  // namespace
@@ -44,26 +51,5 @@ int main(int argc, char** argv) {
     printUsage(std::cout);
     return 0;
   }
-  const ppstage::cli::Command* command = nullptr;
-  std::string known;
-  for (const auto& candidate : ppstage::cli::kCommands) {
-    if (name == candidate.name) command = &candidate;
-    known += (known.empty() ? "" : ", ") + std::string(candidate.name);
-  }
-  if (command == nullptr) {
-    ppstage::failJob("unknown command '" + name + "' (commands: " + known + ")", kExitBadInput);
-  }
-  try {
-    return command->run(argc - 1, argv + 1);
-  } catch (const ppstage::JobError& e) {
-    // Every rank of the job has this error and has left MPI: one of them reports it.
-    if (e.reportsHere()) std::cerr << "ppstage: error: " << e.what() << std::endl;
-    return e.exitCode();
-  } catch (const ppstage::Error& e) {
-    ppstage::failJob(e.what(), kExitBadInput);
-  } catch (const c10::Error& e) {
-    ppstage::failJob(e.what_without_backtrace(), kExitFailure);
-  } catch (const std::exception& e) {
-    ppstage::failJob(e.what(), kExitFailure);
-  }
+  return ppstage::cli::runCommand([&] { return findCommand(name).run(argc - 1, argv + 1); });
 }

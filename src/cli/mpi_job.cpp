@@ -1,8 +1,6 @@
 // See mpi_job.h.
 #include "mpi_job.h"
 
-#include <c10/util/Exception.h>
-
 #include <iostream>
 #include <sstream>
 
@@ -38,20 +36,6 @@ std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
   });
   if (help) return nullptr;
   return world;
-}
-
-int runMpiJob(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const JobError&) {
-    throw;
-  } catch (const Error& e) {
-    failJob(e.what(), 2);
-  } catch (const c10::Error& e) {
-    failJob(e.what_without_backtrace(), 1);
-  } catch (const std::exception& e) {
-    failJob(e.what(), 1);
-  }
 }
 
 }  // namespace ppstage::cli

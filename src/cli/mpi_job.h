@@ -1,4 +1,5 @@
-// How a command ends on an error while MPI is up.
+// The start every command that runs on all ranks of an MPI job shares (train,
+// compare-compile). Its work then runs through runCommand (run_command.h) while MPI is up.
 #pragma once
 
 #include <boost/program_options/options_description.hpp>
@@ -21,12 +22,5 @@ std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
                                               boost::program_options::options_description& options,
                                               const std::string& usage, const CommConfig& comm,
                                               const std::function<void()>& validate);
-
-// Runs `body` and returns its exit code. Call it while an MpiSession is alive: an error
-// thrown by `body` ends the job right there (failJob: one line, then MPI_Abort of every
-// rank, exit code 2 for ppstage::Error, 1 otherwise), instead of unwinding into
-// MPI_Finalize while other ranks still wait on this one. A JobError (every rank has it,
-// comm/agreement.h) passes through: each rank leaves MPI normally.
-int runMpiJob(const std::function<int()>& body);
 
 }  // namespace ppstage::cli

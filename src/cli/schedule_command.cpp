@@ -1,4 +1,6 @@
 // `ppstage schedule`: build, validate and simulate a pipeline schedule; print its timeline.
+#include "commands.h"
+
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
@@ -6,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "commands.h"
 #include "ppstage/config/options.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/schedule/schedule_csv.h"
@@ -92,13 +93,8 @@ int scheduleMain(int argc, const char* const* argv) {
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
   validate(pipeline);
 
-  ScheduleOptions o;
-  o.schedule = pipeline.schedule;
-  o.stages = static_cast<int>(pipeline.stages);
-  o.microbatches = static_cast<int>(pipeline.microbatches);
-  if (o.microbatches == 0 && o.stages > 0) o.microbatches = 2 * o.stages;
-  o.stages_per_rank = static_cast<int>(pipeline.stages_per_rank);
-  o.placement = pipeline.placement == "v" ? Placement::kV : Placement::kLoop;
+  ScheduleOptions o = scheduleOptionsFor(pipeline, static_cast<int>(pipeline.stages),
+                                         static_cast<int>(pipeline.stages_per_rank));
   o.costs = ActionCosts::parse(costs_text);
 
   const ScheduleRegistry registry = makeScheduleRegistry(pipeline.schedule_plugin);

@@ -1,9 +1,10 @@
 // `ppstage split`: cut a model into pipeline stages and print the plan.
+#include "commands.h"
+
 #include <boost/program_options.hpp>
 
 #include <iostream>
 
-#include "commands.h"
 #include "ppstage/config/options.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/plan_report.h"

@@ -1,15 +1,17 @@
 // `ppstage train`: pipelined training under mpirun (or as one process).
+#include "commands.h"
+
 #include <boost/program_options.hpp>
 
 #include <iostream>
 
-#include "commands.h"
 #include "mpi_job.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
 #include "ppstage/train/trainer.h"
+#include "run_command.h"
 
 namespace ppstage::cli {
 
@@ -32,7 +34,7 @@ int trainMain(int argc, const char* const* argv) {
   const std::unique_ptr<Communicator> world =
       startMpiCommand(argc, argv, options, usage, config.comm, [&] { validate(config); });
   if (!world) return 0;
-  return runMpiJob([&] {
+  return runCommand([&] {
     train(config, *world, std::cout);
     return 0;
   });

@@ -8,10 +8,19 @@
 
 namespace ppstage {
 
-namespace {
-constexpr int64_t kBadInput = 2;
-constexpr int64_t kFailure = 1;
-}  // namespace
+Failure failureOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {e.what(), 2};
+  } catch (const c10::Error& e) {
+    return {e.what_without_backtrace(), 1};
+  } catch (const std::exception& e) {
+    return {e.what(), 1};
+  } catch (...) {
+    return {"an exception that is not a std::exception", 1};
+  }
+}
 
 void runAgreed(Communicator& comm, const std::function<void()>& fn) {
   std::string message;
@@ -20,15 +29,10 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
     fn();
   } catch (const JobError&) {
     throw;  // already agreed
-  } catch (const Error& e) {
-    message = e.what();
-    code = kBadInput;
-  } catch (const c10::Error& e) {
-    message = e.what_without_backtrace();
-    code = kFailure;
-  } catch (const std::exception& e) {
-    message = e.what();
-    code = kFailure;
+  } catch (...) {
+    Failure failure = failureOf(std::current_exception());
+    message = std::move(failure.message);
+    code = failure.exit_code;
   }
   at::Tensor codes = at::zeros({comm.size()}, at::kLong);
   codes[comm.rank()] = code;

@@ -44,8 +44,7 @@ at::ScalarType parseDtype(const std::string& text) {
     const auto dtype = static_cast<at::ScalarType>(i);
     if (text == c10::toString(dtype)) return dtype;
   }
-  PPSTAGE_CHECK(false, "unknown dtype '", text, "' in a boundary description");
-  return at::kFloat;
+  PPSTAGE_FAIL("unknown dtype '", text, "' in a boundary description");
 }
 
 // Posts `text` to `peer`: its length, then its bytes. The works keep the tensors alive.
@@ -153,10 +152,10 @@ void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine
   const BoundarySpec& expected = sender_side ? theirs : mine;
   const int sender = sender_side ? me : peer;
   const int receiver = sender_side ? peer : me;
-  PPSTAGE_CHECK(false, "the boundary between stage ", mine.stage - 1, " (rank ", sender,
-                ") and stage ", mine.stage, " (rank ", receiver, ") does not match: stage ",
-                mine.stage - 1, " sends ", sent.describe(), "; stage ", mine.stage, " expects ",
-                expected.describe());
+  PPSTAGE_FAIL("the boundary between stage ", mine.stage - 1, " (rank ", sender, ") and stage ",
+               mine.stage, " (rank ", receiver, ") does not match: stage ", mine.stage - 1,
+               " sends ", sent.describe(), "; stage ", mine.stage, " expects ",
+               expected.describe());
 }
 
 std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch) {

@@ -176,8 +176,7 @@ MPI_Datatype mpiType(at::ScalarType dtype) {
     case at::kByte: return MPI_UINT8_T;
     default: break;
   }
-  PPSTAGE_CHECK(false, "all-reduce of ", c10::toString(dtype), " tensors is not supported");
-  return MPI_DATATYPE_NULL;
+  PPSTAGE_FAIL("all-reduce of ", c10::toString(dtype), " tensors is not supported");
 }
 
 // Half-precision types have no MPI sum: they are reduced in float32.

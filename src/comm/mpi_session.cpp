@@ -3,9 +3,6 @@
 
 #include <mpi.h>
 
-#include <cstdlib>
-#include <iostream>
-
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 
@@ -43,27 +40,6 @@ int mpiWorldRank() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
-}
-
-void mpiAbortWorld(int exit_code) {
-  if (mpiActive()) MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);
-}
-
-}  // namespace ppstage
-
-namespace ppstage {
-
-void failJob(const std::string& message, int exit_code) {
-  std::string line = message;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  const int rank = mpiWorldRank();
-  std::cerr << "ppstage: error: " << (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : "")
-            << line << std::endl;
-  if (rank >= 0) mpiAbortWorld(exit_code);
-  std::exit(exit_code);
 }
 
 }  // namespace ppstage

@@ -62,8 +62,7 @@ ncclDataType_t ncclType(at::ScalarType dtype) {
     case at::kByte: return ncclUint8;
     default: break;
   }
-  PPSTAGE_CHECK(false, "NCCL all-reduce of ", c10::toString(dtype), " tensors is not supported");
-  return ncclFloat32;
+  PPSTAGE_FAIL("NCCL all-reduce of ", c10::toString(dtype), " tensors is not supported");
 }
 
 // The communication stream waits for what the current stream has queued so far.

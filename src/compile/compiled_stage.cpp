@@ -14,21 +14,6 @@
 
 namespace ppstage {
 
-CompileMode parseCompileMode(const std::string& text) {
-  if (text == "none") return CompileMode::kNone;
-  if (text == "stage") return CompileMode::kStage;
-  if (text == "block") return CompileMode::kBlock;
-  throw Error(detail::concat("--compile.mode must be none, stage or block; got '", text, "'"));
-}
-
-const char* toString(CompileMode mode) {
-  switch (mode) {
-    case CompileMode::kStage: return "stage";
-    case CompileMode::kBlock: return "block";
-    default: return "none";
-  }
-}
-
 namespace {
 
 // dtype, requires_grad, device and either the sizes (static shapes) or the number of

@@ -3,11 +3,13 @@
 #include "ppstage/config/options.h"
 
 #include <boost/program_options.hpp>
-#include <fstream>
+#include <optional>
 #include <ostream>
 #include <set>
+#include <sstream>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 
 namespace ppstage {
 namespace {
@@ -42,8 +44,7 @@ std::set<std::string> knownConfigOptions() {
 
 void storeConfigFile(const std::string& path, const po::options_description& options,
                      po::variables_map& vm) {
-  std::ifstream file(path);
-  PPSTAGE_CHECK(file.good(), "cannot read config file '", path, "'");
+  std::istringstream file(readFile(path, "config file"));
   po::parsed_options parsed = po::parse_config_file(file, options, /*allow_unregistered=*/true);
   // Options of other commands (a [compile] section read by `split`) are fine; a name no
   // command knows is a typo and must not pass silently.
@@ -58,6 +59,22 @@ void storeConfigFile(const std::string& path, const po::options_description& opt
 }
 
 }  // namespace
+
+// Option validators for the named choices, found by Boost.Program_options through
+// argument-dependent lookup: an option's text becomes its enum here, once, with the error
+// line parseChoice gives ("--compile.mode must be none, stage or block; got 'x'").
+// (Its `int` beats the `long` of Boost's own generic validator.)
+template <typename Enum, typename = decltype(Choices<Enum>::kNames)>
+void validate(boost::any& value, const std::vector<std::string>& texts, Enum*, int) {
+  po::validators::check_first_occurrence(value);
+  value = parseChoice<Enum>(po::validators::get_single_string(texts));
+}
+// --train.loss also takes "auto": no loss chosen, the model's input decides.
+void validate(boost::any& v, const std::vector<std::string>& s, std::optional<LossKind>*, int) {
+  po::validators::check_first_occurrence(v);
+  const std::string& text = po::validators::get_single_string(s);
+  v = text == "auto" ? std::optional<LossKind>() : parseChoice<LossKind>(text, "auto");
+}
 
 void addModelOptions(po::options_description& desc, ModelConfig& m) {
   po::options_description section("Model [model]");
@@ -75,7 +92,8 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
       "MLP hidden width as a multiple of d_model");
   add("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
       "gpt: the LM head shares the token embedding's weight (true|false)");
-  add("model.input_dtype", po::value(&m.input_dtype)->default_value(m.input_dtype),
+  add("model.input_dtype",
+      po::value(&m.input_dtype)->default_value(m.input_dtype, toString(m.input_dtype)),
       "example input dtype for a model file: int64 (token ids) or float32");
   add("model.input_shape",
       po::value<std::string>()->default_value("")->notifier(
@@ -101,7 +119,7 @@ void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
           [&p](const std::string& text) { p.split_points = splitList(text); }),
       "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
       "empty: balance automatically");
-  add("pipeline.balance", po::value(&p.balance)->default_value(p.balance),
+  add("pipeline.balance", po::value(&p.balance)->default_value(p.balance, toString(p.balance)),
       "what automatic splitting balances across stages: params | flops");
   desc.add(section);
 }
@@ -115,7 +133,8 @@ void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
       "micro-batches per step; 0: twice the number of stages");
   add("pipeline.stages_per_rank", po::value(&p.stages_per_rank)->default_value(p.stages_per_rank),
       "stages on each pipeline rank (virtual stages, for interleaved-1f1b)");
-  add("pipeline.placement", po::value(&p.placement)->default_value(p.placement),
+  add("pipeline.placement",
+      po::value(&p.placement)->default_value(p.placement, toString(p.placement)),
       "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)");
   add("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
       "shared library exporting ppstage_register_schedules, adding more schedules");
@@ -141,8 +160,9 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
       "weight decay (decoupled for adamw, L2 for sgd)");
   add("train.grad_clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
       "clip the global gradient norm, over all stages, to this value; 0: no clipping");
-  add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd");
-  add("train.loss", po::value(&t.loss)->default_value(t.loss),
+  add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer, toString(t.optimizer)),
+      "adamw | sgd");
+  add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
       "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
       "model takes token ids, mse otherwise");
   add("train.dp", po::value(&t.dp)->default_value(t.dp),
@@ -155,7 +175,7 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
 void addCompileOptions(po::options_description& desc, CompileConfig& c) {
   po::options_description section("Compilation [compile]");
   auto add = section.add_options();
-  add("compile.mode", po::value(&c.mode)->default_value(c.mode),
+  add("compile.mode", po::value(&c.mode)->default_value(c.mode, toString(c.mode)),
       "none: each stage graph runs unoptimized (the numerics baseline) | stage: one "
       "TorchScript profiling executor per stage (specialization, autodiff, fusion) | block: "
       "one per block, identical blocks sharing one compiled executor");
@@ -254,8 +274,6 @@ void validate(const ModelConfig& m) {
   PPSTAGE_CHECK(m.vocab_size >= 2, "--model.vocab_size must be at least 2; got ", m.vocab_size);
   PPSTAGE_CHECK(m.seq_len >= 1, "--model.seq_len must be at least 1; got ", m.seq_len);
   PPSTAGE_CHECK(m.mlp_ratio >= 1, "--model.mlp_ratio must be at least 1; got ", m.mlp_ratio);
-  PPSTAGE_CHECK(m.input_dtype == "int64" || m.input_dtype == "float32",
-                "--model.input_dtype must be int64 or float32; got '", m.input_dtype, "'");
 }
 
 void validate(const PipelineConfig& p) {
@@ -265,14 +283,10 @@ void validate(const PipelineConfig& p) {
                     p.stages == static_cast<int64_t>(p.split_points.size()) + 1,
                 "--pipeline.stages is ", p.stages, " but ", p.split_points.size(),
                 " split points make ", p.split_points.size() + 1, " stages");
-  PPSTAGE_CHECK(p.balance == "params" || p.balance == "flops",
-                "--pipeline.balance must be params or flops; got '", p.balance, "'");
   PPSTAGE_CHECK(p.microbatches >= 0, "--pipeline.microbatches must be positive (or 0 for ",
                 "twice the stages); got ", p.microbatches);
   PPSTAGE_CHECK(p.stages_per_rank >= 1, "--pipeline.stages_per_rank must be at least 1; got ",
                 p.stages_per_rank);
-  PPSTAGE_CHECK(p.placement == "loop" || p.placement == "v",
-                "--pipeline.placement must be loop or v; got '", p.placement, "'");
 }
 
 void validate(const CommConfig& c) {
@@ -287,10 +301,6 @@ void validate(const TrainConfig& t) {
                 t.weight_decay);
   PPSTAGE_CHECK(t.grad_clip >= 0, "--train.grad_clip must be positive, or 0 for no clipping; ",
                 "got ", t.grad_clip);
-  PPSTAGE_CHECK(t.optimizer == "adamw" || t.optimizer == "sgd",
-                "--train.optimizer must be adamw or sgd; got '", t.optimizer, "'");
-  PPSTAGE_CHECK(t.loss == "cross_entropy" || t.loss == "mse" || t.loss == "auto",
-                "--train.loss must be cross_entropy, mse or auto; got '", t.loss, "'");
   PPSTAGE_CHECK(t.dp >= 1, "--train.dp must be at least 1; got ", t.dp);
   PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
                 t.threads);
@@ -299,8 +309,6 @@ void validate(const TrainConfig& t) {
 void validate(const CompileConfig& c) {
   PPSTAGE_CHECK(c.max_respecializations >= 0, "--compile.max_respecializations must not be ",
                 "negative; got ", c.max_respecializations);
-  PPSTAGE_CHECK(c.mode == "none" || c.mode == "stage" || c.mode == "block",
-                "--compile.mode must be none, stage or block; got '", c.mode, "'");
 }
 
 void validate(const Config& c) {

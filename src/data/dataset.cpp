@@ -5,12 +5,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
 #include "ppstage/data/embedded_text.h"
 
@@ -102,14 +101,6 @@ class SyntheticDataset : public Dataset {
   DataRequest r_;
 };
 
-std::string readBytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  PPSTAGE_CHECK(file.good(), "cannot read the data file --data.path '", path, "'");
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
-
 void checkCrossEntropy(const DataRequest& r) {
   PPSTAGE_CHECK(at::isIntegralType(r.input.dtype, false) && !r.input.shape.empty(),
                 "cross_entropy needs a model that takes token ids; this one takes ", r.input.dtype,
@@ -146,7 +137,8 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
                 request.output.shape.empty() ? 0 : request.output.shape.back(),
                 " entries (set --model.vocab_size 256, or use --data.path synthetic)");
   checkCrossEntropy(text);
-  std::string bytes = embedded ? std::string(embeddedText()) : readBytes(config.path);
+  std::string bytes =
+      embedded ? std::string(embeddedText()) : readFile(config.path, "the data file --data.path");
   const int64_t seq_len = request.input.shape[0];
   PPSTAGE_CHECK(static_cast<int64_t>(bytes.size()) >= seq_len + 1, source, " has ", bytes.size(),
                 " bytes, shorter than one sequence of ", seq_len,

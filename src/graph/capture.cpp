@@ -5,6 +5,8 @@
 //   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
 //   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
 //   4. drop `self`, flatten tuple outputs, simplify, group tied tensors
+#include "ppstage/graph/model_graph.h"
+
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -13,44 +15,15 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
-#include "ppstage/graph/model_graph.h"
 
 namespace ppstage {
 
 using torch::jit::Node;
 using torch::jit::Value;
 namespace prim = c10::prim;
-
-int ModelGraph::callOf(const Node* node) const {
-  const auto it = node_call.find(node);
-  return it == node_call.end() ? kRootCall : it->second;
-}
-
-const std::string& ModelGraph::modulePathOf(const Node* node) const {
-  return calls[callOf(node)].path;
-}
-
-bool ModelGraph::isWithin(int call, int ancestor) const {
-  for (int c = call; c >= 0; c = calls[c].parent) {
-    if (c == ancestor) return true;
-  }
-  return false;
-}
-
-int64_t ModelGraph::numTrainableParams() const {
-  std::set<const c10::TensorImpl*> seen;
-  int64_t total = 0;
-  for (const ModelParameter& p : parameters) {
-    if (p.is_parameter && seen.insert(p.value.unsafeGetTensorImpl()).second) {
-      total += p.value.numel();
-    }
-  }
-  return total;
-}
 
 namespace {
 

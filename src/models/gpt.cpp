@@ -1,4 +1,6 @@
 // The built-in GPT (see include/ppstage/models/builtin_models.h), a TorchScript module.
+#include "ppstage/models/builtin_models.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -7,7 +9,6 @@
 
 #include "layers.h"
 #include "ppstage/core/error.h"
-#include "ppstage/models/builtin_models.h"
 
 namespace ppstage {
 namespace {

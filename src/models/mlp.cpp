@@ -1,5 +1,7 @@
 // The built-in residual MLP (see include/ppstage/models/builtin_models.h): the smallest
 // model with repeated blocks, for fast tests.
+#include "ppstage/models/builtin_models.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "layers.h"
-#include "ppstage/models/builtin_models.h"
 
 namespace ppstage {
 namespace {

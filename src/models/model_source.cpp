@@ -44,7 +44,7 @@ LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train) {
             InputSpec{at::kFloat, {train.batch_size, model.seq_len, model.d_model}, 0}};
   }
   LoadedModel loaded{loadScriptFile(model.name), model.name, {}};
-  loaded.input.dtype = model.input_dtype == "float32" ? at::kFloat : at::kLong;
+  loaded.input.dtype = model.input_dtype == InputDtype::kFloat32 ? at::kFloat : at::kLong;
   loaded.input.shape = model.input_shape.empty()
                            ? std::vector<int64_t>{train.batch_size, model.seq_len}
                            : model.input_shape;

@@ -10,31 +10,11 @@
 #include <utility>
 
 #include "ppstage/comm/communicator.h"
-#include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/split/stage_module.h"
 
 namespace ppstage {
-
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
-  BoundarySpec spec;
-  spec.stage = inputs ? stage.index : stage.index + 1;
-  for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
-    const TensorMeta& meta = t.meta;
-    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
-                  "' crossing into stage ", spec.stage, " has a shape that does not grow ",
-                  "linearly with the batch, so it cannot be cut into micro-batches");
-    TensorSpec tensor;
-    tensor.name = t.name;
-    tensor.dtype = meta.dtype;
-    tensor.requires_grad = meta.requires_grad;
-    for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
-    }
-    spec.tensors.push_back(std::move(tensor));
-  }
-  return spec;
-}
 
 namespace {
 
@@ -75,8 +55,7 @@ struct Executor::Impl {
     for (LocalStage& s : stages) {
       if (s.module->index == stage) return s;
     }
-    PPSTAGE_INTERNAL_ASSERT(false, "stage ", stage, " does not run on rank ", topology.rank());
-    return stages.front();
+    PPSTAGE_INTERNAL_FAIL("stage ", stage, " does not run on rank ", topology.rank());
   }
   bool isLast(int stage) const { return stage == topology.numStages() - 1; }
   bool runsHere(int stage) const {
@@ -196,83 +175,98 @@ struct Executor::Impl {
     }
   }
 
+  // What one backward differentiates for: this stage's inputs that need a gradient (and
+  // their slots), its trainable parameters, or both.
+  struct GradientTargets {
+    std::vector<at::Tensor> wrt;      // the inputs first, then the parameters
+    std::vector<size_t> input_slots;  // which input each of the first wrt entries is
+    std::vector<at::Tensor*> params;  // the parameters, in the order of the last entries
+  };
+
+  GradientTargets targetsOf(MicroBatchState& st, LocalStage& stage, bool inputs, bool weights) {
+    GradientTargets t;
+    for (size_t i = 0; inputs && i < st.inputs.size(); ++i) {
+      if (stage.input_spec.tensors[i].requires_grad && st.inputs[i].requires_grad()) {
+        t.wrt.push_back(st.inputs[i]);
+        t.input_slots.push_back(i);
+      }
+    }
+    for (StageParameter& p : stage.module->parameters) {
+      if (weights && p.is_parameter && p.value.requires_grad()) {
+        t.wrt.push_back(p.value);
+        t.params.push_back(&p.value);
+      }
+    }
+    return t;
+  }
+
+  // Keeps the input gradients of (s, m) for SEND_B, or hands them to stage s-1 when it runs
+  // here; a needed gradient autograd did not produce is zeros.
+  void keepInputGradients(int s, int m, const GradientTargets& t,
+                          const std::vector<at::Tensor>& grads) {
+    MicroBatchState& st = state(s, m);
+    LocalStage& stage = local(s);
+    st.input_grads.assign(st.inputs.size(), at::Tensor());
+    for (size_t k = 0; k < t.input_slots.size(); ++k) st.input_grads[t.input_slots[k]] = grads[k];
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      if (stage.input_spec.tensors[i].requires_grad && !st.input_grads[i].defined()) {
+        st.input_grads[i] = at::zeros_like(st.inputs[i]);
+      }
+    }
+    if (s > 0 && runsHere(s - 1)) {
+      MicroBatchState& prev = state(s - 1, m);
+      prev.output_grads = std::move(st.input_grads);
+      for (size_t i = 0; i < prev.output_grads.size(); ++i) {
+        if (!local(s - 1).output_spec.tensors[i].requires_grad) prev.output_grads[i] = at::Tensor();
+      }
+      st.input_grads.clear();
+    } else if (s == 0) {
+      st.input_grads.clear();
+    }
+  }
+
+  // Adds the weight gradients to the parameters' .grad, then drops what kept the graph of
+  // (s, m) alive: it is gone.
+  void accumulateWeightGradients(MicroBatchState& st, const GradientTargets& t,
+                                 const std::vector<at::Tensor>& grads) {
+    for (size_t k = 0; k < t.params.size(); ++k) {
+      const at::Tensor& g = grads[t.input_slots.size() + k];
+      if (!g.defined()) continue;
+      at::Tensor& acc = t.params[k]->mutable_grad();
+      if (acc.defined()) {
+        acc.add_(g);
+      } else {
+        acc = g;
+      }
+    }
+    st.outputs.clear();
+    st.loss = at::Tensor();
+    st.output_grads.clear();
+    st.inputs.clear();
+    st.forward_done = false;
+    st.weights_done = true;
+  }
+
   // Input and/or weight gradients of (s, m).
   void backward(ActionKind kind, int s, int m) {
     MicroBatchState& st = state(s, m);
-    LocalStage& stage = local(s);
     PPSTAGE_INTERNAL_ASSERT(st.forward_done, kindName(kind), " ", s, " ", m, " before its F");
     std::vector<at::Tensor> root_tensors, root_grads;
     roots(s, m, root_tensors, root_grads);
     const auto start = Clock::now();
     const bool want_inputs = kind != ActionKind::kBackwardWeight;
     const bool want_weights = kind != ActionKind::kBackwardInput;
-    std::vector<at::Tensor> wrt;
-    std::vector<size_t> input_slots;
-    if (want_inputs) {
-      for (size_t i = 0; i < st.inputs.size(); ++i) {
-        if (stage.input_spec.tensors[i].requires_grad && st.inputs[i].requires_grad()) {
-          wrt.push_back(st.inputs[i]);
-          input_slots.push_back(i);
-        }
-      }
-    }
-    std::vector<at::Tensor*> params;
-    if (want_weights) {
-      for (StageParameter& p : stage.module->parameters) {
-        if (p.is_parameter && p.value.requires_grad()) {
-          wrt.push_back(p.value);
-          params.push_back(&p.value);
-        }
-      }
-    }
+    const GradientTargets targets = targetsOf(st, local(s), want_inputs, want_weights);
     std::vector<at::Tensor> grads;
-    if (!root_tensors.empty() && !wrt.empty()) {
-      grads = torch::autograd::grad(root_tensors, wrt, root_grads,
+    if (!root_tensors.empty() && !targets.wrt.empty()) {
+      grads = torch::autograd::grad(root_tensors, targets.wrt, root_grads,
                                     /*retain_graph=*/kind == ActionKind::kBackwardInput,
                                     /*create_graph=*/false, /*allow_unused=*/true);
     } else {
-      grads.assign(wrt.size(), at::Tensor());
+      grads.assign(targets.wrt.size(), at::Tensor());
     }
-    if (want_inputs) {
-      st.input_grads.assign(st.inputs.size(), at::Tensor());
-      for (size_t k = 0; k < input_slots.size(); ++k) st.input_grads[input_slots[k]] = grads[k];
-      for (size_t i = 0; i < st.inputs.size(); ++i) {
-        if (stage.input_spec.tensors[i].requires_grad && !st.input_grads[i].defined()) {
-          st.input_grads[i] = at::zeros_like(st.inputs[i]);
-        }
-      }
-      if (s > 0 && runsHere(s - 1)) {
-        // Hand the input gradients to the previous stage on this rank.
-        MicroBatchState& prev = state(s - 1, m);
-        prev.output_grads = std::move(st.input_grads);
-        for (size_t i = 0; i < prev.output_grads.size(); ++i) {
-          if (!local(s - 1).output_spec.tensors[i].requires_grad)
-            prev.output_grads[i] = at::Tensor();
-        }
-        st.input_grads.clear();
-      } else if (s == 0) {
-        st.input_grads.clear();
-      }
-    }
-    if (want_weights) {
-      for (size_t k = 0; k < params.size(); ++k) {
-        const at::Tensor& g = grads[input_slots.size() + k];
-        if (!g.defined()) continue;
-        at::Tensor& acc = params[k]->mutable_grad();
-        if (acc.defined()) {
-          acc.add_(g);
-        } else {
-          acc = g;
-        }
-      }
-      // The graph of (s, m) is gone: drop what kept it alive.
-      st.outputs.clear();
-      st.loss = at::Tensor();
-      st.output_grads.clear();
-      st.inputs.clear();
-      st.forward_done = false;
-      st.weights_done = true;
-    }
+    if (want_inputs) keepInputGradients(s, m, targets, grads);
+    if (want_weights) accumulateWeightGradients(st, targets, grads);
     record(kind, start);
     eraseIfDone(s, m);
   }

@@ -7,17 +7,10 @@
 
 namespace ppstage {
 
-LossKind resolveLossKind(const std::string& option, at::ScalarType input_dtype) {
-  if (option == "cross_entropy") return LossKind::kCrossEntropy;
-  if (option == "mse") return LossKind::kMse;
-  PPSTAGE_CHECK(option == "auto", "--train.loss must be cross_entropy, mse or auto; got '", option,
-                "'");
+LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType input_dtype) {
+  if (chosen) return *chosen;
   return at::isIntegralType(input_dtype, /*includeBool=*/false) ? LossKind::kCrossEntropy
                                                                 : LossKind::kMse;
-}
-
-const char* toString(LossKind kind) {
-  return kind == LossKind::kCrossEntropy ? "cross_entropy" : "mse";
 }
 
 at::Tensor computeLoss(LossKind kind, const at::Tensor& output, const at::Tensor& target) {

@@ -62,9 +62,8 @@ Action parseAction(std::string_view text, const std::string& where) {
   for (ActionKind k : kKinds) {
     if (kind == kindName(k)) return Action{k, stage, microbatch};
   }
-  PPSTAGE_CHECK(false, at, "unknown action kind '", kind, "' in '", text,
-                "' (kinds: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)");
-  return {};
+  PPSTAGE_FAIL(at, "unknown action kind '", kind, "' in '", text,
+               "' (kinds: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)");
 }
 
 }  // namespace ppstage

@@ -2,12 +2,11 @@
 #include "ppstage/schedule/pipeline_schedule.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "builtin_schedules.h"
-#include "ppstage/comm/topology.h"
+#include "ppstage/core/file.h"
 #include "ppstage/schedule/lowering.h"
+#include "ppstage/schedule/plugin_loader.h"
 #include "ppstage/schedule/schedule_csv.h"
 
 namespace ppstage {
@@ -17,21 +16,13 @@ bool isCsvPath(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".csv") == 0;
 }
 
+// The request of `stages` on ranks of `stages_per_rank`, after the limits of the tags.
 ScheduleRequest makeRequest(int stages, int microbatches, int stages_per_rank,
                             Placement placement) {
   PPSTAGE_CHECK(stages >= 1 && stages <= kMaxStages, "--pipeline.stages must be between 1 and ",
                 kMaxStages, "; got ", stages);
-  PPSTAGE_CHECK(microbatches >= 1 && microbatches <= kMaxMicrobatches,
-                "--pipeline.microbatches must be between 1 and ", kMaxMicrobatches, "; got ",
-                microbatches);
-  PPSTAGE_CHECK(stages_per_rank >= 1 && stages % stages_per_rank == 0, stages,
-                " stages cannot be spread over ranks at ", stages_per_rank,
-                " per rank (--pipeline.stages_per_rank must divide --pipeline.stages)");
-  const int ranks = stages / stages_per_rank;
-  const Topology topology = Topology::create(ranks, 0, ranks, 1, stages, placement);
-  ScheduleRequest request{stages, microbatches, stages_per_rank, placement, {}};
-  for (int s = 0; s < stages; ++s) request.rank_of_stage.push_back(topology.ppRankOfStage(s));
-  return request;
+  return scheduleRequestFor(Topology::forPipeline(stages, stages_per_rank, placement),
+                            microbatches);
 }
 
 // A table's shape comes from its content; given sizes must agree with it.
@@ -59,14 +50,6 @@ ScheduleRequest requestOfTable(const std::vector<ActionList>& ranks, const Sched
   return makeRequest(stages, microbatches, per_rank, v ? Placement::kV : Placement::kLoop);
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream file(path);
-  PPSTAGE_CHECK(file.good(), "cannot read schedule table '", path, "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 std::string knownNames(const ScheduleRegistry& registry) {
   std::string names;
   for (const std::string& name : registry.names()) names += (names.empty() ? "" : ", ") + name;
@@ -74,6 +57,34 @@ std::string knownNames(const ScheduleRegistry& registry) {
 }
 
 }  // namespace
+
+ScheduleOptions scheduleOptionsFor(const PipelineConfig& pipeline, int stages,
+                                   int stages_per_rank) {
+  ScheduleOptions options;
+  options.schedule = pipeline.schedule;
+  options.stages = stages;
+  options.microbatches =
+      pipeline.microbatches > 0 ? static_cast<int>(pipeline.microbatches) : 2 * stages;
+  options.stages_per_rank = stages_per_rank;
+  options.placement = pipeline.placement;
+  return options;
+}
+
+ScheduleRequest scheduleRequestFor(const Topology& pipeline, int microbatches) {
+  PPSTAGE_CHECK(microbatches >= 1 && microbatches <= kMaxMicrobatches,
+                "--pipeline.microbatches must be between 1 and ", kMaxMicrobatches, "; got ",
+                microbatches);
+  ScheduleRequest request;
+  request.num_stages = pipeline.numStages();
+  request.num_microbatches = microbatches;
+  request.stages_per_rank = pipeline.stagesPerRank();
+  request.placement = pipeline.placement();
+  for (int s = 0; s < pipeline.numStages(); ++s) {
+    request.rank_of_stage.push_back(pipeline.ppRankOfStage(s));
+  }
+  request.stages_of_rank = pipeline.stagesOfEveryRank();
+  return request;
+}
 
 ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path) {
   ScheduleRegistry registry;
@@ -83,7 +94,8 @@ ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path) {
 }
 
 PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleOptions& o) {
-  if (isCsvPath(o.schedule)) return scheduleFromTable(readFile(o.schedule), o.schedule, o);
+  if (isCsvPath(o.schedule))
+    return scheduleFromTable(readFile(o.schedule, "schedule table"), o.schedule, o);
   PipelineSchedule out;
   out.name = o.schedule;
   std::vector<ActionList> compute;

@@ -1,7 +1,7 @@
-// Schedule plugins: shared libraries exporting ppstage_register_schedules (schedule_api.h).
-#include <dlfcn.h>
+// See include/ppstage/schedule/plugin_loader.h.
+#include "ppstage/schedule/plugin_loader.h"
 
-#include "ppstage/schedule/pipeline_schedule.h"
+#include <dlfcn.h>
 
 namespace ppstage {
 

@@ -4,25 +4,10 @@
 #include <chrono>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 #include "ppstage/graph/value_shapes.h"
 
 namespace ppstage {
-
-std::string dtypeName(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(dtype);
-  }
-}
 
 namespace {
 

@@ -1,4 +1,6 @@
 // split::plan: split points or automatic balance -> StagePlan (see stage_plan.h).
+#include "ppstage/split/stage_plan.h"
+
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 #include <sstream>
 
 #include "ppstage/core/error.h"
-#include "ppstage/split/stage_plan.h"
 
 namespace ppstage {
 
@@ -16,8 +17,7 @@ size_t StagePlan::stageOfNode(size_t node_index) const {
   for (size_t s = 0; s < stages.size(); ++s) {
     if (node_index < units[stages[s].end_unit - 1].end_node) return s;
   }
-  PPSTAGE_INTERNAL_ASSERT(false, "node ", node_index, " is past the last stage");
-  return stages.size() - 1;
+  PPSTAGE_INTERNAL_FAIL("node ", node_index, " is past the last stage");
 }
 
 std::vector<size_t> balancedPartition(const std::vector<double>& costs, size_t parts) {
@@ -140,7 +140,7 @@ StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
 StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
                        const PipelineConfig& config) {
   StagePlan plan;
-  plan.method = config.balance;
+  plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
   const size_t stages = static_cast<size_t>(std::max<int64_t>(config.stages, 1));
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
@@ -148,7 +148,8 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
                 listPaths(plan.units), ")");
   std::vector<double> costs;
   for (const SplitUnit& unit : plan.units) {
-    costs.push_back(config.balance == "flops" ? unit.flops : static_cast<double>(unit.num_params));
+    costs.push_back(config.balance == Balance::kFlops ? unit.flops
+                                                      : static_cast<double>(unit.num_params));
   }
   size_t begin = 0;
   for (size_t start : balancedPartition(costs, stages)) {

@@ -19,12 +19,13 @@
 // and are recomputed wherever else they are used.
 // Only nodes of the graph's top-level block are assigned; a node with control flow goes
 // whole to one unit, with every call inside it.
+#include "ppstage/split/units.h"
+
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
 
 #include "ppstage/split/flops.h"
-#include "ppstage/split/stage_plan.h"
 
 namespace ppstage {
 

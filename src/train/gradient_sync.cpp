@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "ppstage/comm/communicator.h"
-#include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/topology.h"
 
 namespace ppstage {
 
@@ -43,9 +43,10 @@ GradientSync::GradientSync(Communicator& world, const Topology& topology,
       }
     }
     const bool member = !group.local_copies.empty();
-    // Owners of this replica share a color; every other rank lands in one unused group.
-    const int color = member ? topology.dpRank() : topology.dpSize();
-    std::unique_ptr<Communicator> owners = world.split(color, topology.rank());
+    // Owners of this replica share its pipeline's color; every other rank lands in one
+    // unused group.
+    std::unique_ptr<Communicator> owners =
+        world.split(topology.pipelineColor(member), topology.rank());
     if (member && owners->size() > 1) group.owners = std::move(owners);
     ties_.push_back(std::move(group));
   }

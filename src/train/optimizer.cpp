@@ -4,18 +4,14 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
-#include "ppstage/core/error.h"
-
 namespace ppstage {
 
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& train,
                                                        std::vector<at::Tensor> params) {
-  if (train.optimizer == "sgd") {
+  if (train.optimizer == OptimizerKind::kSgd) {
     return std::make_unique<torch::optim::SGD>(
         std::move(params), torch::optim::SGDOptions(train.lr).weight_decay(train.weight_decay));
   }
-  PPSTAGE_CHECK(train.optimizer == "adamw", "--train.optimizer must be adamw or sgd; got '",
-                train.optimizer, "'");
   return std::make_unique<torch::optim::AdamW>(
       std::move(params), torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
 }

@@ -5,8 +5,8 @@
 
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/mpi_communicator.h"
-#include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/topology.h"
 
 namespace ppstage {
 namespace {
@@ -72,7 +72,7 @@ TEST(MpiComm, AllReduceSumsOverDataParallelGroups) {
   auto comm = world();
   const int pp = comm->size() >= 4 ? 2 : 1;
   const int dp = comm->size() / pp;
-  const Topology topo = Topology::create(comm->size(), comm->rank(), pp, dp, pp);
+  const Topology topo = Topology::forJob(comm->size(), dp, pp, 1).atRank(comm->rank());
   auto dp_group = comm->split(topo.dataParallelColor(), topo.dpRank());
   ASSERT_EQ(dp_group->size(), dp);
   at::Tensor grad = at::full({5}, comm->rank() + 1, at::kFloat);

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "ppstage/comm/mpi_communicator.h"
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
     at::Tensor activation = at::empty({8, 16});
     comm->recvSync(activation, 1, ppstage::MessageTag{ppstage::MessageKind::kActivation, 1, 4, 0});
   } catch (const std::exception& e) {
-    ppstage::failJob(e.what(), 1);
+    std::cerr << "ppstage: error: " << e.what() << std::endl;
+    comm->abort(1);  // ends the job: rank 1 is gone, nobody else waits
   }
   return 0;  // not reached: nobody sends
 }

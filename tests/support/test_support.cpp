@@ -19,7 +19,7 @@ Config fixtureConfig(const std::string& name) {
   const nlohmann::json& input = inputs.at(name);
   Config config;
   config.model.name = fixturePath(name);
-  config.model.input_dtype = input.at("dtype").get<std::string>();
+  config.model.input_dtype = parseChoice<InputDtype>(input.at("dtype").get<std::string>());
   config.model.input_shape = input.at("shape").get<std::vector<int64_t>>();
   if (input.contains("vocab_size")) config.model.vocab_size = input.at("vocab_size");
   config.train.batch_size = config.model.input_shape.front();

@@ -9,8 +9,8 @@
 
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/local_communicator.h"
-#include "ppstage/comm/topology.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/topology.h"
 #include "support/local_ranks.h"
 
 namespace ppstage {
@@ -73,7 +73,7 @@ TEST(LocalComm, MessagesInFlightAreMatchedByTagWhateverTheOrder) {
 
 TEST(LocalComm, AllReduceSumsOverDataParallelGroups) {
   runRanks(4, [](int rank, Communicator& world) {
-    const Topology topo = Topology::create(4, rank, /*pp=*/2, /*dp=*/2, /*stages=*/2);
+    const Topology topo = Topology::forJob(4, /*dp=*/2, /*stages=*/2, 1).atRank(rank);
     auto dp = world.split(topo.dataParallelColor(), topo.dpRank());
     EXPECT_EQ(dp->size(), 2);
     EXPECT_EQ(dp->rank(), topo.dpRank());
@@ -175,7 +175,7 @@ TEST(BoundarySpec, MatchingSpecsPass) {
 }
 
 TEST(Topology, LaysOutReplicasAndStages) {
-  const Topology t = Topology::create(8, 6, /*pp=*/4, /*dp=*/2, /*stages=*/8);
+  const Topology t = Topology::forJob(8, /*dp=*/2, /*stages=*/8, 1).atRank(6);
   EXPECT_EQ(t.ppRank(), 2);
   EXPECT_EQ(t.dpRank(), 1);
   EXPECT_EQ(t.myStages(), (std::vector<int>{2, 6}));
@@ -183,16 +183,16 @@ TEST(Topology, LaysOutReplicasAndStages) {
   EXPECT_EQ(t.prevRank(2), 5);
   EXPECT_EQ(t.nextRank(7), -1);
   EXPECT_EQ(t.prevRank(0), -1);
-  const Topology v = Topology::create(2, 0, 2, 1, 4, Placement::kV);
+  const Topology v = Topology::forJob(2, 1, 4, 1, Placement::kV).atRank(0);
   EXPECT_EQ(v.myStages(), (std::vector<int>{0, 3}));
   EXPECT_EQ(v.nextRank(0), 1);
   EXPECT_EQ(v.nextRank(2), 0);
 }
 
 TEST(Topology, RejectsImpossibleLayouts) {
-  EXPECT_THROW(Topology::create(4, 0, 2, 1, 2), Error);  // world != pp * dp
-  EXPECT_THROW(Topology::create(2, 0, 2, 1, 3), Error);  // stages not divisible
-  EXPECT_THROW(Topology::create(2, 0, 2, 1, 6, Placement::kV), Error);
+  EXPECT_THROW(Topology::forJob(3, 2, 2, 1), Error);  // world != pp * dp
+  EXPECT_THROW(Topology::forJob(2, 1, 3, 1), Error);  // stages not divisible
+  EXPECT_THROW(Topology::forJob(2, 1, 6, 1, Placement::kV), Error);
 }
 
 TEST(MessageTag, EncodesEveryFieldDistinctly) {

@@ -8,6 +8,7 @@
 
 #include "ppstage/schedule/lowering.h"
 #include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/schedule/plugin_loader.h"
 #include "ppstage/schedule/schedule_csv.h"
 #include "support/error_of.h"
 

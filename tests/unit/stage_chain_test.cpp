@@ -261,7 +261,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
   ASSERT_GE(max_stages, 2u) << c.name << " must be splittable";
 
   for (size_t n = 1; n <= max_stages; ++n) {
-    for (const std::string balance : {"params", "flops"}) {
+    for (const Balance balance : {Balance::kParams, Balance::kFlops}) {
       PipelineConfig pipeline;
       pipeline.stages = static_cast<int64_t>(n);
       pipeline.balance = balance;
@@ -283,7 +283,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
         worst_output = std::max(worst_output, test::maxRelDiff(outputs[i], ref.outputs[i]));
         if (c.bitwise) EXPECT_TRUE(at::equal(outputs[i], ref.outputs[i])) << "output " << i;
       }
-      EXPECT_LE(worst_output, kTolerance) << c.name << " N=" << n << " " << balance;
+      EXPECT_LE(worst_output, kTolerance) << c.name << " N=" << n << " " << toString(balance);
 
       chain.backward(weightedLoss(outputs, ref.weights));
       double worst_grad = 0;
@@ -299,7 +299,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
         EXPECT_LE(diff, kTolerance) << c.name << " N=" << n << " gradient of " << mp.path;
         if (c.bitwise) EXPECT_TRUE(at::equal(got, expected)) << "gradient of " << mp.path;
       }
-      std::cout << c.name << " N=" << n << " (" << balance << "): max rel diff outputs "
+      std::cout << c.name << " N=" << n << " (" << toString(balance) << "): max rel diff outputs "
                 << worst_output << ", gradients " << worst_grad << "\n";
     }
   }

@@ -113,8 +113,8 @@ TEST(Loss, CrossEntropyFlattensLogitsOfEitherLayout) {
               computeLoss(LossKind::kCrossEntropy, logits, at::zeros({2, 4}, at::kLong));
             }).find("rows of logits"),
             std::string::npos);
-  EXPECT_EQ(resolveLossKind("auto", at::kLong), LossKind::kCrossEntropy);
-  EXPECT_EQ(resolveLossKind("auto", at::kFloat), LossKind::kMse);
+  EXPECT_EQ(resolveLossKind(std::nullopt, at::kLong), LossKind::kCrossEntropy);
+  EXPECT_EQ(resolveLossKind(std::nullopt, at::kFloat), LossKind::kMse);
 }
 
 TEST(Clipping, CoefficientIsClipGradNormsOne) {
@@ -179,7 +179,7 @@ Config smallRun() {
   config.train.steps = 4;
   config.train.batch_size = 8;
   config.train.threads = 1;
-  config.train.optimizer = "sgd";
+  config.train.optimizer = OptimizerKind::kSgd;
   config.train.lr = 0.1;
   config.train.grad_clip = 0.5;
   config.data.path = "synthetic";

@@ -4,6 +4,7 @@
 // at once with the same message instead of waiting on a rank that has left.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -27,6 +28,14 @@ class JobError : public Error {
   int exit_code_;
   bool reports_here_;
 };
+
+// What a failure means for a ppstage process: its message and exit code, 2 for
+// ppstage::Error (bad input), 1 for anything else (a c10::Error without its C++ backtrace).
+struct Failure {
+  std::string message;
+  int exit_code = 1;
+};
+Failure failureOf(const std::exception_ptr& error);
 
 // Runs `fn` on this rank, then agrees with every rank of `comm` (collective): when `fn`
 // threw on any rank, throws JobError on all of them with the lowest failing rank's message

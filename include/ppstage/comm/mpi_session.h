@@ -3,15 +3,14 @@
 //
 // Note [MPI thread level]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// ppstage asks for MPI_THREAD_SERIALIZED: a communicator may be used from more than one
-// thread (the executor, a watchdog), so MPI must tolerate calls from different threads, but
+// ppstage asks for MPI_THREAD_SERIALIZED: the Communicator contract lets any thread call a
+// communicator (one call at a time), so MPI must tolerate calls from different threads, but
 // MpiCommunicator serializes its MPI calls with a mutex, so MPI never sees two at once and
-// we avoid MPI_THREAD_MULTIPLE's per-call locking inside the library. Progress happens
-// when a Work is tested or waited on; with Open MPI's shared-memory transport the receiver
-// pulls large messages itself (single copy), so the sender need not be inside MPI.
+// we avoid MPI_THREAD_MULTIPLE's per-call locking inside the library. Today every call
+// comes from the thread that runs the steps. Progress happens when a Work is tested or
+// waited on; with Open MPI's shared-memory transport the receiver pulls large messages
+// itself (single copy), so the sender need not be inside MPI.
 #pragma once
-
-#include <string>
 
 namespace ppstage {
 
@@ -36,12 +35,5 @@ class MpiSession {
 bool mpiActive();
 // This process's rank in MPI_COMM_WORLD; -1 when MPI is not active.
 int mpiWorldRank();
-// MPI_Abort(MPI_COMM_WORLD): ends every rank of the job.
-[[noreturn]] void mpiAbortWorld(int exit_code);
-
-// How a ppstage process ends on an error: one line `ppstage: error: <message>` on stderr
-// (`ppstage: error: [rank r] <message>` under MPI), then exit with `exit_code`; under MPI
-// every rank of the job ends (MPI_Abort), so none is left waiting.
-[[noreturn]] void failJob(const std::string& message, int exit_code);
 
 }  // namespace ppstage

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ppstage/compile/segments.h"
+#include "ppstage/config/config.h"
 #include "ppstage/graph/graph_runner.h"
 
 namespace torch::jit {
@@ -28,12 +29,6 @@ struct Graph;
 }  // namespace torch::jit
 
 namespace ppstage {
-
-enum class CompileMode { kNone, kStage, kBlock };
-
-// "none" | "stage" | "block"; throws ppstage::Error otherwise.
-CompileMode parseCompileMode(const std::string& text);
-const char* toString(CompileMode mode);
 
 // What compiling cost on one rank.
 struct CompileStats {
@@ -72,7 +67,6 @@ class CompileCache {
   CompileMode mode() const { return stats_.mode; }
   bool dynamicShapes() const { return dynamic_shapes_; }
   const CompileStats& stats() const { return stats_; }
-  CompileStats& stats() { return stats_; }
 
   struct Lookup {
     GraphRunner* runner;

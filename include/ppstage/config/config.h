@@ -3,14 +3,69 @@
 // Every field is an option named `section.key`, both on the command line
 // (`--model.layers 8`) and in an INI file given with `--config` (`[model]` / `layers = 8`);
 // the command line overrides the file. Options are declared in src/config/options.cpp,
-// validated there across fields, then read by the boxes through these structs.
+// validated there across fields, then read by the boxes through these structs. Options
+// with a few named values are enums, parsed once when the options are read (Choices,
+// core/choice.h): nothing downstream compares strings.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ppstage/core/choice.h"
+#include "ppstage/core/placement.h"
+
 namespace ppstage {
+
+// --model.input_dtype: what a model file's example input holds.
+enum class InputDtype { kInt64, kFloat32 };  // token ids | float samples
+
+// --pipeline.balance: what automatic splitting makes equal across stages.
+enum class Balance { kParams, kFlops };
+
+// --compile.mode (see include/ppstage/compile/compiled_stage.h).
+enum class CompileMode { kNone, kStage, kBlock };
+
+// --train.optimizer.
+enum class OptimizerKind { kAdamW, kSgd };
+
+// --train.loss: the loss the last stage computes for each micro-batch (runtime/loss.h).
+enum class LossKind {
+  kCrossEntropy,  // logits (..., V) against integer targets (...), mean over targets
+  kMse,           // mean squared error against targets of the output's shape
+};
+
+template <>
+struct Choices<InputDtype> {
+  static constexpr const char* kOption = "model.input_dtype";
+  static constexpr std::pair<InputDtype, const char*> kNames[] = {
+      {InputDtype::kInt64, "int64"}, {InputDtype::kFloat32, "float32"}};
+};
+template <>
+struct Choices<Balance> {
+  static constexpr const char* kOption = "pipeline.balance";
+  static constexpr std::pair<Balance, const char*> kNames[] = {{Balance::kParams, "params"},
+                                                               {Balance::kFlops, "flops"}};
+};
+template <>
+struct Choices<CompileMode> {
+  static constexpr const char* kOption = "compile.mode";
+  static constexpr std::pair<CompileMode, const char*> kNames[] = {
+      {CompileMode::kNone, "none"}, {CompileMode::kStage, "stage"}, {CompileMode::kBlock, "block"}};
+};
+template <>
+struct Choices<OptimizerKind> {
+  static constexpr const char* kOption = "train.optimizer";
+  static constexpr std::pair<OptimizerKind, const char*> kNames[] = {
+      {OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::kSgd, "sgd"}};
+};
+template <>
+struct Choices<LossKind> {
+  static constexpr const char* kOption = "train.loss";
+  static constexpr std::pair<LossKind, const char*> kNames[] = {
+      {LossKind::kCrossEntropy, "cross_entropy"}, {LossKind::kMse, "mse"}};
+};
 
 // [model]: which model to build or load, and the example input that gives shapes.
 struct ModelConfig {
@@ -25,7 +80,7 @@ struct ModelConfig {
   // Example input for a model file: dtype and shape with the batch dimension first (its
   // size is always train.batch_size). Empty shape means (train.batch_size, seq_len), token
   // ids below vocab_size.
-  std::string input_dtype = "int64";
+  InputDtype input_dtype = InputDtype::kInt64;
   std::vector<int64_t> input_shape;
 };
 
@@ -35,12 +90,12 @@ struct PipelineConfig {
   int64_t stages = 0;
   // Module paths at which a stage starts ("layers.4,layers.8"); empty means balance.
   std::vector<std::string> split_points;
-  std::string balance = "params";  // params | flops: what automatic balancing equalizes
-  std::string schedule = "1f1b";   // a registered schedule, or a .csv table
-  int64_t microbatches = 0;        // 0: twice the number of stages
-  int64_t stages_per_rank = 1;     // more than 1: interleaved (virtual) stages
-  std::string placement = "loop";  // loop | v: which rank runs which stage
-  std::string schedule_plugin;     // shared library registering more schedules
+  Balance balance = Balance::kParams;
+  std::string schedule = "1f1b";           // a registered schedule, or a .csv table
+  int64_t microbatches = 0;                // 0: twice the number of stages
+  int64_t stages_per_rank = 1;             // more than 1: interleaved (virtual) stages
+  Placement placement = Placement::kLoop;  // which rank runs which stage
+  std::string schedule_plugin;             // shared library registering more schedules
 };
 
 // [train]: the training run.
@@ -50,16 +105,16 @@ struct TrainConfig {
   int64_t steps = 50;      // optimizer steps
   double lr = 3e-3;
   double weight_decay = 0.01;
-  double grad_clip = 1.0;           // global gradient-norm bound; 0 turns clipping off
-  std::string optimizer = "adamw";  // adamw | sgd
-  std::string loss = "auto";        // cross_entropy | mse | auto (by the input's dtype)
-  int64_t dp = 1;                   // data-parallel replicas; world = pp * dp
-  int64_t threads = 0;              // intra-op threads per rank; 0: cores / local ranks
+  double grad_clip = 1.0;  // global gradient-norm bound; 0 turns clipping off
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  std::optional<LossKind> loss;  // empty: auto (cross_entropy for token ids, else mse)
+  int64_t dp = 1;                // data-parallel replicas; world = pp * dp
+  int64_t threads = 0;           // intra-op threads per rank; 0: cores / local ranks
 };
 
 // [compile]: how each stage's graph runs (see include/ppstage/compile/compiled_stage.h).
 struct CompileConfig {
-  std::string mode = "none";  // none | stage | block
+  CompileMode mode = CompileMode::kNone;
   std::string block_pattern;  // block: regex over module paths; empty: repeated module types
   bool dynamic = false;       // shape-generic optimized graphs instead of one per shape
   int64_t max_respecializations = 8;  // warn (once per rank) past this many

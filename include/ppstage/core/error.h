@@ -4,10 +4,15 @@
 //                                          Throws ppstage::Error with the message parts
 //                                          concatenated; name what was wrong, the value
 //                                          seen and what is allowed.
+//   PPSTAGE_FAIL(msg...)                   the same without a condition, where the code
+//                                          cannot go on: it never returns, so no dummy
+//                                          value follows it.
 //   PPSTAGE_INTERNAL_ASSERT(cond, msg...)  an invariant of our own code; failing it is a
 //                                          ppstage bug. Throws ppstage::InternalError.
+//   PPSTAGE_INTERNAL_FAIL(msg...)          an unreachable place; never returns.
 //
-// Library code only throws; the CLI's main() decides the process's fate.
+// Library code only throws; the CLI's main() decides the process's fate. Header-only, so
+// schedule plugins (schedule_api.h) use the checks without linking ppstage.
 #pragma once
 
 #include <sstream>
@@ -38,17 +43,27 @@ std::string concat(Parts&&... parts) {
   return out.str();
 }
 
-[[noreturn]] void throwInternalError(const char* file, int line, const char* condition,
-                                     const std::string& message);
+[[noreturn]] inline void throwError(const std::string& message) { throw Error(message); }
+
+// `condition` is null for PPSTAGE_INTERNAL_FAIL: the place itself is the bug.
+[[noreturn]] inline void throwInternalError(const char* file, int line, const char* condition,
+                                            const std::string& message) {
+  std::string what = concat("internal error (a ppstage bug) at ", file, ":", line);
+  if (condition != nullptr) what += concat(": ", condition, " failed");
+  if (!message.empty()) what += ": " + message;
+  throw InternalError(what);
+}
 
 }  // namespace detail
 }  // namespace ppstage
 
-#define PPSTAGE_CHECK(cond, ...)                                      \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      throw ::ppstage::Error(::ppstage::detail::concat(__VA_ARGS__)); \
-    }                                                                 \
+#define PPSTAGE_FAIL(...) ::ppstage::detail::throwError(::ppstage::detail::concat(__VA_ARGS__))
+
+#define PPSTAGE_CHECK(cond, ...) \
+  do {                           \
+    if (!(cond)) {               \
+      PPSTAGE_FAIL(__VA_ARGS__); \
+    }                            \
   } while (false)
 
 #define PPSTAGE_INTERNAL_ASSERT(cond, ...)                                           \
@@ -58,3 +73,7 @@ std::string concat(Parts&&... parts) {
                                             ::ppstage::detail::concat(__VA_ARGS__)); \
     }                                                                                \
   } while (false)
+
+#define PPSTAGE_INTERNAL_FAIL(...)                                   \
+  ::ppstage::detail::throwInternalError(__FILE__, __LINE__, nullptr, \
+                                        ::ppstage::detail::concat(__VA_ARGS__))

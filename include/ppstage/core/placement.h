@@ -1,7 +1,7 @@
 // How pipeline stages are placed on pipeline ranks (see Topology and the schedules).
 #pragma once
 
-#include <string>
+#include "ppstage/core/choice.h"
 
 namespace ppstage {
 
@@ -9,8 +9,11 @@ namespace ppstage {
 // half mirrored (0 1 2 3 3 2 1 0), so the last stage sits with the first.
 enum class Placement { kLoop, kV };
 
-inline const char* toString(Placement placement) {
-  return placement == Placement::kV ? "v" : "loop";
-}
+template <>
+struct Choices<Placement> {
+  static constexpr const char* kOption = "pipeline.placement";
+  static constexpr std::pair<Placement, const char*> kNames[] = {{Placement::kLoop, "loop"},
+                                                                 {Placement::kV, "v"}};
+};
 
 }  // namespace ppstage

@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace c10 {
+enum class ScalarType : int8_t;
+}
+
 namespace ppstage {
 
 // Splits "a,b,,c" into {"a", "b", "c"} (whitespace trimmed, empty items dropped).
@@ -12,5 +16,9 @@ std::vector<std::string> splitList(const std::string& text, char separator = ','
 
 // {8, 128, 64} -> "[8, 128, 64]"
 std::string shapeText(const std::vector<int64_t>& sizes);
+
+// Human-readable dtype name ("float32", "int64", ...). In ppstage_lib, not ppstage_core: it
+// needs LibTorch (src/core/dtype_name.cpp).
+std::string dtypeName(c10::ScalarType dtype);
 
 }  // namespace ppstage

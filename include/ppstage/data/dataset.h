@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "ppstage/config/config.h"
-#include "ppstage/runtime/loss.h"
 
 namespace ppstage {
 

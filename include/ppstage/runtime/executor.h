@@ -38,11 +38,6 @@ class Communicator;
 class Topology;
 struct StageModule;
 
-// Receive-buffer descriptions of a stage's inputs (`inputs` true) or outputs, from the
-// plan's shapes at `plan_batch`. Throws ppstage::Error for a boundary tensor whose shape is
-// not an affine function of the batch (it could not be cut into micro-batches).
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch);
-
 // A stage this rank runs: the splitter's module, compiled.
 struct LocalStage {
   StageModule* module = nullptr;  // parameters are updated in place by the optimizer

@@ -3,19 +3,15 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <string>
+#include <optional>
+
+#include "ppstage/config/config.h"
 
 namespace ppstage {
 
-enum class LossKind {
-  kCrossEntropy,  // logits (..., V) against integer targets (...), mean over targets
-  kMse,           // mean squared error against targets of the output's shape
-};
-
-// --train.loss: cross_entropy | mse | auto (cross_entropy when the model takes integer
-// token ids, mse otherwise). Throws ppstage::Error.
-LossKind resolveLossKind(const std::string& option, at::ScalarType input_dtype);
-const char* toString(LossKind kind);
+// The loss --train.loss names; auto (none named): cross_entropy when the model takes integer
+// token ids, mse otherwise.
+LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType input_dtype);
 
 // Mean loss of `output` (the model's first output) against `target`. For cross entropy the
 // logits are flattened to (-1, V) and the targets to (-1), so (B, T, V) and (B*T, V)

@@ -11,7 +11,8 @@
 // SEND and RECV post the transfer and return; the compute action that needs received data
 // waits for it. Text form (CSV, logs): stage, kind, micro-batch: "1F3", "0B2", "2SEND_F5".
 //
-// Header-only types: schedule plugins use them without linking ppstage.
+// The types and shorthands are header-only: schedule plugins use them without linking
+// ppstage. kindName, toString and parseAction are ppstage_core's (src/schedule/action.cpp).
 #pragma once
 
 #include <cstdint>

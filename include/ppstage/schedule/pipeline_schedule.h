@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/config/config.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/schedule/schedule_api.h"
 #include "ppstage/schedule/simulator.h"
 
@@ -12,10 +14,6 @@ namespace ppstage {
 
 // The built-in schedules, plus those of the plugin at `plugin_path` when it is not empty.
 ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path = "");
-
-// dlopen()s `path` and calls its ppstage_register_schedules. The library stays loaded.
-// Throws ppstage::Error when it cannot be loaded or lacks the symbol.
-void loadSchedulePlugin(ScheduleRegistry& registry, const std::string& path);
 
 struct ScheduleOptions {
   std::string schedule = "1f1b";  // a registered name, or a path ending in .csv
@@ -25,6 +23,15 @@ struct ScheduleOptions {
   Placement placement = Placement::kLoop;
   ActionCosts costs;
 };
+
+// What [pipeline] asks for, for `stages` stages at `stages_per_rank` per rank (the job's
+// layout; 0 stages: a table's): the micro-batches default to twice the stages. What
+// `ppstage train` and `ppstage schedule` both build their schedules from.
+ScheduleOptions scheduleOptionsFor(const PipelineConfig& pipeline, int stages, int stages_per_rank);
+
+// What a schedule is asked for: `pipeline`'s stages, their ranks and placement, and
+// `microbatches`. Throws ppstage::Error beyond kMaxMicrobatches.
+ScheduleRequest scheduleRequestFor(const Topology& pipeline, int microbatches);
 
 struct PipelineSchedule {
   std::string name;

@@ -25,22 +25,21 @@
 
 namespace ppstage {
 
+// What a schedule is asked for: the pipeline's layout (one replica; made from a Topology,
+// which is where every rank-of-stage answer comes from) and the micro-batches per step.
 struct ScheduleRequest {
   int num_stages = 1;
   int num_microbatches = 1;
   int stages_per_rank = 1;
   Placement placement = Placement::kLoop;
-  std::vector<int> rank_of_stage;  // filled from the Topology: the pipeline rank of each stage
+  std::vector<int> rank_of_stage;                // the pipeline rank of each stage
+  std::vector<std::vector<int>> stages_of_rank;  // each pipeline rank's stages, increasing
 
-  int numRanks() const { return num_stages / stages_per_rank; }
+  int numRanks() const { return static_cast<int>(stages_of_rank.size()); }
   // The stages `rank` runs, in increasing order.
-  std::vector<int> stagesOf(int rank) const {
-    std::vector<int> stages;
-    for (int s = 0; s < num_stages; ++s) {
-      if (rank_of_stage.at(s) == rank) stages.push_back(s);
-    }
-    return stages;
-  }
+  const std::vector<int>& stagesOf(int rank) const { return stages_of_rank.at(rank); }
+  // The `v`-th stage of `rank` (its v-th virtual stage, 0 <= v < stages_per_rank).
+  int stageOf(int rank, int v) const { return stages_of_rank.at(rank).at(v); }
 };
 
 using ScheduleFactory = std::function<std::vector<ActionList>(const ScheduleRequest&)>;

@@ -38,7 +38,4 @@ struct ModelSplit {
 // Throws ppstage::Error for anything the user can fix.
 ModelSplit splitModel(const Config& config);
 
-// Human-readable dtype name ("float32", "int64", ...).
-std::string dtypeName(at::ScalarType dtype);
-
 }  // namespace ppstage

@@ -9,7 +9,7 @@
 // whole model computes. Several tensors may cross a cut; a tensor made in stage i and used
 // in stage j > i+1 passes through the stages between. Only tensors cross: other values are
 // recomputed by the consuming stage, and sizes read from tensor metadata travel as small
-// int64 tensors (see Note [Values crossing a cut] in src/split/extract.cpp).
+// int64 tensors (see Note [Values crossing a cut] in src/split/stage_module.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ppstage/comm/boundary_spec.h"
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/split/stage_plan.h"
@@ -82,6 +83,12 @@ struct TiedParameter {
 // in place would be used by two stages.
 std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
                                        const ValueShapes& shapes);
+
+// The BoundarySpec of a stage's inputs (`inputs` true) or outputs, from the plan's shapes at
+// `plan_batch`: what its neighbours check and size receive buffers from. Throws
+// ppstage::Error for a boundary tensor whose shape is not an affine function of the batch
+// (it could not be cut into micro-batches).
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch);
 
 std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,
                                               const std::vector<StageModule>& stages);

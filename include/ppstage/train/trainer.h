@@ -1,6 +1,10 @@
-// train: `ppstage train` on one rank — the whole data flow of DESIGN.md for a run:
-// layout (pp x dp) -> schedule -> split -> compile -> data -> Executor steps with gradient
-// sync, clipping and the optimizer -> step log and metrics.
+// train: `ppstage train` on one rank — the whole data flow of DESIGN.md for a run, in three
+// phases:
+//   plan       layout (pp x dp) -> schedule -> split -> loss and data -> compile, agreed by
+//              every rank before any collective (job_plan.h)
+//   steps      per step: micro-batches -> Executor -> gradient sync -> one world all-reduce
+//              -> clipping -> optimizer (src/train/step_runner.h)
+//   summarize  metrics, parameter files and the closing lines (src/train/run_summary.h)
 #pragma once
 
 #include <iosfwd>
@@ -14,9 +18,9 @@ class Communicator;
 
 // Trains on this rank of `world` (every rank of the job calls it with the same config).
 // Rank 0 prints the effective configuration, the split plan and the step lines to `log`.
-// Setup errors end every rank together (JobError, see comm/agreement.h); errors during
-// the steps throw (the CLI then ends the job). Returns the run's metrics (complete on rank 0;
-// other ranks fill in what they know).
+// Planning errors end every rank together (JobError, see comm/agreement.h); errors during
+// the steps throw (the CLI then ends the job). Returns the run's metrics, the same on every
+// rank but for the data's description (where the data set is open).
 RunMetrics train(const Config& config, Communicator& world, std::ostream& log);
 
 }  // namespace ppstage

@@ -1,4 +1,5 @@
-// split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h).
+// split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h),
+// and what crosses its boundaries (boundarySpecOf).
 //
 // For every stage, first find what it reads from outside (uses()), then which tensors cross
 // each cut (crossings()), then copy its nodes into a graph of its own (buildStage()).
@@ -19,6 +20,8 @@
 // aten::Int) counts as metadata too. A value that depends on tensor *data* (aten::Int of a
 // real tensor, .item(), .tolist()) cannot be recomputed from metadata and is rejected: the
 // user moves the split point.
+#include "ppstage/split/stage_module.h"
+
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -28,7 +31,6 @@
 #include <set>
 
 #include "ppstage/core/error.h"
-#include "ppstage/split/stage_module.h"
 
 namespace ppstage {
 
@@ -214,9 +216,9 @@ class StageExtractor {
   void recomputeInput(Value* u, Node* n, int s, Value* crossing, Node* user) {
     const bool tensor_leaf = isTensor(u) && !isShapeTensor(u);
     if (isGraphInput(u) && u->offset() > 0) {
-      PPSTAGE_CHECK(false, cannotCross(crossing, s, user, n,
-                                       "it is computed from parameter '" +
-                                           model_.parameters[u->offset() - 1].path + "'"));
+      PPSTAGE_FAIL(cannotCross(
+          crossing, s, user, n,
+          "it is computed from parameter '" + model_.parameters[u->offset() - 1].path + "'"));
     }
     if (!tensor_leaf) {
       recompute(u, s, crossing, user);
@@ -345,10 +347,10 @@ class StageExtractor {
     }
     for (const auto& [p, stages] : stages_of) {
       if (stages.size() < 2 || !aliases.hasWriters(graph_.inputs()[p + 1])) continue;
-      PPSTAGE_CHECK(false, "'", model_.parameters[p].path, "' is written in place by the ",
-                    "model and used in stages ", stages.front(), " and ", stages.back(),
-                    "; a written buffer must stay in one stage: move the split point ",
-                    "(--pipeline.split_points)");
+      PPSTAGE_FAIL("'", model_.parameters[p].path, "' is written in place by the ",
+                   "model and used in stages ", stages.front(), " and ", stages.back(),
+                   "; a written buffer must stay in one stage: move the split point ",
+                   "(--pipeline.split_points)");
     }
   }
 
@@ -471,6 +473,26 @@ class StageExtractor {
 std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
                                        const ValueShapes& shapes) {
   return StageExtractor(model, plan, shapes).run();
+}
+
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
+  BoundarySpec spec;
+  spec.stage = inputs ? stage.index : stage.index + 1;
+  for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
+    const TensorMeta& meta = t.meta;
+    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
+                  "' crossing into stage ", spec.stage, " has a shape that does not grow ",
+                  "linearly with the batch, so it cannot be cut into micro-batches");
+    TensorSpec tensor;
+    tensor.name = t.name;
+    tensor.dtype = meta.dtype;
+    tensor.requires_grad = meta.requires_grad;
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
+    }
+    spec.tensors.push_back(std::move(tensor));
+  }
+  return spec;
 }
 
 std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,

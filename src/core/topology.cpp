@@ -1,0 +1,73 @@
+// See include/ppstage/core/topology.h.
+#include "ppstage/core/topology.h"
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+Topology Topology::forJob(int world, int dp, int stages, int stages_per_rank, Placement placement) {
+  PPSTAGE_CHECK(dp >= 1 && world >= 1, "the job has ", world, " ranks and --train.dp ", dp,
+                "; both must be positive");
+  PPSTAGE_CHECK(world % dp == 0, "the world size must be pipeline ranks x --train.dp: ", world,
+                " ranks cannot form ", dp, " data-parallel replicas");
+  const int pp = world / dp;
+  if (stages == 0) stages = pp * stages_per_rank;
+  PPSTAGE_CHECK(stages >= pp && stages % pp == 0, stages, " stages cannot be spread evenly over ",
+                pp, " pipeline ranks (", world, " ranks / --train.dp ", dp, "): the number of ",
+                "stages must be a multiple of the pipeline ranks");
+  PPSTAGE_CHECK(stages_per_rank == 1 || stages_per_rank == stages / pp,
+                "--pipeline.stages_per_rank is ", stages_per_rank, " but ", stages, " stages on ",
+                pp, " pipeline ranks make ", stages / pp, " per rank");
+  PPSTAGE_CHECK(placement != Placement::kV || stages == 2 * pp, "a V placement needs exactly ",
+                "two stages per rank (", 2 * pp, " stages for ", pp, " ranks); got ", stages);
+  return Topology(pp, dp, stages, placement);
+}
+
+Topology Topology::forPipeline(int stages, int stages_per_rank, Placement placement) {
+  PPSTAGE_CHECK(stages_per_rank >= 1 && stages >= stages_per_rank && stages % stages_per_rank == 0,
+                stages, " stages cannot be spread over ranks at ", stages_per_rank,
+                " per rank (--pipeline.stages_per_rank must divide --pipeline.stages)");
+  return forJob(stages / stages_per_rank, 1, stages, stages_per_rank, placement);
+}
+
+Topology Topology::atRank(int rank) const {
+  PPSTAGE_CHECK(rank >= 0 && rank < worldSize(), "rank ", rank, " outside a world of ",
+                worldSize());
+  Topology view = *this;
+  view.rank_ = rank;
+  return view;
+}
+
+int Topology::rank() const {
+  PPSTAGE_INTERNAL_ASSERT(rank_ >= 0, "a question about this rank to the job's layout: use atRank");
+  return rank_;
+}
+
+int Topology::ppRankOfStage(int stage) const {
+  PPSTAGE_INTERNAL_ASSERT(stage >= 0 && stage < stages_, "stage ", stage, " of ", stages_);
+  if (placement_ == Placement::kV && stage >= pp_) return 2 * pp_ - 1 - stage;
+  return stage % pp_;
+}
+
+std::vector<int> Topology::stagesOf(int pp_rank) const {
+  std::vector<int> stages;
+  for (int s = 0; s < stages_; ++s) {
+    if (ppRankOfStage(s) == pp_rank) stages.push_back(s);
+  }
+  return stages;
+}
+
+std::vector<std::vector<int>> Topology::stagesOfEveryRank() const {
+  std::vector<std::vector<int>> ranks;
+  for (int r = 0; r < pp_; ++r) ranks.push_back(stagesOf(r));
+  return ranks;
+}
+
+std::string Topology::describe() const {
+  std::string stages;
+  for (int s : myStages()) stages += (stages.empty() ? "" : ",") + std::to_string(s);
+  return detail::concat("rank ", rank(), " of ", worldSize(), ": pp rank ", ppRank(), " of ", pp_,
+                        ", dp rank ", dpRank(), " of ", dp_, ", stages ", stages);
+}
+
+}  // namespace ppstage

@@ -1,0 +1,37 @@
+// See include/ppstage/graph/model_graph.h.
+#include "ppstage/graph/model_graph.h"
+
+#include <set>
+
+namespace ppstage {
+
+using torch::jit::Node;
+
+int ModelGraph::callOf(const Node* node) const {
+  const auto it = node_call.find(node);
+  return it == node_call.end() ? kRootCall : it->second;
+}
+
+const std::string& ModelGraph::modulePathOf(const Node* node) const {
+  return calls[callOf(node)].path;
+}
+
+bool ModelGraph::isWithin(int call, int ancestor) const {
+  for (int c = call; c >= 0; c = calls[c].parent) {
+    if (c == ancestor) return true;
+  }
+  return false;
+}
+
+int64_t ModelGraph::numTrainableParams() const {
+  std::set<const c10::TensorImpl*> seen;
+  int64_t total = 0;
+  for (const ModelParameter& p : parameters) {
+    if (p.is_parameter && seen.insert(p.value.unsafeGetTensorImpl()).second) {
+      total += p.value.numel();
+    }
+  }
+  return total;
+}
+
+}  // namespace ppstage

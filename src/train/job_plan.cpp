@@ -1,0 +1,158 @@
+// See include/ppstage/train/job_plan.h.
+#include "ppstage/train/job_plan.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/communicator.h"
+#include "ppstage/runtime/loss.h"
+
+namespace ppstage {
+namespace {
+
+// The job's layout: pp = world / dp; stages from --pipeline.stages, else one more than the
+// split points, else one per pipeline rank times --pipeline.stages_per_rank.
+Topology jobTopology(const PipelineConfig& p, const TrainConfig& t, int world) {
+  const int stages = p.stages > 0              ? static_cast<int>(p.stages)
+                     : !p.split_points.empty() ? static_cast<int>(p.split_points.size()) + 1
+                                               : 0;
+  return Topology::forJob(world, static_cast<int>(t.dp), stages,
+                          static_cast<int>(p.stages_per_rank), p.placement);
+}
+
+int autoThreads(int world) {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : world;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / ranks_here);
+}
+
+// One sample of the model's first output, from the plan's shapes: (B, ...) -> (...), or
+// rows of logits (B*T, V) -> (T, V).
+SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
+  const TensorMeta& meta = output.meta;
+  SampleShape sample{meta.dtype, {}, 0};
+  if (meta.sizes.empty()) return sample;
+  const bool batch_first =
+      meta.sizes[0] == batch && !meta.per_sample.empty() && meta.per_sample[0] == 1;
+  if (batch_first) {
+    sample.shape.assign(meta.sizes.begin() + 1, meta.sizes.end());
+  } else {
+    const int64_t last = meta.sizes.back();
+    sample.shape = {meta.numel() / std::max<int64_t>(1, batch * last), last};
+  }
+  return sample;
+}
+
+// What the data set must give: the model's input samples and, for the loss, targets shaped
+// like one sample of its first output.
+DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const TrainConfig& train) {
+  DataRequest request;
+  request.input.dtype = split.model.input.dtype;
+  request.input.shape.assign(split.model.input.shape.begin() + 1, split.model.input.shape.end());
+  request.input.token_bound = split.model.input.token_bound;
+  request.output = outputSample(split.stages.back().outputs.at(0), train.batch_size);
+  request.loss = loss;
+  request.seed = train.seed;
+  return request;
+}
+
+int64_t tokensPerStep(const DataRequest& request, int64_t batch_size) {
+  int64_t tokens = batch_size;
+  if (at::isIntegralType(request.input.dtype, false)) {
+    for (int64_t d : request.input.shape) tokens *= d;
+  }
+  return tokens;
+}
+
+// This rank's stages behind their compiled graphs; other ranks' stages drop their
+// parameter copies.
+void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
+  const CompileMode mode = config.compile.mode;
+  setShapeStrategy(config.compile.dynamic);
+  plan.compile_cache = std::make_unique<CompileCache>(
+      mode, rank, config.compile.max_respecializations, config.compile.dynamic);
+  std::vector<bool> blocks;
+  if (mode == CompileMode::kBlock) {
+    blocks = findBlocks(plan.split.graph, config.compile.block_pattern);
+  }
+  for (int s : plan.topology.myStages()) {
+    StageModule& module = plan.split.stages[static_cast<size_t>(s)];
+    LocalStage stage;
+    stage.module = &module;
+    stage.compiled = std::make_unique<CompiledStage>(
+        module.graph, *plan.compile_cache, "stage " + std::to_string(s),
+        mode == CompileMode::kBlock ? segmentStage(module, plan.split.graph, blocks)
+                                    : std::vector<GraphSegment>{});
+    stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);
+    if (s + 1 < plan.topology.numStages()) {
+      stage.output_spec = boundarySpecOf(module, false, config.train.batch_size);
+    }
+    plan.local_stages.push_back(std::move(stage));
+    plan.my_stages.push_back(&module);
+  }
+  for (StageModule& module : plan.split.stages) {
+    if (!plan.topology.owns(module.index)) {
+      for (StageParameter& p : module.parameters) p.value = at::Tensor();
+    }
+  }
+}
+
+// Everything local: no collective, so that runAgreed can report any rank's failure.
+JobPlan planLocally(const Config& config, int rank, int world) {
+  JobPlan plan(jobTopology(config.pipeline, config.train, world).atRank(rank));
+  const Topology& topology = plan.topology;
+  plan.threads =
+      config.train.threads > 0 ? static_cast<int>(config.train.threads) : autoThreads(world);
+  at::set_num_threads(plan.threads);
+
+  const ScheduleOptions options =
+      scheduleOptionsFor(config.pipeline, topology.numStages(), topology.stagesPerRank());
+  plan.batch = batchLayout(config.train.batch_size, topology.dpSize(), options.microbatches);
+  plan.schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
+  PPSTAGE_CHECK(static_cast<int>(plan.schedule.ranks.size()) == topology.ppSize(), "schedule '",
+                plan.schedule.name, "' has ", plan.schedule.ranks.size(), " ranks; the job has ",
+                topology.ppSize(), " pipeline ranks");
+
+  Config split_config = config;
+  split_config.pipeline.stages = topology.numStages();
+  plan.split = splitModel(split_config);
+  plan.loss = resolveLossKind(config.train.loss, plan.split.model.input.dtype);
+
+  const DataRequest request = dataRequestOf(plan.split, plan.loss, config.train);
+  plan.tokens_per_step = tokensPerStep(request, config.train.batch_size);
+  if (topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0) {
+    plan.data = openDataset(config.data, request);
+  }
+  compileLocalStages(config, rank, plan);
+  return plan;
+}
+
+}  // namespace
+
+BatchLayout batchLayout(int64_t batch_size, int dp, int microbatches) {
+  const int64_t parts = static_cast<int64_t>(dp) * microbatches;
+  PPSTAGE_CHECK(batch_size % parts == 0, "--train.batch_size ", batch_size,
+                " is not divisible by --train.dp ", dp, " x --pipeline.microbatches ", microbatches,
+                " (", parts, "): every micro-batch must have the same size");
+  BatchLayout layout;
+  layout.microbatches = microbatches;
+  layout.local_batch = batch_size / dp;
+  layout.microbatch_size = layout.local_batch / microbatches;
+  return layout;
+}
+
+JobPlan planJob(const Config& config, Communicator& world) {
+  std::optional<JobPlan> plan;
+  runAgreed(world, [&] { plan.emplace(planLocally(config, world.rank(), world.size())); });
+  return std::move(*plan);
+}
+
+}  // namespace ppstage

@@ -1,0 +1,179 @@
+// See run_summary.h.
+#include "run_summary.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <string>
+
+#include "ppstage/comm/communicator.h"
+#include "ppstage/config/config.h"
+#include "ppstage/core/error.h"
+#include "ppstage/observe/parameter_files.h"
+#include "ppstage/train/job_plan.h"
+
+namespace ppstage {
+namespace {
+
+// Every model path of these stages -> its tensor.
+std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*>& stages) {
+  std::map<std::string, at::Tensor> named;
+  for (StageModule* stage : stages) {
+    for (const StageParameter& p : stage->parameters) {
+      named[p.name] = p.value;
+      for (const std::string& alias : p.aliases) named[alias] = p.value;
+    }
+  }
+  return named;
+}
+
+RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
+  cache.countOptimizedGraphs();
+  const CompileStats& stats = cache.stats();
+  RankSummary mine;
+  mine.peak_rss_mb = peakRssMb();
+  mine.graphs_compiled = static_cast<double>(stats.graphs_compiled);
+  mine.cache_hits = static_cast<double>(stats.cache_hits);
+  mine.respecializations = static_cast<double>(stats.respecializations);
+  mine.max_step_rss_mb = *std::max_element(record.rss_mb.begin(), record.rss_mb.end());
+  mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
+  mine.fusion_groups = static_cast<double>(stats.fusion_groups);
+  mine.differentiable_graphs = static_cast<double>(stats.differentiable_graphs);
+  return mine;
+}
+
+// The ranks' own figures, and the compile counts summed over them.
+void addRanks(const Topology& topology, const RunRecord& record,
+              const std::vector<RankSummary>& summaries, RunMetrics& metrics) {
+  for (int rank = 0; rank < topology.worldSize(); ++rank) {
+    const RankSummary& theirs = summaries[static_cast<size_t>(rank)];
+    RankMetrics rm;
+    rm.rank = rank;
+    rm.stages = topology.stagesOf(topology.ppRankOf(rank));
+    rm.busy_s = record.busy_s[static_cast<size_t>(rank)];
+    rm.idle_s = std::max(0.0, record.wall_s - rm.busy_s);
+    rm.peak_rss_mb = theirs.peak_rss_mb;
+    rm.graphs_compiled = static_cast<long long>(theirs.graphs_compiled);
+    rm.cache_hits = static_cast<long long>(theirs.cache_hits);
+    rm.respecializations = static_cast<long long>(theirs.respecializations);
+    rm.max_step_rss_mb = theirs.max_step_rss_mb;
+    rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
+    metrics.compile.graphs_compiled += rm.graphs_compiled;
+    metrics.compile.cache_hits += rm.cache_hits;
+    metrics.compile.respecializations += rm.respecializations;
+    metrics.compile.fusion_groups += static_cast<long long>(theirs.fusion_groups);
+    metrics.compile.differentiable_graphs += static_cast<long long>(theirs.differentiable_graphs);
+    metrics.ranks.push_back(rm);
+  }
+}
+
+// What ran, and the step figures.
+RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord& record) {
+  RunMetrics metrics;
+  metrics.model = config.model.name;
+  metrics.schedule = plan.schedule.name;
+  metrics.compile_mode = toString(config.compile.mode);
+  metrics.compile.mode = metrics.compile_mode;
+  metrics.data = plan.data ? plan.data->describe() : "";
+  metrics.stages = plan.topology.numStages();
+  metrics.pp = plan.topology.ppSize();
+  metrics.dp = plan.topology.dpSize();
+  metrics.microbatches = plan.batch.microbatches;
+  metrics.batch_size = config.train.batch_size;
+  metrics.tokens_per_step = plan.tokens_per_step;
+  metrics.params_dir = config.output.params_dir;
+  metrics.losses = record.losses;
+  metrics.step_time_s = record.step_time_s;
+  metrics.bubble_fraction = record.bubble_fraction;
+  metrics.final_loss = metrics.losses.back();
+  metrics.measured_step_s = median(metrics.step_time_s);
+  metrics.compile.compile_time_s = warmupOverhead(metrics.step_time_s);
+  std::vector<double> throughput;
+  for (double s : metrics.step_time_s) {
+    throughput.push_back(static_cast<double>(plan.tokens_per_step) / s);
+  }
+  metrics.tokens_per_s = median(throughput);
+  return metrics;
+}
+
+// The measured median action costs, and the simulator's makespan for them.
+void addPrediction(const PipelineSchedule& schedule, const RunRecord& record, RunMetrics& m) {
+  m.forward_s = median(record.action_s[0]);
+  m.backward_s = median(record.action_s[1]);
+  m.input_grad_s = median(record.action_s[2]);
+  m.weight_grad_s = median(record.action_s[3]);
+  ActionCosts measured;
+  measured.forward = m.forward_s;
+  measured.backward = m.backward_s;
+  measured.input_grad = m.input_grad_s;
+  measured.weight_grad = m.weight_grad_s;
+  measured.comm = 0;
+  m.predicted_makespan_s = simulateSchedule(schedule.request, schedule.ranks, measured).makespan;
+}
+
+void printSummary(const RunMetrics& m, std::ostream& log) {
+  const size_t n = m.losses.size();
+  const size_t window = std::min<size_t>(10, n);
+  double first = 0, last = 0;
+  for (size_t i = 0; i < window; ++i) {
+    first += m.losses[i] / window;
+    last += m.losses[n - window + i] / window;
+  }
+  log << "\ndone: " << n << " steps, loss " << std::fixed << std::setprecision(4) << first << " -> "
+      << last << " (mean of the first and last " << window << "), median step "
+      << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_makespan_s
+      << " s, " << std::setprecision(0) << m.tokens_per_s << " tokens/s" << std::defaultfloat
+      << std::setprecision(6) << "\n"
+      << "compile " << m.compile.mode << ": " << m.compile.graphs_compiled << " graphs compiled, "
+      << m.compile.cache_hits << " cache hits, " << m.compile.respecializations
+      << " re-specializations, " << m.compile.fusion_groups << " fusion groups, "
+      << m.compile.differentiable_graphs << " differentiable graphs; first steps " << std::fixed
+      << std::setprecision(3) << m.compile.compile_time_s << " s over the steady step"
+      << std::defaultfloat << std::setprecision(6) << std::endl;
+}
+
+void writeMetricsJson(const RunMetrics& metrics, const std::string& path) {
+  std::ofstream file(path);
+  file << metricsToJson(metrics) << "\n";
+  PPSTAGE_CHECK(file.good(), "cannot write --output.metrics_json '", path, "'");
+}
+
+}  // namespace
+
+void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
+  losses.push_back(result.loss);
+  step_time_s.push_back(result.seconds);
+  bubble_fraction.push_back(result.bubble);
+  rss_mb.push_back(result.rss_mb);
+  if (busy_s.empty()) busy_s.assign(result.reduced.busy_s.size(), 0.0);
+  for (size_t r = 0; r < busy_s.size(); ++r) busy_s[r] += result.reduced.busy_s[r];
+  wall_s += result.seconds;
+  if (step == 0 && steps > 1) return;  // the first step's costs include warm-up
+  for (size_t k = 0; k < action_s.size(); ++k) {
+    const StepReduce::KindCost& cost = result.reduced.costs[k];
+    if (cost.count > 0) action_s[k].push_back(cost.seconds / cost.count);
+  }
+}
+
+RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
+                        Communicator& world, std::ostream& log) {
+  const std::vector<RankSummary> summaries =
+      RankSummary::gather(world, summaryOfThisRank(record, *plan.compile_cache));
+  if (!config.output.params_dir.empty() && plan.topology.dpRank() == 0) {
+    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(plan.my_stages));
+  }
+  RunMetrics metrics = runMetrics(config, plan, record);
+  addPrediction(plan.schedule, record, metrics);
+  addRanks(plan.topology, record, summaries, metrics);
+  if (world.rank() == 0) {
+    printSummary(metrics, log);
+    if (!config.output.metrics_json.empty()) {
+      writeMetricsJson(metrics, config.output.metrics_json);
+    }
+  }
+  return metrics;
+}
+
+}  // namespace ppstage

@@ -1,0 +1,44 @@
+// The last phase of `ppstage train`: the run's metrics and its closing lines.
+//
+// RunRecord collects what every step measured (StepResult); summarizeRun() adds what each
+// rank knows about itself (RankSummary: memory, compile counts; one all-reduce), writes the
+// parameter files, asks the simulator what the schedule should have taken with the
+// measured action costs, and on rank 0 prints the summary and writes the metrics JSON.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <vector>
+
+#include "ppstage/observe/metrics.h"
+#include "step_runner.h"
+
+namespace ppstage {
+
+class Communicator;
+struct Config;
+struct JobPlan;
+
+struct RunRecord {
+  std::vector<double> losses;
+  std::vector<double> step_time_s;
+  std::vector<double> bubble_fraction;
+  std::vector<double> rss_mb;  // this rank's, after every step
+  // Mean seconds of an F, B, I or W action in each step after the first (the first
+  // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
+  std::array<std::vector<double>, 4> action_s;
+  std::vector<double> busy_s;  // compute seconds of every rank, over the run
+  double wall_s = 0;           // the steps' wall time
+
+  // Adds step `step` of `steps`.
+  void add(int64_t step, int64_t steps, const StepResult& result);
+};
+
+// Collective over `world`. Returns the run's metrics (the data's description only where the
+// data set is open, rank 0 among them); rank 0 prints the closing lines to `log` and writes
+// --output.metrics_json. Counts the compile cache's optimized graphs first.
+RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
+                        Communicator& world, std::ostream& log);
+
+}  // namespace ppstage

@@ -1,0 +1,79 @@
+// See step_reduce.h.
+#include "step_reduce.h"
+
+#include <ATen/ATen.h>
+
+#include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+// Calls `field` on every fixed-size number of a StepReduce in packing order: the one list
+// pack() and unpack() share.
+template <typename Reduce, typename Field>
+void forEachStepNumber(Reduce& r, Field field) {
+  field(r.loss);
+  field(r.norm_squared);
+  for (auto& cost : r.costs) {
+    field(cost.seconds);
+    field(cost.count);
+  }
+  field(r.graphs_compiled);
+  field(r.respecializations);
+}
+
+template <typename Summary, typename Field>
+void forEachSummaryNumber(Summary& s, Field field) {
+  field(s.peak_rss_mb);
+  field(s.graphs_compiled);
+  field(s.cache_hits);
+  field(s.respecializations);
+  field(s.max_step_rss_mb);
+  field(s.rss_growth_mb_per_100_steps);
+  field(s.fusion_groups);
+  field(s.differentiable_graphs);
+}
+
+int64_t summaryNumbers() {
+  const RankSummary empty;
+  int64_t count = 0;
+  forEachSummaryNumber(empty, [&](double) { ++count; });
+  return count;
+}
+
+}  // namespace
+
+at::Tensor StepReduce::pack() const {
+  std::vector<double> flat;
+  forEachStepNumber(*this, [&](double x) { flat.push_back(x); });
+  flat.insert(flat.end(), busy_s.begin(), busy_s.end());
+  return at::tensor(flat, at::kDouble);
+}
+
+StepReduce StepReduce::unpack(const at::Tensor& packed) {
+  StepReduce r;
+  int64_t fixed = 0;
+  forEachStepNumber(r, [&](double) { ++fixed; });
+  PPSTAGE_INTERNAL_ASSERT(packed.numel() >= fixed, "a step's all-reduce of ", packed.numel(),
+                          " numbers; ", fixed, " come before the ranks' busy times");
+  const double* next = packed.data_ptr<double>();
+  forEachStepNumber(r, [&](double& x) { x = *next++; });
+  const double* end = packed.data_ptr<double>() + packed.numel();
+  r.busy_s.assign(next, end);
+  return r;
+}
+
+std::vector<RankSummary> RankSummary::gather(Communicator& world, const RankSummary& mine) {
+  const int64_t numbers = summaryNumbers();
+  at::Tensor all = at::zeros({world.size() * numbers}, at::kDouble);
+  double* slot = all.data_ptr<double>() + world.rank() * numbers;
+  forEachSummaryNumber(mine, [&](double x) { *slot++ = x; });
+  world.allReduceSum({all});
+  std::vector<RankSummary> ranks(static_cast<size_t>(world.size()));
+  const double* next = all.data_ptr<double>();
+  for (RankSummary& r : ranks) forEachSummaryNumber(r, [&](double& x) { x = *next++; });
+  return ranks;
+}
+
+}  // namespace ppstage

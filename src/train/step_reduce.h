@@ -1,0 +1,50 @@
+// The numbers ranks exchange during a run: one world all-reduce after every step
+// (StepReduce) and one at the end (RankSummary). Each is a typed struct; pack/unpack turn
+// it into the flat double tensor the all-reduce sums, and a rank fills in only what it
+// knows, zeros elsewhere, so the sum is the job's value.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <vector>
+
+namespace ppstage {
+
+class Communicator;
+
+struct StepReduce {
+  struct KindCost {
+    double seconds = 0;
+    double count = 0;
+  };
+  double loss = 0;                  // the scaled micro-batch losses (last stage)
+  double norm_squared = 0;          // shares of the squared gradient norm (GradientSync)
+  std::array<KindCost, 4> costs{};  // F, B, I, W (ActionKind order): compute seconds, count
+  double graphs_compiled = 0;       // the compile caches' counts so far
+  double respecializations = 0;
+  std::vector<double> busy_s;  // compute seconds of every rank; each rank fills its own
+
+  // [loss, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
+  //  busy_s...] as one double tensor, and back.
+  at::Tensor pack() const;
+  static StepReduce unpack(const at::Tensor& packed);
+};
+
+// What every rank reports about itself at the end of a run.
+struct RankSummary {
+  double peak_rss_mb = 0;
+  double graphs_compiled = 0;
+  double cache_hits = 0;
+  double respecializations = 0;
+  double max_step_rss_mb = 0;
+  double rss_growth_mb_per_100_steps = 0;
+  double fusion_groups = 0;
+  double differentiable_graphs = 0;
+
+  // Every rank's summary, in rank order (collective over `world`: each rank puts `mine`
+  // into its slot of one all-reduce).
+  static std::vector<RankSummary> gather(Communicator& world, const RankSummary& mine);
+};
+
+}  // namespace ppstage
