@@ -12,6 +12,7 @@ packages=(
   libboost-program-options-dev
   libgtest-dev
   nlohmann-json3-dev
+  clang-format            # scripts/check-style.sh (CTest's `style` test)
 )
 # Only scripts/make_fixtures.py needs Python's torch; ask for it with PPSTAGE_FIXTURE_DEPS=1.
 if [[ "${PPSTAGE_FIXTURE_DEPS:-0}" == 1 ]]; then
