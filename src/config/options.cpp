@@ -92,6 +92,9 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
       "MLP hidden width as a multiple of d_model");
   add("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
       "gpt: the LM head shares the token embedding's weight (true|false)");
+  add("model.dropout", po::value(&m.dropout)->default_value(m.dropout),
+      "built-in gpt and mlp: dropout probability (gpt: embeddings, attention weights, "
+      "attention and MLP outputs; mlp: MLP outputs); 0 disables");
   add("model.input_dtype",
       po::value(&m.input_dtype)->default_value(m.input_dtype, toString(m.input_dtype)),
       "example input dtype for a model file: int64 (token ids) or float32");
@@ -274,6 +277,8 @@ void validate(const ModelConfig& m) {
   PPSTAGE_CHECK(m.vocab_size >= 2, "--model.vocab_size must be at least 2; got ", m.vocab_size);
   PPSTAGE_CHECK(m.seq_len >= 1, "--model.seq_len must be at least 1; got ", m.seq_len);
   PPSTAGE_CHECK(m.mlp_ratio >= 1, "--model.mlp_ratio must be at least 1; got ", m.mlp_ratio);
+  PPSTAGE_CHECK(m.dropout >= 0 && m.dropout < 1, "--model.dropout must be in [0, 1); got ",
+                m.dropout);
 }
 
 void validate(const PipelineConfig& p) {

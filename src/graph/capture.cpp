@@ -4,7 +4,9 @@
 //   1. copy forward's graph; bake in defaults of extra arguments     (bindForwardArguments)
 //   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
 //   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
-//   4. drop `self`, flatten tuple outputs, simplify, group tied tensors
+//   4. drop `self`, flatten tuple outputs, simplify
+//   5. key random ops: each draws from a generator of its own           (keyed_random.cpp)
+//   6. group tied tensors
 #include "ppstage/graph/model_graph.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <map>
 
+#include "keyed_random.h"
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
 
@@ -232,6 +235,7 @@ ModelGraph captureModel(const torch::jit::Module& module) {
   flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
+  graph_detail::keyRandomOps(out);
   findTies(out);
   forgetDestroyedNodes(graph.block(), out);
   return out;

@@ -28,17 +28,10 @@ def forward(self, idx):
 )");
 }
 
-// Causal multi-head self-attention with a fused qkv projection.
-torch::jit::Module attention(ScriptModuleBuilder& builder, int64_t d, int64_t heads,
-                             at::Generator& gen) {
-  return builder.make(
-      "CausalSelfAttention",
-      [&](torch::jit::Module& m) {
-        m.register_module("qkv", layers::linear(builder, d, 3 * d, gen));
-        m.register_module("proj", layers::linear(builder, d, d, gen));
-        m.register_attribute("n_head", c10::IntType::get(), heads);
-      },
-      R"(
+// forward() of CausalSelfAttention; with dropout, on the attention weights and the output
+// (as nanoGPT does).
+std::string attentionForward(bool dropout) {
+  std::string source = R"(
 def forward(self, x):
     # x: (B, T, C) -> (B, T, C)
     B = x.size(0)
@@ -52,9 +45,29 @@ def forward(self, x):
     att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / float(hs) ** 0.5)  # (B, nh, T, T)
     future = torch.ones([T, T], device=x.device).triu(1) > 0.5
     att = torch.softmax(att.masked_fill(future, float("-inf")), -1)
-    y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, C)
-    return self.proj.forward(y)
-)");
+)";
+  source += dropout ? "    att = self.attn_drop.forward(att)\n" : "";
+  source += "    y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, C)\n";
+  source += dropout ? "    return self.resid_drop.forward(self.proj.forward(y))\n"
+                    : "    return self.proj.forward(y)\n";
+  return source;
+}
+
+// Causal multi-head self-attention with a fused qkv projection.
+torch::jit::Module attention(ScriptModuleBuilder& builder, const ModelConfig& c,
+                             at::Generator& gen) {
+  return builder.make(
+      "CausalSelfAttention",
+      [&](torch::jit::Module& m) {
+        m.register_module("qkv", layers::linear(builder, c.d_model, 3 * c.d_model, gen));
+        m.register_module("proj", layers::linear(builder, c.d_model, c.d_model, gen));
+        m.register_attribute("n_head", c10::IntType::get(), c.heads);
+        if (c.dropout > 0) {
+          m.register_module("attn_drop", layers::dropout(builder, c.dropout));
+          m.register_module("resid_drop", layers::dropout(builder, c.dropout));
+        }
+      },
+      attentionForward(c.dropout > 0));
 }
 
 torch::jit::Module block(ScriptModuleBuilder& builder, const ModelConfig& c, at::Generator& gen) {
@@ -62,10 +75,10 @@ torch::jit::Module block(ScriptModuleBuilder& builder, const ModelConfig& c, at:
       "Block",
       [&](torch::jit::Module& m) {
         m.register_module("ln1", layers::layerNorm(builder, c.d_model));
-        m.register_module("attn", attention(builder, c.d_model, c.heads, gen));
+        m.register_module("attn", attention(builder, c, gen));
         m.register_module("ln2", layers::layerNorm(builder, c.d_model));
-        m.register_module("mlp",
-                          layers::feedForward(builder, c.d_model, c.mlp_ratio * c.d_model, gen));
+        m.register_module("mlp", layers::feedForward(builder, c.d_model, c.mlp_ratio * c.d_model,
+                                                     c.dropout, gen));
       },
       R"(
 def forward(self, x):
@@ -85,13 +98,14 @@ def forward(self, x):
 }
 
 // forward() of the whole model: one line per block, as a scripted ModuleList loop unrolls.
-std::string gptForward(int64_t layers) {
+std::string gptForward(int64_t layers, bool dropout) {
   std::string source = R"(
 def forward(self, idx):
     # idx: (B, T) token ids -> logits (B, T, vocab)
     pos = torch.arange(idx.size(1), device=idx.device)
     x = self.wte.forward(idx) + self.wpe.forward(pos)
 )";
+  source += dropout ? "    x = self.drop.forward(x)\n" : "";
   source += layers::callEachInTurn("layers", layers);
   source += "    return self.lm_head.forward(self.ln_f.forward(x))\n";
   return source;
@@ -119,8 +133,9 @@ torch::jit::Module buildGpt(const ModelConfig& c, uint64_t seed) {
         m.register_module("layers", layers::moduleList(builder, blocks));
         m.register_module("ln_f", layers::layerNorm(builder, c.d_model));
         m.register_module("lm_head", lmHead(builder, head_weight));
+        if (c.dropout > 0) m.register_module("drop", layers::dropout(builder, c.dropout));
       },
-      gptForward(c.layers));
+      gptForward(c.layers, c.dropout > 0));
 }
 
 }  // namespace ppstage

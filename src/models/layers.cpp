@@ -49,16 +49,31 @@ def forward(self, x):
 }
 
 torch::jit::Module feedForward(ScriptModuleBuilder& builder, int64_t d, int64_t hidden,
-                               at::Generator& gen) {
+                               double dropout, at::Generator& gen) {
   return builder.make(
       "FeedForward",
       [&](torch::jit::Module& m) {
         m.register_module("fc", linear(builder, d, hidden, gen));
         m.register_module("proj", linear(builder, hidden, d, gen));
+        if (dropout > 0) m.register_module("drop", layers::dropout(builder, dropout));
       },
-      R"(
+      dropout > 0 ? R"(
+def forward(self, x):
+    return self.drop.forward(self.proj.forward(torch.gelu(self.fc.forward(x))))
+)"
+                  : R"(
 def forward(self, x):
     return self.proj.forward(torch.gelu(self.fc.forward(x)))
+)");
+}
+
+torch::jit::Module dropout(ScriptModuleBuilder& builder, double p) {
+  return builder.make(
+      "Dropout",
+      [&](torch::jit::Module& m) { m.register_attribute("p", c10::FloatType::get(), p); },
+      R"(
+def forward(self, x):
+    return torch.dropout(x, self.p, self.training)
 )");
 }
 

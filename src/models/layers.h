@@ -19,9 +19,14 @@ torch::jit::Module linear(ScriptModuleBuilder& builder, int64_t in, int64_t out,
 // LayerNorm over the last dimension d. x: (..., d) -> (..., d).
 torch::jit::Module layerNorm(ScriptModuleBuilder& builder, int64_t d);
 
-// fc -> GELU -> proj. x: (..., d) -> (..., d), hidden width `hidden`.
+// fc -> GELU -> proj (-> dropout when dropout > 0). x: (..., d) -> (..., d), hidden width
+// `hidden`.
 torch::jit::Module feedForward(ScriptModuleBuilder& builder, int64_t d, int64_t hidden,
-                               at::Generator& gen);
+                               double dropout, at::Generator& gen);
+
+// Like nn.Dropout(p): zeroes elements with probability p while training, scales the rest by
+// 1 / (1 - p).
+torch::jit::Module dropout(ScriptModuleBuilder& builder, double p);
 
 // A container like nn.ModuleList: submodules "0", "1", ..., no forward of its own. A parent
 // calls its items as getattr(self.layers, "3").forward(x).

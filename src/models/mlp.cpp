@@ -19,8 +19,8 @@ torch::jit::Module residualBlock(ScriptModuleBuilder& builder, const ModelConfig
       "ResidualMlpBlock",
       [&](torch::jit::Module& m) {
         m.register_module("norm", layers::layerNorm(builder, c.d_model));
-        m.register_module("ff",
-                          layers::feedForward(builder, c.d_model, c.mlp_ratio * c.d_model, gen));
+        m.register_module(
+            "ff", layers::feedForward(builder, c.d_model, c.mlp_ratio * c.d_model, c.dropout, gen));
       },
       R"(
 def forward(self, x):

@@ -12,6 +12,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/topology.h"
+#include "ppstage/graph/random_stream.h"
 #include "ppstage/split/stage_module.h"
 
 namespace ppstage {
@@ -46,6 +47,7 @@ struct Executor::Impl {
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
   std::vector<std::shared_ptr<Work>> sends;
   StepStats stats;
+  int64_t step = 0;
 
   Impl(Communicator& c, const Topology& t, std::vector<LocalStage> s, ActionList a,
        ExecutorOptions o)
@@ -132,6 +134,7 @@ struct Executor::Impl {
                             stage.input_spec.tensors.size());
     const auto start = Clock::now();
     at::AutoGradMode grad_mode(true);
+    const RandomStreamScope random({options.seed, step, options.first_microbatch + m});
     std::vector<c10::IValue> args;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       if (stage.input_spec.tensors[i].requires_grad) st.inputs[i].requires_grad_(true);
@@ -292,10 +295,11 @@ Executor::Executor(Communicator& comm, const Topology& topology, std::vector<Loc
 
 Executor::~Executor() = default;
 
-StepStats Executor::runStep(const std::vector<at::Tensor>& inputs,
+StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                             const std::vector<at::Tensor>& targets) {
   Impl& impl = *impl_;
   impl.stats = StepStats{};
+  impl.step = step;
   for (const Action& a : impl.actions) {
     switch (a.kind) {
       case ActionKind::kRecvForward: impl.recvForward(a.stage, a.microbatch); break;

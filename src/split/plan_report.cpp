@@ -117,6 +117,7 @@ nlohmann::json stageJson(const StageModule& stage) {
   for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorJson(t));
   nlohmann::json parameters = nlohmann::json::array();
   for (const StageParameter& p : stage.parameters) {
+    if (p.random_key) continue;  // not model state
     parameters.push_back({{"name", p.name},
                           {"aliases", p.aliases},
                           {"shape", p.value.sizes().vec()},

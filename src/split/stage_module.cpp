@@ -371,7 +371,8 @@ class StageExtractor {
       by_tensor.emplace(mp.value.unsafeGetTensorImpl(), stage.parameters.size());
       at::Tensor copy = mp.value.detach().clone();
       copy.set_requires_grad(mp.is_parameter && mp.value.requires_grad());
-      stage.parameters.push_back(StageParameter{mp.path, {}, copy, mp.is_parameter, {p}});
+      stage.parameters.push_back(
+          StageParameter{mp.path, {}, copy, mp.is_parameter, {p}, mp.random_key});
       env[original] = stage.graph->addInput()->copyMetadata(original);
     }
   }

@@ -22,6 +22,7 @@ std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*
   std::map<std::string, at::Tensor> named;
   for (StageModule* stage : stages) {
     for (const StageParameter& p : stage->parameters) {
+      if (p.random_key) continue;  // not model state
       named[p.name] = p.value;
       for (const std::string& alias : p.aliases) named[alias] = p.value;
     }

@@ -59,6 +59,8 @@ StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
   options.loss = plan.loss;
   options.loss_scale =
       1.0 / (static_cast<double>(plan.batch.microbatches) * plan.topology.dpSize());
+  options.seed = config.train.seed;
+  options.first_microbatch = static_cast<int64_t>(plan.topology.dpRank()) * plan.batch.microbatches;
   const ActionList& actions = plan.schedule.ranks.at(static_cast<size_t>(plan.topology.ppRank()));
   executor_ = std::make_unique<Executor>(world, plan.topology, std::move(plan.local_stages),
                                          actions, options);
@@ -83,7 +85,7 @@ StepResult StepRunner::run(int64_t step) {
     }
   }
   const auto start = Clock::now();
-  const StepStats stats = executor_->runStep(inputs, targets);
+  const StepStats stats = executor_->runStep(step, inputs, targets);
   sync_->synchronize();
 
   StepReduce mine;

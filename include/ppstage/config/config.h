@@ -77,6 +77,9 @@ struct ModelConfig {
   int64_t seq_len = 32;
   int64_t mlp_ratio = 4;       // hidden width of every MLP = mlp_ratio * d_model
   bool tie_embeddings = true;  // gpt: LM head shares the token embedding's weight
+  // Built-in models: dropout probability after the embeddings, on the attention weights
+  // and after the attention and MLP outputs (gpt); after each MLP (mlp). 0: no dropout.
+  double dropout = 0;
   // Example input for a model file: dtype and shape with the batch dimension first (its
   // size is always train.batch_size). Empty shape means (train.batch_size, seq_len), token
   // ids below vocab_size.
@@ -101,7 +104,7 @@ struct PipelineConfig {
 // [train]: the training run.
 struct TrainConfig {
   int64_t batch_size = 8;  // global batch (over all micro-batches and replicas)
-  int64_t seed = 0;        // parameter initialisation, example inputs, sample order
+  int64_t seed = 0;        // parameter initialisation, example inputs, sample order, random ops
   int64_t steps = 50;      // optimizer steps
   double lr = 3e-3;
   double weight_decay = 0.01;

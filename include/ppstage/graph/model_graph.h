@@ -37,6 +37,9 @@ struct ModelParameter {
   at::Tensor value;          // the module's own tensor (not a copy)
   bool is_parameter = true;  // false: a buffer or a plain tensor attribute (no gradient)
   int tie_group = -1;        // index into ModelGraph::ties when the tensor has several paths
+  // An int64 scalar naming a module call for its random ops, not state of the model:
+  // "<call path>#random_key" (see Note [Keyed random ops] in src/graph/keyed_random.cpp).
+  bool random_key = false;
 };
 
 struct ModelGraph {

@@ -3,7 +3,8 @@
 //
 // What each action does, for stage s and micro-batch m:
 //   RECV_F  post receives for s's inputs (buffers sized from the BoundarySpec)
-//   F       wait for the inputs, run the stage forward recording autograd; keep the inputs
+//   F       wait for the inputs, run the stage forward recording autograd (random ops draw
+//           from the micro-batch's RandomStream); keep the inputs
 //           (autograd leaves) and outputs backward needs. The last stage computes the loss
 //           of m against its targets, scaled by ExecutorOptions::loss_scale. When s+1 runs on
 //           this rank, its inputs are handed over directly (detached leaves, no copy).
@@ -50,6 +51,10 @@ struct ExecutorOptions {
   int64_t microbatch_size = 1;
   LossKind loss = LossKind::kCrossEntropy;
   double loss_scale = 1;  // applied to every micro-batch's loss before backward
+  // The random stream of each forward (see ppstage/graph/random_stream.h): micro-batch m of
+  // step t draws from (seed, t, first_microbatch + m).
+  int64_t seed = 0;
+  int64_t first_microbatch = 0;  // this replica's first global micro-batch: dp rank x M
 };
 
 // What one step cost on this rank.
@@ -70,10 +75,11 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // One step. `inputs[m]` is micro-batch m of the model's input (only read when this rank
-  // runs stage 0), `targets[m]` its targets (only read when it runs the last stage).
-  // Throws CommError when a peer does not answer in time.
-  StepStats runStep(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
+  // Step `step` (0-based). `inputs[m]` is micro-batch m of the model's input (only read
+  // when this rank runs stage 0), `targets[m]` its targets (only read when it runs the last
+  // stage). Throws CommError when a peer does not answer in time.
+  StepStats runStep(int64_t step, const std::vector<at::Tensor>& inputs,
+                    const std::vector<at::Tensor>& targets);
 
  private:
   struct Impl;

@@ -47,6 +47,7 @@ struct StageParameter {
   at::Tensor value;                   // the stage's own copy
   bool is_parameter = true;           // false for buffers (no gradient)
   std::vector<int> model_parameters;  // indices into ModelGraph::parameters it stands for
+  bool random_key = false;            // see ModelParameter::random_key
 };
 
 struct StageModule {
