@@ -36,11 +36,16 @@ RunMetrics readMetrics(const std::string& path) {
   return metricsFromJson(readFile(path, "metrics file"), path);
 }
 
-// max |a - b| / max(max |b|, tiny): one figure per tensor, 0 when equal.
-double relativeDiff(const at::Tensor& a, const at::Tensor& b) {
+// max(|a - b| - atol, 0) / max(max |b|, tiny) over the elements: one figure per tensor, 0
+// when equal. Equal elements count 0 even when infinite (a causal mask's -inf), and the
+// scale is taken over finite elements.
+double relativeDiff(const at::Tensor& a, const at::Tensor& b, double atol) {
   const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
-  const double scale = std::max(y.abs().max().item<double>(), 1e-12);
-  return (x - y).abs().max().item<double>() / scale;
+  const at::Tensor finite = y.abs().masked_fill(~y.isfinite(), 0);
+  const double scale = std::max(finite.numel() > 0 ? finite.max().item<double>() : 0.0, 1e-12);
+  const at::Tensor diff = (x - y).abs().masked_fill(x == y, 0);
+  if (diff.numel() == 0) return 0;
+  return (diff - atol).clamp_min(0).max().item<double>() / scale;
 }
 
 void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
@@ -56,7 +61,8 @@ void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) 
 }
 
 // Every final parameter, by model path; both runs must hold the same ones.
-void compareParameters(const std::string& ref_dir, const std::string& run_dir, Comparison& c) {
+void compareParameters(const std::string& ref_dir, const std::string& run_dir, double atol,
+                       Comparison& c) {
   const auto ref_params = readParameterFiles(ref_dir);
   const auto run_params = readParameterFiles(run_dir);
   for (const auto& [path, expected] : ref_params) {
@@ -65,7 +71,7 @@ void compareParameters(const std::string& ref_dir, const std::string& run_dir, C
                   " is missing from ", run_dir);
     PPSTAGE_CHECK(it->second.sizes() == expected.sizes(), "parameter '", path, "' has shape ",
                   it->second.sizes(), " in ", run_dir, " but ", expected.sizes(), " in ", ref_dir);
-    const double d = relativeDiff(it->second, expected);
+    const double d = relativeDiff(it->second, expected, atol);
     c.param_diffs.emplace_back(d, path);
     if (d > c.param_diff || !std::isfinite(d)) {
       c.param_diff = d;
@@ -125,6 +131,7 @@ void printDifference(const Comparison& c, double rtol) {
 int compareRunsMain(int argc, const char* const* argv) {
   std::string reference_path, candidate_path;
   double rtol = 1e-5;
+  double atol = 0;
   bool json = false;
   int top = 3;
   po::options_description options("Comparison");
@@ -135,17 +142,21 @@ int compareRunsMain(int argc, const char* const* argv) {
   add("rtol", po::value(&rtol)->default_value(rtol),
       "largest relative difference allowed: per step's loss, and per parameter tensor "
       "(max |a - b| / max |reference|)");
+  add("atol", po::value(&atol)->default_value(atol),
+      "parameters: absolute differences up to this are ignored (for tensors whose gradient "
+      "is mathematically zero, where float noise has no scale to be relative to)");
   add("top", po::value(&top)->default_value(top),
       "list the N parameters that differ most (text output)");
   add("json", po::bool_switch(&json), "print the comparison as JSON");
   const char* usage =
       "usage: ppstage compare-runs --reference REF.json --candidate RUN.json [--rtol R] "
-      "[--json]\n\n"
+      "[--atol A] [--json]\n\n"
       "Compares the per-step losses of two runs and, when both wrote --output.params_dir,\n"
       "every final parameter by its model path. Exits 0 when all are within --rtol, 1 when\n"
       "not (naming the worst step or parameter).";
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
   PPSTAGE_CHECK(rtol >= 0, "--rtol must not be negative; got ", rtol);
+  PPSTAGE_CHECK(atol >= 0, "--atol must not be negative; got ", atol);
 
   const RunMetrics ref = readMetrics(reference_path);
   const RunMetrics run = readMetrics(candidate_path);
@@ -154,7 +165,7 @@ int compareRunsMain(int argc, const char* const* argv) {
   Comparison c;
   compareLosses(ref, run, c);
   c.with_params = !ref.params_dir.empty() && !run.params_dir.empty();
-  if (c.with_params) compareParameters(ref.params_dir, run.params_dir, c);
+  if (c.with_params) compareParameters(ref.params_dir, run.params_dir, atol, c);
   const bool same = c.loss_diff <= rtol && c.param_diff <= rtol;
   if (json) {
     printJson(c, rtol, same);

@@ -5,6 +5,7 @@
 //   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
 //   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
 //   4. drop `self`, flatten tuple outputs, simplify
+//   4b. with an example input: decide rank and dtype checks          (specializeToTypes)
 //   5. key random ops: each draws from a generator of its own           (keyed_random.cpp)
 //   6. group tied tensors
 #include "ppstage/graph/model_graph.h"
@@ -17,10 +18,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "keyed_random.h"
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
+#include "ppstage/graph/value_shapes.h"
 
 namespace ppstage {
 
@@ -96,7 +99,12 @@ class AttributeLifter {
     Value* replacement = nullptr;
     const int call = out_.callOf(node);
     if (value.isTensor()) {
-      replacement = parameterInput(path, value.toTensor(), holder, name);
+      const auto slot = holder.type()->getAttributeSlot(name);
+      replacement = parameterInput(path, value.toTensor(), holder.type()->is_parameter(slot));
+    } else if (value.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
+      torch::jit::WithInsertPoint guard(node);
+      replacement = tensorListInput(path, holder, value.toList());
+      if (call != ModelGraph::kRootCall) out_.node_call[replacement->node()] = call;
     } else {
       torch::jit::WithInsertPoint guard(node);
       auto constant = torch::jit::tryInsertConstant(graph_, value);
@@ -126,12 +134,32 @@ class AttributeLifter {
     return module;
   }
 
-  Value* parameterInput(const std::string& path, const at::Tensor& tensor,
-                        const torch::jit::Module& holder, const std::string& name) {
+  // A List[Tensor] attribute (an RNN's _flat_weights): a list of graph inputs, each named
+  // by the holder's attribute that holds the same tensor (lstm.weight_ih_l0), else by its
+  // place in the list (lstm._flat_weights.3).
+  Value* tensorListInput(const std::string& path, const torch::jit::Module& holder,
+                         const c10::List<c10::IValue>& items) {
+    const std::string owner = path.substr(0, path.rfind('.') + 1);  // "lstm." or ""
+    std::vector<Value*> inputs;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const at::Tensor tensor = items.get(i).toTensor();
+      std::string item_path = path + "." + std::to_string(i);
+      bool is_parameter = tensor.requires_grad();
+      for (const auto& attribute : holder.named_attributes(/*recurse=*/false)) {
+        if (!attribute.value.isTensor() || !attribute.value.toTensor().is_same(tensor)) continue;
+        item_path = owner + attribute.name;
+        is_parameter = holder.type()->is_parameter(holder.type()->getAttributeSlot(attribute.name));
+        break;
+      }
+      inputs.push_back(parameterInput(item_path, tensor, is_parameter));
+    }
+    return graph_.insertNode(graph_.createList(c10::TensorType::get(), inputs))->output();
+  }
+
+  Value* parameterInput(const std::string& path, const at::Tensor& tensor, bool is_parameter) {
     const auto known = inputs_.find(path);
     if (known != inputs_.end()) return known->second;
-    const auto slot = holder.type()->getAttributeSlot(name);
-    ModelParameter parameter{path, tensor, holder.type()->is_parameter(slot), -1};
+    ModelParameter parameter{path, tensor, is_parameter, -1};
     out_.parameters.push_back(parameter);
     std::string debug_name = path;
     std::replace(debug_name.begin(), debug_name.end(), '.', '_');
@@ -205,9 +233,99 @@ void forgetDestroyedNodes(const torch::jit::Block* block, ModelGraph& out) {
   out.node_call.swap(live);
 }
 
+// Note [Specializing to ranks and dtypes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Library modules test their input before choosing a path: torch.nn's TransformerEncoderLayer
+// builds a string of reasons not to take its inference fast path, starting with
+// `if src.dim() != 3`, and takes the fast path when the string is empty; MultiheadAttention
+// asks `query is key`, `in_proj_weight is not None` and `is_nested`. Left undecided, the
+// fast path stays in the graph: a branch whose outputs are prim::Uninitialized on the other
+// path (TorchScript's early return), which wraps the rest of the layer in one node the
+// splitter cannot look into. ppstage feeds tensors of one rank and dtype (only the batch
+// size varies), the same assumption its boundary shapes rest on, so capture decides such
+// tests once:
+//   - one probe run on a small example input gives every top-level tensor value's rank and
+//     dtype; aten::dim, prim::dtype, is_floating_point and prim::is_nested of those values
+//     become constants (never sizes: the batch varies; never devices: stages move);
+//   - `x is x` and `w is not None` for a w typed Tensor become constants, casts of a value
+//     to its own type go;
+//   - constant propagation removes the branches ruled out, which brings what they wrapped
+//     to the top level, and the next round (at most 8) probes that.
+
+// A value of a type that excludes None (a lifted parameter that was Optional[Tensor]).
+bool cannotBeNone(const Value* value) {
+  const c10::TypeKind kind = value->type()->kind();
+  return kind != c10::TypeKind::OptionalType && kind != c10::TypeKind::NoneType &&
+         kind != c10::TypeKind::AnyType && kind != c10::TypeKind::UnionType;
+}
+
+// `x is x`, `x is not x` (MultiheadAttention's self-attention test) and `w is not None` for
+// a w that cannot be None become constants; casts of a value to its own type go.
+bool foldIdentityTests(torch::jit::Block* block) {
+  bool changed = false;
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) changed |= foldIdentityTests(sub);
+    if (node->kind() == c10::prim::unchecked_cast &&
+        node->input()->type()->isSubtypeOf(*node->output()->type())) {
+      node->output()->replaceAllUsesWith(node->input());  // Optional refined to what it is
+      changed = true;
+      continue;
+    }
+    const bool is = node->kind() == c10::aten::__is__;
+    if (!is && node->kind() != c10::aten::__isnot__) continue;
+    Value* a = node->input(0);
+    Value* b = node->input(1);
+    std::optional<bool> same;
+    if (a == b) same = true;
+    if ((a->mustBeNone() && cannotBeNone(b)) || (b->mustBeNone() && cannotBeNone(a))) same = false;
+    if (!same) continue;
+    torch::jit::WithInsertPoint guard(node);
+    node->output()->replaceAllUsesWith(node->owningGraph()->insertConstant(is == *same));
+    changed = true;
+  }
+  return changed;
+}
+
+// Rank and dtype reads of values the probe saw, as constants.
+bool foldRankAndDtype(torch::jit::Block* block, const ValueShapes& seen) {
+  static const c10::Symbol is_nested = c10::Symbol::prim("is_nested");
+  bool changed = false;
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) changed |= foldRankAndDtype(sub, seen);
+    if (node->inputs().size() != 1) continue;
+    const auto meta = seen.find(node->input(0));
+    if (meta == seen.end()) continue;
+    std::optional<c10::IValue> known;
+    if (node->kind() == c10::aten::dim) known = static_cast<int64_t>(meta->second.sizes.size());
+    if (node->kind() == c10::prim::dtype) known = static_cast<int64_t>(meta->second.dtype);
+    if (node->kind() == c10::aten::is_floating_point) {
+      known = at::isFloatingType(meta->second.dtype);
+    }
+    if (node->kind() == is_nested) known = false;  // the probe saw a dense tensor
+    if (!known) continue;
+    torch::jit::WithInsertPoint guard(node);
+    node->output()->replaceAllUsesWith(node->owningGraph()->insertConstant(*known));
+    changed = true;
+  }
+  return changed;
+}
+
+// See Note [Specializing to ranks and dtypes].
+void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
+  for (int round = 0; round < 8; ++round) {
+    bool changed = foldIdentityTests(out.graph->block());
+    changed |= foldRankAndDtype(out.graph->block(), probeTensorValues(out, example));
+    if (!changed) return;
+    torch::jit::ConstantPropagationImmutableTypes(out.graph);
+    torch::jit::EliminateDeadCode(out.graph);
+    forgetDestroyedNodes(out.graph->block(), out);
+  }
+}
 }  // namespace
 
-ModelGraph captureModel(const torch::jit::Module& module) {
+ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& example) {
   const torch::jit::Method forward = module.get_method("forward");
   ModelGraph out;
   out.graph = torch::jit::toGraphFunction(forward.function()).graph()->copy();
@@ -235,6 +353,7 @@ ModelGraph captureModel(const torch::jit::Module& module) {
   flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
+  if (example.defined()) specializeToTypes(out, example);
   graph_detail::keyRandomOps(out);
   findTies(out);
   forgetDestroyedNodes(graph.block(), out);

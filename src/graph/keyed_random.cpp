@@ -104,8 +104,7 @@ at::Generator keyedGenerator(const at::Tensor& key, int64_t index) {
 
 // (N, C, 1, ..., 1): one draw per sample and channel.
 at::Tensor featureNoise(const at::Tensor& input) {
-  TORCH_CHECK(input.dim() >= 2, "feature dropout needs at least 2 dimensions, got ",
-              input.dim());
+  TORCH_CHECK(input.dim() >= 2, "feature dropout needs at least 2 dimensions, got ", input.dim());
   std::vector<int64_t> shape(input.dim(), 1);
   shape[0] = input.size(0);
   shape[1] = input.size(1);
@@ -149,7 +148,8 @@ std::tuple<at::Tensor, at::Tensor> keyedNativeDropout(const at::Tensor& input, d
 // static libraries. Catch-all kernels: autograd differentiates through the ATen ops inside.
 void registerKeyedOps() {
   static const torch::Library* library = [] {
-    auto* lib = new torch::Library(torch::Library::DEF, "ppstage", c10::nullopt, __FILE__, __LINE__);
+    auto* lib =
+        new torch::Library(torch::Library::DEF, "ppstage", c10::nullopt, __FILE__, __LINE__);
     lib->def("keyed_generator(Tensor key, int index) -> Generator?", &keyedGenerator);
     lib->def("dropout(Tensor input, float p, bool train, Generator? generator) -> Tensor",
              &keyedDropout<false, false, false>);
@@ -157,23 +157,28 @@ void registerKeyedOps() {
              &keyedDropout<false, false, true>);
     lib->def("feature_dropout(Tensor input, float p, bool train, Generator? generator) -> Tensor",
              &keyedDropout<true, false, false>);
-    lib->def("feature_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) -> "
-             "Tensor(a!)",
-             &keyedDropout<true, false, true>);
+    lib->def(
+        "feature_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) -> "
+        "Tensor(a!)",
+        &keyedDropout<true, false, true>);
     lib->def("alpha_dropout(Tensor input, float p, bool train, Generator? generator) -> Tensor",
              &keyedDropout<false, true, false>);
-    lib->def("alpha_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) -> "
-             "Tensor(a!)",
-             &keyedDropout<false, true, true>);
-    lib->def("feature_alpha_dropout(Tensor input, float p, bool train, Generator? generator) -> "
-             "Tensor",
-             &keyedDropout<true, true, false>);
-    lib->def("feature_alpha_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) "
-             "-> Tensor(a!)",
-             &keyedDropout<true, true, true>);
-    lib->def("native_dropout(Tensor input, float p, bool? train, Generator? generator) -> "
-             "(Tensor, Tensor)",
-             &keyedNativeDropout);
+    lib->def(
+        "alpha_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) -> "
+        "Tensor(a!)",
+        &keyedDropout<false, true, true>);
+    lib->def(
+        "feature_alpha_dropout(Tensor input, float p, bool train, Generator? generator) -> "
+        "Tensor",
+        &keyedDropout<true, true, false>);
+    lib->def(
+        "feature_alpha_dropout_(Tensor(a!) self, float p, bool train, Generator? generator) "
+        "-> Tensor(a!)",
+        &keyedDropout<true, true, true>);
+    lib->def(
+        "native_dropout(Tensor input, float p, bool? train, Generator? generator) -> "
+        "(Tensor, Tensor)",
+        &keyedNativeDropout);
     return lib;
   }();
   (void)library;
@@ -185,8 +190,8 @@ void registerKeyedOps() {
 const std::map<c10::Symbol, c10::Symbol>& dropoutOps() {
   static const std::map<c10::Symbol, c10::Symbol> ops = [] {
     std::map<c10::Symbol, c10::Symbol> m;
-    for (const char* name : {"dropout", "feature_dropout", "alpha_dropout",
-                             "feature_alpha_dropout"}) {
+    for (const char* name :
+         {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}) {
       for (const std::string& form : {std::string(name), std::string(name) + "_"}) {
         m[c10::Symbol::aten(form)] = c10::Symbol::fromQualString("ppstage::" + form);
       }

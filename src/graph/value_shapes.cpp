@@ -13,6 +13,8 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <unordered_set>
+
 #include "ppstage/graph/graph_runner.h"
 
 namespace ppstage {
@@ -37,6 +39,29 @@ bool isIntOrIntList(const Value* value) {
 
 enum class Asks { kDtype, kRequiresGrad };
 
+// Values that hold prim::Uninitialized on some path: what a branch that raises, or that is
+// skipped by an early return, yields for a value it never computes (TorchScript's
+// `if fast_path: return y`). They are tensors only in type; reading their sizes would fail.
+void findMaybeUninitialized(const torch::jit::Block* block,
+                            std::unordered_set<const Value*>& maybe) {
+  for (const Node* node : block->nodes()) {
+    for (const torch::jit::Block* sub : node->blocks()) findMaybeUninitialized(sub, maybe);
+    if (node->kind() == c10::prim::Uninitialized) maybe.insert(node->output());
+    if (node->kind() != c10::prim::If && node->kind() != c10::prim::Loop) continue;
+    // An If's outputs are its blocks' returns; a Loop's skip the continue condition.
+    const size_t skip = node->kind() == c10::prim::Loop ? 1 : 0;
+    for (const torch::jit::Block* sub : node->blocks()) {
+      for (size_t i = 0; i < node->outputs().size(); ++i) {
+        if (maybe.count(sub->outputs()[i + skip]) > 0) maybe.insert(node->output(i));
+      }
+    }
+    if (node->kind() != c10::prim::Loop) continue;
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      if (maybe.count(node->input(i + 2)) > 0) maybe.insert(node->output(i));  // never iterated
+    }
+  }
+}
+
 struct Probe {
   std::shared_ptr<torch::jit::Graph> graph = std::make_shared<torch::jit::Graph>();
   // In output order: a tensor adds two outputs (sizes, then dtype or requires_grad), an int
@@ -49,6 +74,8 @@ Probe buildProbe(torch::jit::Graph& model, Asks asks) {
   Probe probe;
   torch::jit::Graph& g = *probe.graph;
   std::unordered_map<Value*, Value*> copy_of;
+  std::unordered_set<const Value*> maybe_uninitialized;
+  findMaybeUninitialized(model.block(), maybe_uninitialized);
   for (Value* in : model.inputs()) copy_of[in] = g.addInput()->copyMetadata(in);
   for (Node* node : model.nodes()) {
     Node* clone = g.appendNode(g.createClone(node, [&](Value* v) { return copy_of.at(v); }));
@@ -56,6 +83,7 @@ Probe buildProbe(torch::jit::Graph& model, Asks asks) {
       Value* original = node->output(i);
       Value* value = clone->output(i);
       copy_of[original] = value;
+      if (maybe_uninitialized.count(original) > 0) continue;  // no shape to record
       if (isTensor(original)) {
         probe.probed.push_back(original);
         g.registerOutput(g.insert(c10::aten::size, {value}));
@@ -145,6 +173,34 @@ ValueShapes recordValueShapes(const ModelGraph& model,
   }
   shapes[graph_inputs[0]].per_sample =
       perSample(input.sizes().vec(), batch, small_input.sizes().vec(), small);
+  return shapes;
+}
+
+ValueShapes probeTensorValues(const ModelGraph& model, const at::Tensor& input) {
+  const Probe probe = buildProbe(*model.graph, Asks::kDtype);
+  std::vector<c10::IValue> outputs;
+  {
+    at::NoGradGuard no_grad;
+    outputs = runProbe(probe, model, input);
+  }
+  ValueShapes shapes;
+  const auto graph_inputs = model.graph->inputs();
+  shapes[graph_inputs[0]] = inputMeta(input);
+  for (size_t i = 1; i < graph_inputs.size(); ++i) {
+    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
+  }
+  size_t next = 0;
+  for (const Value* value : probe.probed) {
+    if (!isTensor(value)) {
+      next += 1;
+      continue;
+    }
+    shapes[value] = TensorMeta{outputs[next].toIntVector(),
+                               static_cast<at::ScalarType>(outputs[next + 1].toInt()),
+                               false,
+                               {}};
+    next += 2;
+  }
   return shapes;
 }
 

@@ -1,6 +1,7 @@
 // See include/ppstage/split/model_split.h.
 #include "ppstage/split/model_split.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "ppstage/core/error.h"
@@ -31,14 +32,16 @@ ModelSplit splitModel(const Config& config) {
   Stopwatch watch;
   ModelSplit split{loadModel(config.model, config.train), {}, {}, {}, {}, {}, {}};
   split.timings.load_s = watch.lap();
-  split.graph = captureModel(split.model.module);
+  const uint64_t seed = static_cast<uint64_t>(config.train.seed);
+  split.graph = captureModel(
+      split.model.module,
+      makeExampleInput(split.model.input, std::min<int64_t>(config.train.batch_size, 2), seed));
   split.timings.capture_s = watch.lap();
-  split.example_input = makeExampleInput(split.model.input, config.train.batch_size,
-                                         static_cast<uint64_t>(config.train.seed));
+  split.example_input = makeExampleInput(split.model.input, config.train.batch_size, seed);
   ValueShapes shapes;
   try {
     const auto make_input = [&](int64_t batch) {
-      return makeExampleInput(split.model.input, batch, static_cast<uint64_t>(config.train.seed));
+      return makeExampleInput(split.model.input, batch, seed);
     };
     shapes = recordValueShapes(split.graph, make_input, config.train.batch_size);
   } catch (const c10::Error& e) {

@@ -413,7 +413,10 @@ class StageExtractor {
       b.name = path.empty() ? value : path + "/" + value;
     }
     const auto meta = shapes_.find(v);
-    if (meta != shapes_.end()) b.meta = meta->second;
+    PPSTAGE_CHECK(meta != shapes_.end(), "'", b.name, "', made in stage ", b.producer_stage,
+                  ", would cross a cut but is not always a tensor (a branch that raises or ",
+                  "returns early leaves it undefined); move the split point");
+    b.meta = meta->second;
     return b;
   }
 

@@ -41,4 +41,9 @@ ValueShapes recordValueShapes(const ModelGraph& model,
                               const std::function<at::Tensor(int64_t batch)>& make_input,
                               int64_t batch);
 
+// One probe run on `input` without autograd: sizes and dtypes of the graph's inputs and
+// top-level tensor values (requires_grad and per_sample are not filled). Values that are not always
+// tensors (see findMaybeUninitialized in value_shapes.cpp) are not listed.
+ValueShapes probeTensorValues(const ModelGraph& model, const at::Tensor& input);
+
 }  // namespace ppstage
