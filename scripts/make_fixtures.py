@@ -14,6 +14,16 @@ change them. Each model is small (the whole folder stays well under 2 MB) and se
   data_dependent.pt an int computed from tensor data in one module and used after the next
                     one: cannot cross a cut between them (an error case)
   two_inputs.pt     forward(x, y): an input ppstage does not feed (an error case)
+  squeeze_batch.pt  fails only on a micro-batch of one sample (squeeze(0) drops the batch
+                    dimension inside a submodule): an error that appears during training
+  lstm_dropout.pt   nn.LSTM(num_layers=2, dropout=0.5): dropout ATen draws inside the op,
+                    which ppstage cannot key (an error case)
+
+  real/*.pt         real architectures from Debian's python3-torchvision 0.14 and torch.nn,
+                    widths scaled down, in training mode (see REAL_MODELS below): BatchNorm,
+                    dropout, stochastic depth, dense skips, depthwise convolutions,
+                    squeeze-excitation, channel shuffle, window attention,
+                    nn.MultiheadAttention, nn.TransformerEncoder, nn.Transformer, LSTM + GRU
 
 fixtures.json records each model's example input for the tests.
 """
@@ -322,6 +332,155 @@ class TwoInputs(nn.Module):
         return self.linear(x) + y
 
 
+class Mixer(nn.Module):
+    def forward(self, h):
+        # h: (B, 4, 8); squeeze(0) also drops a batch dimension of size 1
+        return h.squeeze(0).transpose(1, 2).transpose(1, 2)
+
+
+class SqueezeBatch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.mixer = Mixer()
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(self.mixer(self.a(x)))
+
+
+class LstmDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.lstm = nn.LSTM(8, 8, num_layers=2, dropout=0.5, batch_first=True)
+        self.head = nn.Linear(8, 16)
+
+    def forward(self, idx):
+        x, _ = self.lstm(self.embed(idx))
+        return self.head(x)
+
+
+# --- real architectures (torchvision 0.14, torch.nn), scaled down --------------------------
+
+class TokenTransformerEncoder(nn.Module):
+    """nn.TransformerEncoder over an embedding: a token language model."""
+
+    def __init__(self, vocab=64, d=32, heads=4, layers=2, seq=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.zeros(1, seq, d))
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=64, dropout=0.1,
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.embed(idx) + self.pos[:, :idx.size(1)]
+        return self.head(self.encoder(x))
+
+
+class TokenTransformer(nn.Module):
+    """nn.Transformer (encoder-decoder): the tokens are the source, the tokens shifted by one
+    the target; the encoder's memory crosses into the decoder's stages."""
+
+    def __init__(self, vocab=64, d=32, heads=4, seq=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.transformer = nn.Transformer(d, heads, num_encoder_layers=2, num_decoder_layers=2,
+                                          dim_feedforward=64, dropout=0.1, batch_first=True)
+        self.register_buffer("causal", torch.triu(torch.full((seq, seq), float("-inf")), 1))
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        src = self.embed(idx)
+        tgt = self.embed(torch.roll(idx, 1, 1))
+        T = idx.size(1)
+        return self.head(self.transformer(src, tgt, tgt_mask=self.causal[:T, :T]))
+
+
+class Recurrent(nn.Module):
+    """Embedding -> LSTM (2 layers) -> GRU -> linear."""
+
+    def __init__(self, vocab=64, d=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, d, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(d, d, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x, _ = self.lstm(self.embed(idx))
+        x, _ = self.gru(x)
+        return self.head(x)
+
+
+def real_models():
+    """(file name, module, example input shape or None for int64 tokens, what it covers)."""
+    from torchvision.models import (convnext, densenet, efficientnet, mobilenetv2, regnet,
+                                    shufflenetv2, swin_transformer, vision_transformer)
+    image = [4, 3, 32, 32]
+    small_image = [4, 3, 16, 16]
+    yield ("mobilenet_v2.pt", mobilenetv2.MobileNetV2(
+        num_classes=10, width_mult=0.25, dropout=0.2,
+        inverted_residual_setting=[[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 2, 2]]),
+        image, "BatchNorm, depthwise convolutions, dropout")
+    mb = efficientnet.MBConvConfig
+    yield ("efficientnet.pt", efficientnet.EfficientNet(
+        [mb(1, 3, 1, 16, 16, 1, 0.5, 0.5), mb(4, 3, 2, 16, 24, 2, 0.5, 0.5),
+         mb(4, 5, 2, 24, 40, 2, 0.5, 0.5)],
+        dropout=0.2, stochastic_depth_prob=0.2, num_classes=10, last_channel=64),
+        image, "squeeze-excitation, stochastic depth, dropout")
+    yield ("shufflenet_v2.pt", shufflenetv2.ShuffleNetV2([2, 2, 2], [8, 16, 32, 64, 128],
+                                                         num_classes=10),
+           image, "channel shuffle")
+    yield ("densenet.pt", densenet.DenseNet(growth_rate=8, block_config=(2, 2, 2),
+                                            num_init_features=16, bn_size=2, drop_rate=0.1,
+                                            num_classes=10),
+           image, "concatenating (dense) skips, dropout")
+    yield ("swin.pt", swin_transformer.SwinTransformer(
+        patch_size=[2, 2], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+        mlp_ratio=2.0, dropout=0.1, attention_dropout=0.1, stochastic_depth_prob=0.1,
+        num_classes=10), small_image, "window attention, stochastic depth")
+    yield ("vit.pt", vision_transformer.VisionTransformer(
+        image_size=16, patch_size=4, num_layers=3, num_heads=2, hidden_dim=32, mlp_dim=64,
+        dropout=0.1, attention_dropout=0.1, num_classes=10),
+        small_image, "nn.MultiheadAttention, dropout")
+    cn = convnext.CNBlockConfig
+    yield ("convnext.pt", convnext.ConvNeXt([cn(16, 32, 2), cn(32, None, 2)],
+                                            stochastic_depth_prob=0.2, num_classes=10),
+           image, "depthwise convolutions, layer scale, stochastic depth")
+    yield ("regnet_y.pt", regnet.RegNet(regnet.BlockParams.from_init_params(
+        depth=4, w_0=8, w_a=8.0, w_m=2.0, group_width=8, se_ratio=0.25),
+        num_classes=10, stem_width=8), image, "BatchNorm, grouped convolutions, squeeze-excitation")
+    yield ("transformer_encoder.pt", TokenTransformerEncoder(), None,
+           "nn.TransformerEncoder (fast-path checks), dropout")
+    yield ("transformer.pt", TokenTransformer(), None,
+           "nn.Transformer encoder-decoder, the memory crossing stages")
+    yield ("lstm_gru.pt", Recurrent(), None, "nn.LSTM (2 layers) and nn.GRU")
+
+
+def write_real_models():
+    """tests/fixtures/real/*.pt and real/fixtures.json (input and what each covers)."""
+    out = os.path.join(OUT, "real")
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    listing = {}
+    for name, module, shape, covers in real_models():
+        module.train()
+        torch.jit.save(torch.jit.script(module), os.path.join(out, name))
+        entry = {"covers": covers, "params": sum(p.numel() for p in module.parameters())}
+        if shape is None:
+            entry.update({"dtype": "int64", "shape": [4, 16], "vocab_size": 64})
+        else:
+            entry.update({"dtype": "float32", "shape": shape})
+        listing[name] = entry
+    with open(os.path.join(out, "fixtures.json"), "w") as f:
+        json.dump(listing, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("wrote", ", ".join(sorted(listing)), "to", os.path.normpath(out))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
@@ -344,11 +503,16 @@ def main():
     inputs["data_dependent.pt"] = {"dtype": "float32", "shape": [4, 8]}
     torch.jit.save(torch.jit.script(TwoInputs()), os.path.join(OUT, "two_inputs.pt"))
     inputs["two_inputs.pt"] = {"dtype": "float32", "shape": [4, 8]}
+    torch.jit.save(torch.jit.script(SqueezeBatch()), os.path.join(OUT, "squeeze_batch.pt"))
+    inputs["squeeze_batch.pt"] = {"dtype": "float32", "shape": [4, 4, 8]}
+    torch.jit.save(torch.jit.script(LstmDropout()), os.path.join(OUT, "lstm_dropout.pt"))
+    inputs["lstm_dropout.pt"] = {"dtype": "int64", "shape": [4, 16], "vocab_size": 16}
 
     with open(os.path.join(OUT, "fixtures.json"), "w") as f:
         json.dump(inputs, f, indent=2, sort_keys=True)
         f.write("\n")
     print("wrote", ", ".join(sorted(inputs)), "to", os.path.normpath(OUT))
+    write_real_models()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@
 #include "keyed_random.h"
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
+#include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/value_shapes.h"
 
 namespace ppstage {
@@ -316,7 +318,17 @@ bool foldRankAndDtype(torch::jit::Block* block, const ValueShapes& seen) {
 void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
   for (int round = 0; round < 8; ++round) {
     bool changed = foldIdentityTests(out.graph->block());
-    changed |= foldRankAndDtype(out.graph->block(), probeTensorValues(out, example));
+    ValueShapes seen;
+    try {
+      seen = probeTensorValues(out, example);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
+      throw Error("the model fails on an example input (" + dtypeName(example.scalar_type()) + " " +
+                  shapeText(example.sizes().vec()) +
+                  "): " + describeModelFailure(out, example, errorMessage(e)));
+    }
+    changed |= foldRankAndDtype(out.graph->block(), seen);
     if (!changed) return;
     torch::jit::ConstantPropagationImmutableTypes(out.graph);
     torch::jit::EliminateDeadCode(out.graph);

@@ -12,6 +12,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/topology.h"
+#include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/split/stage_module.h"
 
@@ -141,7 +142,14 @@ struct Executor::Impl {
       args.emplace_back(st.inputs[i]);
     }
     for (const StageParameter& p : stage.module->parameters) args.emplace_back(p.value);
-    std::vector<c10::IValue> outputs = stage.compiled->run(std::move(args));
+    std::vector<c10::IValue> outputs;
+    try {
+      outputs = stage.compiled->run(args);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(where(s, m) + "forward fails: " + describeStageFailure(stage, args, e));
+    }
     st.outputs.clear();
     for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
     if (isLast(s)) {
@@ -158,6 +166,26 @@ struct Executor::Impl {
     }
     st.forward_done = true;
     record(ActionKind::kForward, start);
+  }
+
+  std::string where(int s, int m) const {
+    return detail::concat("stage ", s, ", micro-batch ", m, ", step ", step + 1, ": ");
+  }
+
+  // The cause, and the module of the stage graph's failing node (see model_failure.h).
+  static std::string describeStageFailure(const LocalStage& stage,
+                                          const std::vector<c10::IValue>& args,
+                                          const std::exception& e) {
+    const std::string message = errorMessage(e);
+    const torch::jit::Node* node = findFailingNode(*stage.module->graph, args);
+    std::string path;
+    const auto call =
+        node != nullptr ? stage.module->node_call.find(node) : stage.module->node_call.end();
+    if (call != stage.module->node_call.end() &&
+        static_cast<size_t>(call->second) < stage.call_paths.size()) {
+      path = stage.call_paths[static_cast<size_t>(call->second)];
+    }
+    return describeFailure(message, node, path);
   }
 
   // Autograd roots of (s, m) and the gradients flowing into them.
@@ -262,9 +290,13 @@ struct Executor::Impl {
     const GradientTargets targets = targetsOf(st, local(s), want_inputs, want_weights);
     std::vector<at::Tensor> grads;
     if (!root_tensors.empty() && !targets.wrt.empty()) {
-      grads = torch::autograd::grad(root_tensors, targets.wrt, root_grads,
-                                    /*retain_graph=*/kind == ActionKind::kBackwardInput,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
+      try {
+        grads = torch::autograd::grad(root_tensors, targets.wrt, root_grads,
+                                      /*retain_graph=*/kind == ActionKind::kBackwardInput,
+                                      /*create_graph=*/false, /*allow_unused=*/true);
+      } catch (const c10::Error& e) {
+        throw Error(where(s, m) + kindName(kind) + " fails: " + rootCause(errorMessage(e)));
+      }
     } else {
       grads.assign(targets.wrt.size(), at::Tensor());
     }

@@ -6,6 +6,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/value_shapes.h"
 
 namespace ppstage {
@@ -44,12 +45,14 @@ ModelSplit splitModel(const Config& config) {
       return makeExampleInput(split.model.input, batch, seed);
     };
     shapes = recordValueShapes(split.graph, make_input, config.train.batch_size);
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    throw Error(detail::concat("the model fails on its example input (",
-                               dtypeName(split.model.input.dtype),
-                               ", shape set by --model.input_shape/--model.input_dtype): ",
-                               what.substr(0, what.find('\n'))));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
+    throw Error(
+        detail::concat("the model fails on its example input (", dtypeName(split.model.input.dtype),
+                       " ", shapeText(split.example_input.sizes().vec()),
+                       ", set by --model.input_shape/--model.input_dtype): ",
+                       describeModelFailure(split.graph, split.example_input, errorMessage(e))));
   }
   split.timings.shapes_s = watch.lap();
   split.plan = planStages(split.graph, shapes, config.pipeline);

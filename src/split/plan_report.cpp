@@ -111,21 +111,23 @@ nlohmann::json tensorJson(const BoundaryTensor& t) {
           {"producer_stage", t.producer_stage}};
 }
 
-nlohmann::json stageJson(const StageModule& stage) {
+nlohmann::json stageJson(const StageModule& stage, const ModelGraph& model) {
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
   for (const BoundaryTensor& t : stage.inputs) inputs.push_back(tensorJson(t));
   for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorJson(t));
   nlohmann::json parameters = nlohmann::json::array();
   for (const StageParameter& p : stage.parameters) {
     if (p.random_key) continue;  // not model state
-    parameters.push_back({{"name", p.name},
-                          {"aliases", p.aliases},
-                          {"shape", p.value.sizes().vec()},
-                          {"trainable", p.is_parameter}});
+    parameters.push_back(
+        {{"name", p.name},
+         {"aliases", p.aliases},
+         {"shape", model.parameters.at(p.model_parameters.at(0)).value.sizes().vec()},
+         {"trainable", p.is_parameter}});
   }
-  return {{"index", stage.index},    {"modules", stage.modules}, {"num_params", stage.numParams()},
-          {"flops", stage.flops},    {"inputs", inputs},         {"outputs", outputs},
-          {"parameters", parameters}};
+  return {
+      {"index", stage.index},    {"modules", stage.modules}, {"num_params", stage.numParams(model)},
+      {"flops", stage.flops},    {"inputs", inputs},         {"outputs", outputs},
+      {"parameters", parameters}};
 }
 
 }  // namespace
@@ -147,7 +149,7 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
     for (const BoundaryTensor& t : stage.outputs) outputs.push_back(tensorText(t));
     rows.push_back({{std::to_string(stage.index)},
                     compactModules(stage.modules),
-                    {humanCount(static_cast<double>(stage.numParams()))},
+                    {humanCount(static_cast<double>(stage.numParams(split.graph)))},
                     {humanCount(stage.flops)},
                     inputs,
                     outputs});
@@ -175,7 +177,7 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
 
 std::string planToJson(const ModelSplit& split) {
   nlohmann::json stages = nlohmann::json::array();
-  for (const StageModule& stage : split.stages) stages.push_back(stageJson(stage));
+  for (const StageModule& stage : split.stages) stages.push_back(stageJson(stage, split.graph));
   nlohmann::json units = nlohmann::json::array();
   for (const SplitUnit& unit : split.plan.units) {
     units.push_back({{"path", unit.path}, {"num_params", unit.num_params}, {"flops", unit.flops}});

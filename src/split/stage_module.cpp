@@ -39,10 +39,10 @@ using torch::jit::Value;
 namespace aten = c10::aten;
 namespace prim = c10::prim;
 
-int64_t StageModule::numParams() const {
+int64_t StageModule::numParams(const ModelGraph& model) const {
   int64_t total = 0;
   for (const StageParameter& p : parameters) {
-    if (p.is_parameter) total += p.value.numel();
+    if (p.is_parameter) total += model.parameters.at(p.model_parameters.at(0)).value.numel();
   }
   return total;
 }

@@ -87,6 +87,7 @@ void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
     StageModule& module = plan.split.stages[static_cast<size_t>(s)];
     LocalStage stage;
     stage.module = &module;
+    for (const ModuleCall& call : plan.split.graph.calls) stage.call_paths.push_back(call.path);
     stage.compiled = std::make_unique<CompiledStage>(
         module.graph, *plan.compile_cache, "stage " + std::to_string(s),
         mode == CompileMode::kBlock ? segmentStage(module, plan.split.graph, blocks)

@@ -26,6 +26,7 @@
 
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ppstage/comm/boundary_spec.h"
@@ -42,6 +43,9 @@ struct StageModule;
 // A stage this rank runs: the splitter's module, compiled.
 struct LocalStage {
   StageModule* module = nullptr;  // parameters are updated in place by the optimizer
+  // Module path of each of the model's calls (ModelGraph::calls, which the module's
+  // node_call indexes): what names a failing node's module.
+  std::vector<std::string> call_paths;
   std::unique_ptr<CompiledStage> compiled;
   BoundarySpec input_spec;   // the boundary in front of the stage
   BoundarySpec output_spec;  // the boundary after it (described as the next stage's inputs)
@@ -77,7 +81,9 @@ class Executor {
 
   // Step `step` (0-based). `inputs[m]` is micro-batch m of the model's input (only read
   // when this rank runs stage 0), `targets[m]` its targets (only read when it runs the last
-  // stage). Throws CommError when a peer does not answer in time.
+  // stage). Throws CommError when a peer does not answer in time, and ppstage::Error naming
+  // the stage, micro-batch, step and the failing module when the model fails (a token id
+  // beyond an embedding, ...).
   StepStats runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                     const std::vector<at::Tensor>& targets);
 

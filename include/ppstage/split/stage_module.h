@@ -63,7 +63,9 @@ struct StageModule {
   // stage's metadata, are not listed. What block compilation finds blocks from.
   std::unordered_map<const torch::jit::Node*, int> node_call;
 
-  int64_t numParams() const;  // elements of its trainable parameters
+  // Elements of its trainable parameters, counted from `model`'s tensors (whichever rank
+  // holds the stage's copies; other ranks drop theirs).
+  int64_t numParams(const ModelGraph& model) const;
 };
 
 // One tensor of the model held by several stages, such as an embedding tied to the LM head
