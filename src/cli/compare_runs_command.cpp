@@ -141,7 +141,8 @@ int compareRunsMain(int argc, const char* const* argv) {
   add("candidate", po::value(&candidate_path)->required(), "metrics JSON of the run to check");
   add("rtol", po::value(&rtol)->default_value(rtol),
       "largest relative difference allowed: per step's loss, and per parameter tensor "
-      "(max |a - b| / max |reference|)");
+      "(max (|a - b| - atol) / max |reference| over finite elements; equal elements, also "
+      "infinite ones, differ by 0)");
   add("atol", po::value(&atol)->default_value(atol),
       "parameters: absolute differences up to this are ignored (for tensors whose gradient "
       "is mathematically zero, where float noise has no scale to be relative to)");

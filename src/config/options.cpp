@@ -279,6 +279,8 @@ void validate(const ModelConfig& m) {
   PPSTAGE_CHECK(m.mlp_ratio >= 1, "--model.mlp_ratio must be at least 1; got ", m.mlp_ratio);
   PPSTAGE_CHECK(m.dropout >= 0 && m.dropout < 1, "--model.dropout must be in [0, 1); got ",
                 m.dropout);
+  PPSTAGE_CHECK(m.dropout == 0 || m.name == "gpt" || m.name == "mlp", "--model.dropout applies ",
+                "to the built-in gpt and mlp; a model file keeps its own dropout modules");
 }
 
 void validate(const PipelineConfig& p) {

@@ -15,12 +15,15 @@
 //   - the thread's RandomStream: --train.seed, the step and the global micro-batch index
 //     (dp rank x micro-batches + local index), set by the executor around each forward;
 //   - %random_key, one int64 tensor per module call with random ops, holding a hash of its
-//     module path ("layers.3.attn.drop"). It is a graph input like a buffer, not a constant,
-//     so that identical blocks stay identical graphs and still share one compiled executor;
+//     module path ("layers.3.attn.drop") and of how many calls of that path with random
+//     ops came before it in graph order (a module called twice draws two masks). It is a graph
+//     input like a buffer, not a constant, so that identical blocks stay identical graphs and still
+//     share one compiled executor;
 //   - %index, the op's place among that call's random ops in graph order.
-// All five are fixed before the split, so a draw is the same at any pp, dp, stage count,
-// split, schedule, compile mode or rank. It changes with the micro-batch count: micro-batch
-// m holds other samples then, and its index keys the draw.
+// All five are fixed before the split, so a draw is the same at any pp, stage count, split,
+// schedule, compile mode or rank, and at any dp with the same global micro-batch count
+// (dp x micro-batches). It changes with that count: micro-batch m holds other samples
+// then, and its index keys the draw.
 //
 // Which ops: an op whose schema takes `Generator? generator` gets %g for its None (bernoulli,
 // bernoulli_, normal, uniform_, exponential_, random_, multinomial, ...); an op with an
@@ -34,7 +37,8 @@
 // The generator is made right before the top-level node holding the op, so that a random op
 // in a loop draws fresh numbers from one generator each iteration. On CPU it is an mt19937
 // seeded from the mix (which keeps 32 bits of it); elsewhere a clone of the device's default
-// generator with the mix as its seed (the default generator itself is never drawn from).
+// generator with the mix as its seed (keyed ops never draw from the default generator; only
+// capture's own probe runs, before the rewrite, do, and nothing ppstage computes reads it).
 #include "keyed_random.h"
 
 #include <ATen/ATen.h>
@@ -47,23 +51,10 @@
 #include <tuple>
 
 #include "ppstage/core/error.h"
+#include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
 
 namespace ppstage {
-
-namespace {
-
-thread_local RandomStream current_stream;
-
-}  // namespace
-
-RandomStream currentRandomStream() { return current_stream; }
-
-RandomStreamScope::RandomStreamScope(const RandomStream& stream) : previous_(current_stream) {
-  current_stream = stream;
-}
-
-RandomStreamScope::~RandomStreamScope() { current_stream = previous_; }
 
 namespace graph_detail {
 
@@ -315,10 +306,11 @@ class RandomOpRewriter {
     kwargs.emplace_back("generator", generator);
     try {
       return graph_.insert(node->kind(), args, kwargs);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       PPSTAGE_FAIL("the model's ", node->kind().toQualString(), " at '", where(node),
                    "' draws random numbers from the global generator, and ppstage knows no ",
-                   "keyed form of it");
+                   "keyed form of it (no overload takes a generator: ", rootCause(errorMessage(e)),
+                   ")");
     }
   }
 
@@ -380,13 +372,19 @@ class RandomOpRewriter {
     return make->output();
   }
 
-  // The random-key input of module call `call`, added on first use.
+  // The random-key input of module call `call`, added on first use: "<path>#random_key",
+  // "<path>#random_key.1" for the next call of the same module (in graph order), ...
   Value* randomKey(int call) {
     const auto known = keys_.find(call);
     if (known != keys_.end()) return known->second;
     const std::string& path = model_.calls[call].path;
-    ModelParameter key{path + "#random_key", at::scalar_tensor(pathHash(path), at::kLong),
-                       /*is_parameter=*/false, /*tie_group=*/-1};
+    const int64_t repeat = calls_of_path_[path]++;
+    const int64_t hash = static_cast<int64_t>(
+        mixIn(static_cast<uint64_t>(pathHash(path)), static_cast<uint64_t>(repeat)));
+    const std::string name =
+        path + "#random_key" + (repeat > 0 ? "." + std::to_string(repeat) : std::string());
+    ModelParameter key{name, at::scalar_tensor(hash, at::kLong), /*is_parameter=*/false,
+                       /*tie_group=*/-1};
     key.random_key = true;
     model_.parameters.push_back(key);
     Value* input = graph_.addInput("random_key")->setType(c10::TensorType::get());
@@ -398,6 +396,7 @@ class RandomOpRewriter {
   torch::jit::Graph& graph_;
   std::map<int, Value*> keys_;
   std::map<int, int64_t> next_index_;
+  std::map<std::string, int64_t> calls_of_path_;  // keyed calls so far, per module path
 };
 
 }  // namespace

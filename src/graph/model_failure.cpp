@@ -75,7 +75,9 @@ const Node* findFailingNode(const torch::jit::Graph& graph,
   at::NoGradGuard no_grad;
   std::vector<const Node*> nodes(graph.nodes().begin(), graph.nodes().end());
   size_t ok = 0, fails = nodes.size();  // a prefix of `ok` nodes runs, one of `fails` fails
-  if (runs(prefixOf(graph, fails), inputs)) return nullptr;
+  // Only a failure the rerun reproduces, from a state where nothing fails yet, can be
+  // located (not one of a corrupted device, say).
+  if (runs(prefixOf(graph, fails), inputs) || !runs(prefixOf(graph, 0), inputs)) return nullptr;
   while (fails - ok > 1) {
     const size_t mid = ok + (fails - ok) / 2;
     if (runs(prefixOf(graph, mid), inputs)) {
@@ -91,7 +93,8 @@ std::string describeFailure(const std::string& message, const Node* node,
                             const std::string& module_path) {
   std::string where;
   if (!module_path.empty()) where = "in module '" + module_path + "'";
-  if (node != nullptr) where += (where.empty() ? "" : ", ") + std::string(node->kind().toQualString());
+  if (node != nullptr)
+    where += (where.empty() ? "" : ", ") + std::string(node->kind().toQualString());
   const std::string cause = rootCause(message);
   return where.empty() ? cause : cause + " (" + where + ")";
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <map>
+#include <new>
 #include <utility>
 
 #include "ppstage/comm/communicator.h"
@@ -147,13 +148,20 @@ struct Executor::Impl {
       outputs = stage.compiled->run(args);
     } catch (const Error&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw;
     } catch (const std::exception& e) {
       throw Error(where(s, m) + "forward fails: " + describeStageFailure(stage, args, e));
     }
     st.outputs.clear();
     for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
     if (isLast(s)) {
-      at::Tensor loss = computeLoss(options.loss, st.outputs.at(0), targets.at(m));
+      at::Tensor loss;
+      try {
+        loss = computeLoss(options.loss, st.outputs.at(0), targets.at(m));
+      } catch (const c10::Error& e) {
+        throw Error(where(s, m) + "the loss fails: " + rootCause(errorMessage(e)));
+      }
       stats.loss_sum += loss.item<double>() * options.loss_scale;
       st.loss = options.loss_scale == 1 ? loss : loss * options.loss_scale;
       // Only the loss goes backward: the other outputs need not stay alive as roots.

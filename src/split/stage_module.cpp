@@ -414,8 +414,9 @@ class StageExtractor {
     }
     const auto meta = shapes_.find(v);
     PPSTAGE_CHECK(meta != shapes_.end(), "'", b.name, "', made in stage ", b.producer_stage,
-                  ", would cross a cut but is not always a tensor (a branch that raises or ",
-                  "returns early leaves it undefined); move the split point");
+                  ", would leave its stage (across a cut, or as the model's output) but is not ",
+                  "always a tensor (a branch that raises or returns early leaves it ",
+                  "undefined); move the split point");
     b.meta = meta->second;
     return b;
   }

@@ -95,6 +95,13 @@ TEST(CliSplit, UnsupportedForwardInput) {
                  "unsupported input 'y'");
 }
 
+// Token ids beyond an nn.Embedding's rows: the cause and the module, on one line.
+TEST(CliSplit, AModelFailingOnItsExampleSaysWhere) {
+  expectBadInput(
+      "split --model.name " + fixture("hf_gpt2.pt") + " --model.vocab_size 200 --model.seq_len 16",
+      "index out of range in self (in module 'transformer.wte', aten::embedding)");
+}
+
 TEST(CliSplit, NonTensorValueThatCannotCrossACut) {
   expectBadInput("split --model.name " + fixture("data_dependent.pt") +
                      " --model.input_dtype float32 --model.input_shape 2,8 "

@@ -230,3 +230,54 @@ TEST(TrainCli, HelpListsEveryTrainSection) {
 
 }  // namespace
 }  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(PPSTAGE_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+// A model that fails only on a micro-batch of one sample: the one line names the stage,
+// micro-batch and step, the real cause and the module; every rank exits non-zero.
+TEST(TrainCli, AModelFailingInTrainingSaysWhere) {
+  const Result r = runPpstage("train --model.name " + fixture("squeeze_batch.pt") +
+                                  " --model.input_dtype float32 --model.input_shape 4,4,8"
+                                  " --train.batch_size 4 --pipeline.microbatches 4"
+                                  " --data.path synthetic --train.steps 2",
+                              mpirun(2));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("stage 1, micro-batch 0, step 1: forward fails: Dimension out of range"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(in module 'mixer', aten::transpose)"), std::string::npos) << r.err;
+}
+
+// Rank 0 prints every stage's parameter count, also of the stages other ranks hold.
+TEST(TrainCli, ThePlanTableCountsTheParametersOfEveryRanksStages) {
+  const Result r = runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 1", mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<std::string> params;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string stage, modules, count;
+    words >> stage >> modules >> count;
+    if (stage == "0" || stage == "1") params.push_back(count);
+  }
+  ASSERT_EQ(params.size(), 2u) << r.out;
+  for (const std::string& count : params) EXPECT_NE(count, "0") << r.out;
+}
+
+TEST(TrainCli, AnRnnsInterLayerDropoutIsRefused) {
+  const Result r = runPpstage("train --model.name " + fixture("lstm_dropout.pt") +
+                                  " --model.vocab_size 16 --model.seq_len 16 --train.steps 1",
+                              mpirun(2));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("the model's aten::lstm at 'lstm' applies dropout between its layers"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace ppstage

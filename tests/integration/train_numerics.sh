@@ -8,6 +8,10 @@
 #
 # usage: train_numerics.sh PPSTAGE "MPIEXEC ARGS" PP DP [model options...]
 #
+# With NUMERICS_SAME_MICROBATCHES=1 every reference run has as many micro-batches as the
+# pipelined runs (2 x PP x DP over the global batch): random ops then draw the same numbers
+# (see Note [Keyed random ops]), which models with dropout need.
+#
 # SGD: AdamW's first steps divide each gradient by its own magnitude, so a gradient that is
 # mathematically zero (an attention key bias) turns float rounding into full-size updates;
 # the AdamW run below compares losses only (see docs/benchmarks.md, numerics).
@@ -25,8 +29,10 @@ trap 'rm -rf "$work"' EXIT
 base=(--train.steps 10 --train.batch_size 16 --output.log_every 0 --data.path synthetic
       --train.grad_clip 0.5 --train.threads 1 --comm.timeout_s 60)
 common=("${base[@]}" --train.optimizer sgd --train.lr 0.1)
+reference_mb=1
+if [ "${NUMERICS_SAME_MICROBATCHES:-0}" = 1 ]; then reference_mb=$((2 * pp * dp)); fi
 
-"$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
+"$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 --pipeline.microbatches "$reference_mb" \
   --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
 
 failed=0
@@ -64,16 +70,16 @@ done
 # One process, one stage: the compile modes against none, and block mode with dynamic
 # shapes (one executor per block type for every shape).
 for mode in stage block; do
-  run "one process compile=$mode" 1 --pipeline.stages 1 --pipeline.microbatches 1 \
+  run "one process compile=$mode" 1 --pipeline.stages 1 --pipeline.microbatches "$reference_mb" \
     --compile.mode "$mode"
 done
-run "one process compile=block dynamic" 1 --pipeline.stages 1 --pipeline.microbatches 1 \
+run "one process compile=block dynamic" 1 --pipeline.stages 1 --pipeline.microbatches "$reference_mb" \
   --compile.mode block --compile.dynamic true
 
 # AdamW (the default optimizer): losses only.
 adamw=("${base[@]}" --train.optimizer adamw --train.lr 0.003)
 "$ppstage" train "${model[@]}" "${adamw[@]}" --pipeline.stages 1 \
-  --pipeline.microbatches 1 --output.metrics_json "$work/ref_adamw.json" > /dev/null
+  --pipeline.microbatches "$reference_mb" --output.metrics_json "$work/ref_adamw.json" > /dev/null
 "${mpiexec[@]}" -np "$np" "$ppstage" train "${model[@]}" "${adamw[@]}" \
   --train.dp "$dp" --pipeline.microbatches $((2 * pp)) \
   --output.metrics_json "$work/adamw.json" > "$work/run.log" 2>&1 || { tail -5 "$work/run.log"; failed=1; }

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <set>
 
 #include "ppstage/core/error.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/model_graph.h"
+#include "ppstage/graph/random_stream.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
 #include "support/test_support.h"
@@ -170,6 +172,110 @@ def forward(self, x, labels: Optional[Tensor] = None):
   const auto out = GraphRunner(graph.graph, "m").run({at::ones({2})});
   EXPECT_TRUE(at::equal(out[0].toTensor(), at::full({2}, 3.0)));
   EXPECT_TRUE(at::equal(out[1].toTensor(), at::full({2}, 2.0)));
+}
+
+}  // namespace
+}  // namespace ppstage
+
+// --- keyed random ops (Note [Keyed random ops]) ---------------------------------------------
+
+namespace ppstage {
+namespace {
+
+// One of every kind of random op capture rewrites: dropout family, ops with a generator
+// argument, ops moved to their generator overload, *_like ops, in-place fills.
+const char* kEveryRandomOp = R"(
+def forward(self, x):
+    # x: (4, 3, 5)
+    a = torch.dropout(x, 0.5, True) + torch.feature_dropout(x, 0.5, True)
+    a = a + torch.alpha_dropout(x, 0.5, True) + torch.native_dropout(x, 0.5, True)[0]
+    b = torch.rand_like(x) + torch.randn_like(x) + torch.randint_like(x, 7)
+    c = torch.rand([4, 3, 5]) + torch.randn([4, 3, 5]) + torch.randint(0, 9, [4, 3, 5])
+    d = torch.bernoulli(torch.full([4, 3, 5], 0.5)) + torch.empty([4, 1, 1]).bernoulli_(0.5)
+    e = torch.empty([4, 3, 5]).uniform_(0.0, 1.0) + torch.empty([4, 3, 5]).exponential_()
+    f = torch.normal(x, 1.0)
+    return a + b + c + d + e + f
+)";
+
+int countKind(const torch::jit::Block* block, const char* kind) {
+  int count = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::Symbol::fromQualString(kind)) ++count;
+    for (const torch::jit::Block* sub : node->blocks()) count += countKind(sub, kind);
+  }
+  return count;
+}
+
+at::Tensor runWith(const ModelGraph& graph, const at::Tensor& x, const RandomStream& stream) {
+  std::vector<c10::IValue> inputs{x};
+  for (const ModelParameter& p : graph.parameters) inputs.emplace_back(p.value);
+  const RandomStreamScope scope(stream);
+  return GraphRunner(graph.graph, "m").run(inputs)[0].toTensor();
+}
+
+TEST(KeyedRandom, EveryRandomOpDrawsFromAKeyedGenerator) {
+  const ModelGraph graph = captureModel(scripted(kEveryRandomOp));
+  for (const torch::jit::Node* node : graph.graph->nodes()) {
+    const bool keyed = std::any_of(node->inputs().begin(), node->inputs().end(), [](auto* v) {
+      return v->node()->kind() == c10::Symbol::fromQualString("ppstage::keyed_generator");
+    });
+    EXPECT_TRUE(!node->isNondeterministic() || keyed) << *node;
+  }
+  EXPECT_EQ(countKind(graph.graph->block(), "aten::dropout"), 0);
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::dropout"), 1);
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::native_dropout"), 1);
+  // 15 random ops, all in the root call: one key, indices 0..14.
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::keyed_generator"), 15);
+  ASSERT_EQ(graph.parameters.size(), 1u);
+  EXPECT_TRUE(graph.parameters[0].random_key);
+  EXPECT_EQ(graph.parameters[0].path, "#random_key");
+}
+
+TEST(KeyedRandom, DrawsDependOnTheStreamAndNeverOnTheGlobalGenerator) {
+  const ModelGraph graph = captureModel(scripted(kEveryRandomOp));
+  const at::Tensor x = at::ones({4, 3, 5});
+  at::manual_seed(1);
+  const at::Tensor first = runWith(graph, x, {7, 3, 2});
+  at::manual_seed(2);
+  EXPECT_TRUE(at::equal(runWith(graph, x, {7, 3, 2}), first));
+  EXPECT_FALSE(at::equal(runWith(graph, x, {8, 3, 2}), first));  // another seed
+  EXPECT_FALSE(at::equal(runWith(graph, x, {7, 4, 2}), first));  // another step
+  EXPECT_FALSE(at::equal(runWith(graph, x, {7, 3, 1}), first));  // another micro-batch
+}
+
+TEST(KeyedRandom, ModulesWithTheSameCodeDrawDifferentNumbers) {
+  Config config = test::builtinConfig("mlp", 2);
+  config.model.dropout = 0.5;
+  const ModelGraph graph = captureConfig(config);
+  std::vector<std::string> keys;
+  for (const ModelParameter& p : graph.parameters) {
+    if (p.random_key) keys.push_back(p.path);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"layers.0.ff.drop#random_key",
+                                            "layers.1.ff.drop#random_key"}));
+  // The keys differ, so the two blocks' masks do.
+  EXPECT_FALSE(at::equal(graph.parameters.end()[-1].value, graph.parameters.end()[-2].value));
+}
+
+// A module called twice draws two masks: each call has a key of its own.
+TEST(KeyedRandom, AModuleCalledTwiceDrawsTwice) {
+  ScriptModuleBuilder builder;
+  torch::jit::Module drop = builder.make(
+      "Drop", [](torch::jit::Module&) {}, R"(
+def forward(self, x):
+    return torch.dropout(x, 0.5, True)
+)");
+  torch::jit::Module model = builder.make(
+      "Twice", [&](torch::jit::Module& m) { m.register_module("drop", drop); }, R"(
+def forward(self, x):
+    return torch.stack([self.drop.forward(x), self.drop.forward(x)])
+)");
+  const ModelGraph graph = captureModel(model);
+  std::vector<std::string> keys;
+  for (const ModelParameter& p : graph.parameters) keys.push_back(p.path);
+  EXPECT_EQ(keys, (std::vector<std::string>{"drop#random_key", "drop#random_key.1"}));
+  const at::Tensor out = runWith(graph, at::ones({64}), {});
+  EXPECT_FALSE(at::equal(out[0], out[1]));
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ std::string errorMessage(const std::exception& e);
 // type ("index out of range in self").
 std::string rootCause(const std::string& message);
 
-// The top-level node of `graph` whose run on `inputs` fails, or nullptr when the whole
-// graph runs (the failure depends on state the rerun does not have). Tensors in `inputs`
+// The top-level node of `graph` whose run on `inputs` fails, or nullptr when the rerun
+// does not fail (the failure depends on state the rerun does not have) or fails even with
+// no node run. Tensors in `inputs`
 // are copied before each run, so buffers the graph updates in place stay as they were.
 const torch::jit::Node* findFailingNode(const torch::jit::Graph& graph,
                                         const std::vector<c10::IValue>& inputs);

@@ -82,8 +82,8 @@ class Executor {
   // Step `step` (0-based). `inputs[m]` is micro-batch m of the model's input (only read
   // when this rank runs stage 0), `targets[m]` its targets (only read when it runs the last
   // stage). Throws CommError when a peer does not answer in time, and ppstage::Error naming
-  // the stage, micro-batch, step and the failing module when the model fails (a token id
-  // beyond an embedding, ...).
+  // the stage, micro-batch, step and cause when the model fails (a token id beyond an
+  // embedding, ...); for a forward also the failing module and op.
   StepStats runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                     const std::vector<at::Tensor>& targets);
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A model we did not write (tests/fixtures/real, see scripts/make_fixtures.py) trains
+# pipelined as in one process: 2 steps of SGD on 2 ranks (2 stages, 1F1B) in compile modes
+# none, stage and block, and one process in stage and block, each checked by
+# `ppstage compare-runs` against one process in compile mode none with the same 2
+# micro-batches (the same micro-batches give random ops the same draws, see Note [Keyed
+# random ops]). Losses within 1e-5; parameters within 1e-5 of their largest value, or 1e-6
+# absolute (a BatchNorm bias whose gradient is mathematically zero holds float noise).
+#
+# usage: real_model_numerics.sh PPSTAGE "MPIEXEC ARGS" [model options...]
+set -euo pipefail
+ppstage=$1
+read -r -a mpiexec <<< "$2"
+shift 2
+model=("$@")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+common=(--train.steps 2 --train.batch_size 8 --pipeline.microbatches 2 --output.log_every 0
+        --data.path synthetic --train.optimizer sgd --train.lr 0.1 --train.threads 1
+        --comm.timeout_s 60)
+"$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 \
+  --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
+
+failed=0
+run() {  # name, processes, extra train options...
+  local name=$1 processes=$2
+  shift 2
+  rm -rf "$work/run"
+  if ! "${mpiexec[@]}" -np "$processes" "$ppstage" train "${model[@]}" "${common[@]}" "$@" \
+       --output.metrics_json "$work/run.json" --output.params_dir "$work/run" \
+       > "$work/run.log" 2>&1; then
+    echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; return
+  fi
+  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" \
+           --rtol 1e-5 --atol 1e-6 2>&1); then
+    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
+  else
+    echo "DIFFERS $name"; echo "$out"; failed=1
+  fi
+}
+
+for mode in none stage block; do
+  run "1f1b pp=2 compile=$mode" 2 --pipeline.stages 2 --pipeline.schedule 1f1b \
+    --compile.mode "$mode"
+done
+for mode in stage block; do
+  run "one process compile=$mode" 1 --pipeline.stages 1 --compile.mode "$mode"
+done
+exit $failed
