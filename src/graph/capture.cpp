@@ -4,7 +4,7 @@
 //   1. copy forward's graph; bake in defaults of extra arguments     (bindForwardArguments)
 //   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
 //   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
-//   4. drop `self`, flatten tuple outputs, simplify
+//   4. drop `self`, flatten tuple outputs (dropping Nones in them), simplify
 //   4b. with an example input: decide rank and dtype checks          (specializeToTypes)
 //   5. key random ops: each draws from a generator of its own           (keyed_random.cpp)
 //   6. group tied tensors
@@ -187,7 +187,10 @@ void flattenInto(Value* value, std::vector<Value*>& outputs) {
                 value->node()->kind().toQualString(), "; ppstage needs a tensor or a tuple of ",
                 "tensors built in forward (returned tuples cannot come from control flow that ",
                 "depends on the input)");
-  for (Value* item : value->node()->inputs()) flattenInto(item, outputs);
+  for (Value* item : value->node()->inputs()) {
+    // A None in a returned tuple (GoogLeNet's absent auxiliary logits) is no output.
+    if (!item->mustBeNone()) flattenInto(item, outputs);
+  }
 }
 
 void flattenOutputs(torch::jit::Graph& graph) {
@@ -314,6 +317,17 @@ bool foldRankAndDtype(torch::jit::Block* block, const ValueShapes& seen) {
   return changed;
 }
 
+// Python warnings in the scripted code (GoogLeNet's "Scripted GoogleNet always returns
+// GoogleNetOutputs Tuple") went out once in the probe runs; TorchScript would repeat them on
+// every forward of every rank.
+void dropWarnings(torch::jit::Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) dropWarnings(sub);
+    if (node->kind() == c10::Symbol::aten("warn")) node->destroy();
+  }
+}
+
 // See Note [Specializing to ranks and dtypes].
 void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
   for (int round = 0; round < 8; ++round) {
@@ -365,7 +379,11 @@ ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& exam
   flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
-  if (example.defined()) specializeToTypes(out, example);
+  if (example.defined()) {
+    specializeToTypes(out, example);
+    dropWarnings(graph.block());
+    forgetDestroyedNodes(graph.block(), out);
+  }
   graph_detail::keyRandomOps(out);
   findTies(out);
   forgetDestroyedNodes(graph.block(), out);
