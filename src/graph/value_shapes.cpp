@@ -113,6 +113,15 @@ TensorMeta inputMeta(const at::Tensor& t) {
   return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}};
 }
 
+// The graph's inputs: the data input and the parameters, as they are.
+void addInputShapes(const ModelGraph& model, const at::Tensor& input, ValueShapes& shapes) {
+  const auto graph_inputs = model.graph->inputs();
+  shapes[graph_inputs[0]] = inputMeta(input);
+  for (size_t i = 1; i < graph_inputs.size(); ++i) {
+    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
+  }
+}
+
 // Per-sample growth of each dimension between batch `small` and batch `batch`; empty
 // when the shapes are not affine in the batch.
 std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t batch,
@@ -136,10 +145,7 @@ ValueShapes recordValueShapes(const ModelGraph& model,
   ValueShapes shapes;
   const at::Tensor input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
-  shapes[graph_inputs[0]] = inputMeta(input);
-  for (size_t i = 1; i < graph_inputs.size(); ++i) {
-    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
-  }
+  addInputShapes(model, input, shapes);
 
   const Probe sizes_probe = buildProbe(*model.graph, Asks::kDtype);
   std::vector<c10::IValue> full;
@@ -184,11 +190,7 @@ ValueShapes probeTensorValues(const ModelGraph& model, const at::Tensor& input) 
     outputs = runProbe(probe, model, input);
   }
   ValueShapes shapes;
-  const auto graph_inputs = model.graph->inputs();
-  shapes[graph_inputs[0]] = inputMeta(input);
-  for (size_t i = 1; i < graph_inputs.size(); ++i) {
-    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
-  }
+  addInputShapes(model, input, shapes);
   size_t next = 0;
   for (const Value* value : probe.probed) {
     if (!isTensor(value)) {
