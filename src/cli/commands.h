@@ -19,6 +19,7 @@ int scheduleMain(int argc, const char* const* argv);
 int trainMain(int argc, const char* const* argv);
 int compareRunsMain(int argc, const char* const* argv);
 int compareCompileMain(int argc, const char* const* argv);
+int exportMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -27,6 +28,8 @@ inline constexpr Command kCommands[] = {
      compareRunsMain},
     {"compare-compile", "the same training in compile modes none, stage, block, side by side",
      compareCompileMain},
+    {"export", "a checkpoint's trained parameters in one TorchScript file of the original model",
+     exportMain},
     {"split", "cut a model into pipeline stages and print the plan (table or --json)", splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",
      scheduleMain},

@@ -48,14 +48,25 @@ double relativeDiff(const at::Tensor& a, const at::Tensor& b, double atol) {
   return (diff - atol).clamp_min(0).max().item<double>() / scale;
 }
 
+// The steps both runs have, by global step: a resumed run (first_step > 0) is compared on
+// the steps it ran. Both must end at the same step, as their final parameters are compared.
 void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
-  c.steps = ref.losses.size();
-  for (size_t i = 0; i < ref.losses.size(); ++i) {
-    const double d =
-        std::abs(run.losses[i] - ref.losses[i]) / std::max(std::abs(ref.losses[i]), 1e-12);
+  const auto end = [](const RunMetrics& m) {
+    return m.first_step + static_cast<long long>(m.losses.size());
+  };
+  PPSTAGE_CHECK(end(ref) == end(run), "the reference ends after step ", end(ref),
+                " but the candidate after step ", end(run));
+  const long long begin = std::max(ref.first_step, run.first_step);
+  c.steps = static_cast<size_t>(end(ref) - begin);
+  c.worst_step = static_cast<size_t>(begin);
+  for (long long step = begin; step < end(ref); ++step) {
+    const double a = run.losses[static_cast<size_t>(step - run.first_step)];
+    const double b = ref.losses[static_cast<size_t>(step - ref.first_step)];
+    const bool equal = a == b || (std::isnan(a) && std::isnan(b));  // skipped in both
+    const double d = equal ? 0 : std::abs(a - b) / std::max(std::abs(b), 1e-12);
     if (d > c.loss_diff || !std::isfinite(d)) {
       c.loss_diff = d;
-      c.worst_step = i;
+      c.worst_step = static_cast<size_t>(step);
     }
   }
 }
@@ -152,7 +163,8 @@ int compareRunsMain(int argc, const char* const* argv) {
   const char* usage =
       "usage: ppstage compare-runs --reference REF.json --candidate RUN.json [--rtol R] "
       "[--atol A] [--json]\n\n"
-      "Compares the per-step losses of two runs and, when both wrote --output.params_dir,\n"
+      "Compares the per-step losses of two runs (the steps both ran: a run resumed from a\n"
+      "checkpoint is compared from its first step on) and, when both wrote --output.params_dir,\n"
       "every final parameter by its model path. Exits 0 when all are within --rtol, 1 when\n"
       "not (naming the worst step or parameter).";
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
@@ -161,8 +173,6 @@ int compareRunsMain(int argc, const char* const* argv) {
 
   const RunMetrics ref = readMetrics(reference_path);
   const RunMetrics run = readMetrics(candidate_path);
-  PPSTAGE_CHECK(ref.losses.size() == run.losses.size(), reference_path, " has ", ref.losses.size(),
-                " steps but ", candidate_path, " has ", run.losses.size());
   Comparison c;
   compareLosses(ref, run, c);
   c.with_params = !ref.params_dir.empty() && !run.params_dir.empty();

@@ -49,4 +49,31 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
                  static_cast<int>(all[failed]), comm.rank() == 0);
 }
 
+std::vector<std::string> allGatherStrings(Communicator& comm, const std::string& mine) {
+  at::Tensor lengths = at::zeros({comm.size()}, at::kLong);
+  lengths[comm.rank()] = static_cast<int64_t>(mine.size());
+  comm.allReduceSum({lengths});
+  const auto* length = lengths.data_ptr<int64_t>();
+  int64_t total = 0, offset = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == comm.rank()) offset = total;
+    total += length[r];
+  }
+  at::Tensor bytes = at::zeros({total}, at::kLong);  // one byte per element: sums stay exact
+  auto* byte = bytes.data_ptr<int64_t>();
+  for (size_t i = 0; i < mine.size(); ++i)
+    byte[offset + static_cast<int64_t>(i)] = static_cast<unsigned char>(mine[i]);
+  comm.allReduceSum({bytes});
+  std::vector<std::string> all;
+  int64_t at_byte = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string text(static_cast<size_t>(length[r]), '\0');
+    for (int64_t i = 0; i < length[r]; ++i)
+      text[static_cast<size_t>(i)] = static_cast<char>(byte[at_byte + i]);
+    at_byte += length[r];
+    all.push_back(std::move(text));
+  }
+  return all;
+}
+
 }  // namespace ppstage

@@ -168,6 +168,14 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
       "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
       "model takes token ids, mse otherwise");
+  add("train.momentum", po::value(&t.momentum)->default_value(t.momentum),
+      "sgd momentum (0: none)");
+  add("train.nonfinite", po::value(&t.nonfinite)->default_value(t.nonfinite, toString(t.nonfinite)),
+      "a step whose loss or global gradient norm is NaN or inf: stop (the run ends there, "
+      "before the optimizer applies it, exit code 3) | skip (the update is dropped and the "
+      "run goes on)");
+  add("train.max_skipped", po::value(&t.max_skipped)->default_value(t.max_skipped),
+      "with --train.nonfinite skip: stop (exit code 3) after this many skipped steps in a row");
   add("train.dp", po::value(&t.dp)->default_value(t.dp),
       "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp");
   add("train.threads", po::value(&t.threads)->default_value(t.threads),
@@ -218,6 +226,23 @@ void addOutputOptions(po::options_description& desc, OutputConfig& o) {
   desc.add(section);
 }
 
+void addCheckpointOptions(po::options_description& desc, CheckpointConfig& c) {
+  po::options_description section("Checkpoints [checkpoint]");
+  auto add = section.add_options();
+  add("checkpoint.dir", po::value(&c.dir)->default_value(c.dir),
+      "save checkpoints to DIR/step-<8 digits>/ (parameters, optimizer state, step, data "
+      "position, random state, manifest.json with checksums, written last); empty: none");
+  add("checkpoint.every", po::value(&c.every)->default_value(c.every),
+      "save every K steps; 0: only after the last step and when stopped by SIGTERM or SIGINT");
+  add("checkpoint.keep", po::value(&c.keep)->default_value(c.keep),
+      "keep the N newest complete checkpoints; older ones are removed once a new one is "
+      "complete");
+  add("checkpoint.resume", po::value(&c.resume)->default_value(c.resume),
+      "true: continue from the newest complete checkpoint in --checkpoint.dir (at any "
+      "layout), or start fresh when there is none");
+  desc.add(section);
+}
+
 void addCommOptions(po::options_description& desc, CommConfig& c) {
   po::options_description section("Communication [comm]");
   auto add = section.add_options();
@@ -237,6 +262,7 @@ void addAllOptions(po::options_description& desc, Config& c) {
   addCompileOptions(desc, c.compile);
   addDataOptions(desc, c.data);
   addOutputOptions(desc, c.output);
+  addCheckpointOptions(desc, c.checkpoint);
   addCommOptions(desc, c.comm);
 }
 
@@ -311,6 +337,18 @@ void validate(const TrainConfig& t) {
   PPSTAGE_CHECK(t.dp >= 1, "--train.dp must be at least 1; got ", t.dp);
   PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
                 t.threads);
+  PPSTAGE_CHECK(t.momentum >= 0 && t.momentum < 1, "--train.momentum must be in [0, 1); got ",
+                t.momentum);
+  PPSTAGE_CHECK(t.momentum == 0 || t.optimizer == OptimizerKind::kSgd,
+                "--train.momentum applies to --train.optimizer sgd");
+  PPSTAGE_CHECK(t.max_skipped >= 1, "--train.max_skipped must be at least 1; got ", t.max_skipped);
+}
+
+void validate(const CheckpointConfig& c) {
+  PPSTAGE_CHECK(c.every >= 0, "--checkpoint.every must be 0 (only at the end) or positive; got ",
+                c.every);
+  PPSTAGE_CHECK(c.keep >= 1, "--checkpoint.keep must be at least 1; got ", c.keep);
+  PPSTAGE_CHECK(!c.resume || !c.dir.empty(), "--checkpoint.resume needs --checkpoint.dir");
 }
 
 void validate(const CompileConfig& c) {
@@ -325,6 +363,7 @@ void validate(const Config& c) {
   validate(c.comm);
   validate(c.compile);
   validate(c.output);
+  validate(c.checkpoint);
 }
 
 void validate(const OutputConfig& o) {

@@ -1,12 +1,40 @@
 // See include/ppstage/core/file.h.
 #include "ppstage/core/file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "ppstage/core/error.h"
 
 namespace ppstage {
+namespace {
+
+std::string systemReason() { return std::strerror(errno); }
+
+// write(2) until all of `bytes` is out; false (errno set) on failure.
+bool writeAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string parentOf(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+}  // namespace
 
 std::string readFile(const std::string& path, const std::string& what) {
   std::ifstream file(path, std::ios::binary);
@@ -15,6 +43,60 @@ std::string readFile(const std::string& path, const std::string& what) {
   bytes << file.rdbuf();
   PPSTAGE_CHECK(!file.bad(), "cannot read ", what, " '", path, "'");
   return bytes.str();
+}
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  PPSTAGE_CHECK(fd >= 0, "cannot write '", temp, "': ", systemReason());
+  const bool written = writeAll(fd, bytes) && ::fsync(fd) == 0;
+  const std::string reason = written ? "" : systemReason();
+  ::close(fd);
+  if (!written) {
+    ::unlink(temp.c_str());
+    PPSTAGE_FAIL("cannot write '", temp, "': ", reason);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string why = systemReason();
+    ::unlink(temp.c_str());
+    PPSTAGE_FAIL("cannot rename '", temp, "' to '", path, "': ", why);
+  }
+  syncDirectory(parentOf(path));
+}
+
+void syncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  PPSTAGE_CHECK(fd >= 0, "cannot open directory '", dir, "': ", systemReason());
+  const bool synced = ::fsync(fd) == 0;
+  const std::string reason = synced ? "" : systemReason();
+  ::close(fd);
+  PPSTAGE_CHECK(synced, "cannot sync directory '", dir, "': ", reason);
+}
+
+void checkWritableDirectory(const std::string& dir, const std::string& option) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  PPSTAGE_CHECK(!ec, "cannot write --", option, " '", dir, "': ", ec.message());
+  PPSTAGE_CHECK(std::filesystem::is_directory(dir, ec), "cannot write --", option, " '", dir,
+                "': it is not a directory");
+  const std::string probe = dir + "/.ppstage-probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  PPSTAGE_CHECK(fd >= 0, "cannot write --", option, " '", dir, "': ", systemReason());
+  const bool written = writeAll(fd, "probe\n");
+  const std::string reason = written ? "" : systemReason();
+  ::close(fd);
+  ::unlink(probe.c_str());
+  PPSTAGE_CHECK(written, "cannot write --", option, " '", dir, "': ", reason);
+}
+
+void checkWritableFile(const std::string& path, const std::string& option) {
+  std::error_code ec;
+  PPSTAGE_CHECK(!std::filesystem::is_directory(path, ec), "cannot write --", option, " '", path,
+                "': it is a directory");
+  const std::string dir = parentOf(path);
+  PPSTAGE_CHECK(std::filesystem::is_directory(dir, ec), "cannot write --", option, " '", path,
+                "': directory '", dir, "' does not exist");
+  checkWritableDirectory(dir, option);
 }
 
 }  // namespace ppstage

@@ -168,10 +168,14 @@ const std::vector<int64_t>& SampleOrder::epoch(int64_t e) const {
 }
 
 std::vector<int64_t> SampleOrder::batch(int64_t step, int64_t batch) const {
+  return samples(step * batch, batch);
+}
+
+std::vector<int64_t> SampleOrder::samples(int64_t first, int64_t count) const {
   std::vector<int64_t> indices;
-  indices.reserve(static_cast<size_t>(batch));
-  for (int64_t i = 0; i < batch; ++i) {
-    const int64_t position = step * batch + i;
+  indices.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t position = first + i;
     if (size_ == 0) {
       indices.push_back(position);
     } else {

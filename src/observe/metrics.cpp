@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,10 @@ std::string metricsToJson(const RunMetrics& m) {
                      {"max_step_rss_mb", r.max_step_rss_mb},
                      {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps}});
   }
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (const CheckpointRecord& c : m.checkpoints) {
+    checkpoints.push_back({{"path", c.path}, {"seconds", c.seconds}});
+  }
   nlohmann::json json = {
       {"model", m.model},
       {"schedule", m.schedule},
@@ -38,6 +43,11 @@ std::string metricsToJson(const RunMetrics& m) {
       {"batch_size", m.batch_size},
       {"tokens_per_step", m.tokens_per_step},
       {"params_dir", m.params_dir},
+      {"resumed_from", m.resumed_from.empty() ? nlohmann::json() : nlohmann::json(m.resumed_from)},
+      {"first_step", m.first_step},
+      {"checkpoints", checkpoints},
+      {"skipped_steps", m.skipped_steps},
+      {"stopped_by", m.stopped_by.empty() ? nlohmann::json() : nlohmann::json(m.stopped_by)},
       {"losses", m.losses},
       {"final_loss", m.final_loss},
       {"step_time_s", m.step_time_s},
@@ -72,8 +82,16 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     m.dp = json.value("dp", 1);
     m.microbatches = json.value("microbatches", 1);
     m.params_dir = json.value("params_dir", "");
-    m.losses = json.at("losses").get<std::vector<double>>();
-    m.final_loss = json.at("final_loss").get<double>();
+    for (const nlohmann::json& loss : json.at("losses")) {
+      m.losses.push_back(loss.is_null() ? std::nan("") : loss.get<double>());
+    }
+    const nlohmann::json& final_loss = json.at("final_loss");
+    m.final_loss = final_loss.is_null() ? std::nan("") : final_loss.get<double>();
+    m.first_step = json.value("first_step", 0LL);
+    m.skipped_steps = json.value("skipped_steps", 0LL);
+    if (json.contains("resumed_from") && json.at("resumed_from").is_string()) {
+      m.resumed_from = json.at("resumed_from").get<std::string>();
+    }
     m.step_time_s = json.value("step_time_s", std::vector<double>{});
     m.measured_step_s = json.value("measured_step_s", 0.0);
     m.predicted_makespan_s = json.value("predicted_makespan_s", 0.0);

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <new>
 #include <utility>
@@ -162,7 +163,11 @@ struct Executor::Impl {
       } catch (const c10::Error& e) {
         throw Error(where(s, m) + "the loss fails: " + rootCause(errorMessage(e)));
       }
-      stats.loss_sum += loss.item<double>() * options.loss_scale;
+      const double value = loss.item<double>();
+      stats.loss_sum += value * options.loss_scale;
+      if (!std::isfinite(value) && stats.first_nonfinite_microbatch < 0) {
+        stats.first_nonfinite_microbatch = options.first_microbatch + m;
+      }
       st.loss = options.loss_scale == 1 ? loss : loss * options.loss_scale;
       // Only the loss goes backward: the other outputs need not stay alive as roots.
       st.outputs.clear();

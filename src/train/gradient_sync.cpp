@@ -101,6 +101,18 @@ double GradientSync::squaredNormShare() const {
   return sum;
 }
 
+std::pair<int, int> GradientSync::firstNonfiniteGradient() const {
+  for (StageModule* stage : stages_) {
+    for (size_t i = 0; i < stage->parameters.size(); ++i) {
+      const at::Tensor& grad = stage->parameters[i].value.grad();
+      if (grad.defined() && !at::isfinite(grad).all().item<bool>()) {
+        return {stage->index, static_cast<int>(i)};
+      }
+    }
+  }
+  return {-1, -1};
+}
+
 void GradientSync::scale(double factor) {
   for (at::Tensor& p : parameters()) {
     if (p.grad().defined()) p.mutable_grad().mul_(factor);

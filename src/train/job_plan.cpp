@@ -12,6 +12,7 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/file.h"
 #include "ppstage/runtime/loss.h"
 
 namespace ppstage {
@@ -106,10 +107,27 @@ void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
   }
 }
 
+// Every path this rank will write, proven writable before anything else is done: a run
+// must not lose its figures or parameters to a typo found after its last step.
+void checkOutputPaths(const Config& config, const Topology& topology) {
+  const bool leader = topology.rank() == 0;
+  const bool writes_state = topology.dpRank() == 0;
+  if (leader && !config.output.metrics_json.empty()) {
+    checkWritableFile(config.output.metrics_json, "output.metrics_json");
+  }
+  if (writes_state && !config.output.params_dir.empty()) {
+    checkWritableDirectory(config.output.params_dir, "output.params_dir");
+  }
+  if ((writes_state || leader) && !config.checkpoint.dir.empty()) {
+    checkWritableDirectory(config.checkpoint.dir, "checkpoint.dir");
+  }
+}
+
 // Everything local: no collective, so that runAgreed can report any rank's failure.
 JobPlan planLocally(const Config& config, int rank, int world) {
   JobPlan plan(jobTopology(config.pipeline, config.train, world).atRank(rank));
   const Topology& topology = plan.topology;
+  checkOutputPaths(config, topology);
   plan.threads =
       config.train.threads > 0 ? static_cast<int>(config.train.threads) : autoThreads(world);
   at::set_num_threads(plan.threads);

@@ -85,6 +85,11 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   metrics.batch_size = config.train.batch_size;
   metrics.tokens_per_step = plan.tokens_per_step;
   metrics.params_dir = config.output.params_dir;
+  metrics.resumed_from = record.resumed_from;
+  metrics.first_step = record.first_step;
+  metrics.checkpoints = record.checkpoints;
+  metrics.skipped_steps = record.skipped_steps;
+  metrics.stopped_by = record.stopped_by;
   metrics.losses = record.losses;
   metrics.step_time_s = record.step_time_s;
   metrics.bubble_fraction = record.bubble_fraction;

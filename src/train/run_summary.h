@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 #include <vector>
 
 #include "ppstage/observe/metrics.h"
@@ -30,6 +31,12 @@ struct RunRecord {
   std::array<std::vector<double>, 4> action_s;
   std::vector<double> busy_s;  // compute seconds of every rank, over the run
   double wall_s = 0;           // the steps' wall time
+  // Checkpoints and how the run began and ended.
+  std::string resumed_from;  // empty: a fresh start
+  int64_t first_step = 0;
+  std::vector<CheckpointRecord> checkpoints;
+  int64_t skipped_steps = 0;
+  std::string stopped_by;  // "SIGTERM", "SIGINT" or empty
 
   // Adds step `step` of `steps`.
   void add(int64_t step, int64_t steps, const StepResult& result);

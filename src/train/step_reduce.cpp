@@ -35,6 +35,16 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.differentiable_graphs);
 }
 
+// The per-rank slot vectors, in packing order.
+template <typename Reduce, typename Slots>
+void forEachSlotVector(Reduce& r, Slots slots) {
+  slots(r.busy_s);
+  slots(r.stop_signal);
+  slots(r.nonfinite_microbatch);
+  slots(r.nonfinite_parameter);
+}
+constexpr int64_t kSlotVectors = 4;
+
 int64_t summaryNumbers() {
   const RankSummary empty;
   int64_t count = 0;
@@ -44,10 +54,18 @@ int64_t summaryNumbers() {
 
 }  // namespace
 
+void StepReduce::sizeSlots(int world) {
+  forEachSlotVector(*this,
+                    [&](std::vector<double>& v) { v.assign(static_cast<size_t>(world), 0); });
+}
+
 at::Tensor StepReduce::pack() const {
   std::vector<double> flat;
   forEachStepNumber(*this, [&](double x) { flat.push_back(x); });
-  flat.insert(flat.end(), busy_s.begin(), busy_s.end());
+  forEachSlotVector(*this, [&](const std::vector<double>& v) {
+    PPSTAGE_INTERNAL_ASSERT(v.size() == busy_s.size(), "per-rank slots of different sizes");
+    flat.insert(flat.end(), v.begin(), v.end());
+  });
   return at::tensor(flat, at::kDouble);
 }
 
@@ -55,12 +73,16 @@ StepReduce StepReduce::unpack(const at::Tensor& packed) {
   StepReduce r;
   int64_t fixed = 0;
   forEachStepNumber(r, [&](double) { ++fixed; });
-  PPSTAGE_INTERNAL_ASSERT(packed.numel() >= fixed, "a step's all-reduce of ", packed.numel(),
-                          " numbers; ", fixed, " come before the ranks' busy times");
+  PPSTAGE_INTERNAL_ASSERT(packed.numel() >= fixed && (packed.numel() - fixed) % kSlotVectors == 0,
+                          "a step's all-reduce of ", packed.numel(), " numbers; ", fixed,
+                          " come before ", kSlotVectors, " per-rank slot vectors");
+  const int64_t world = (packed.numel() - fixed) / kSlotVectors;
   const double* next = packed.data_ptr<double>();
   forEachStepNumber(r, [&](double& x) { x = *next++; });
-  const double* end = packed.data_ptr<double>() + packed.numel();
-  r.busy_s.assign(next, end);
+  forEachSlotVector(r, [&](std::vector<double>& v) {
+    v.assign(next, next + world);
+    next += world;
+  });
   return r;
 }
 

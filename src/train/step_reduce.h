@@ -23,10 +23,22 @@ struct StepReduce {
   std::array<KindCost, 4> costs{};  // F, B, I, W (ActionKind order): compute seconds, count
   double graphs_compiled = 0;       // the compile caches' counts so far
   double respecializations = 0;
-  std::vector<double> busy_s;  // compute seconds of every rank; each rank fills its own
+  // One slot per rank; each rank fills its own.
+  std::vector<double> busy_s;       // compute seconds
+  std::vector<double> stop_signal;  // the signal that asked this rank to stop; 0: none
+  // The first global micro-batch whose loss was NaN or inf on this rank, plus 1; 0: none.
+  std::vector<double> nonfinite_microbatch;
+  // The first of this rank's parameters whose gradient was NaN or inf, as
+  // stage * kParameterSlots + parameter index + 1 (exact in a double); 0: none.
+  std::vector<double> nonfinite_parameter;
+  static constexpr double kParameterSlots = 1 << 20;
+
+  // Every per-rank slot sized for `world` ranks, zero.
+  void sizeSlots(int world);
 
   // [loss, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
-  //  busy_s...] as one double tensor, and back.
+  //  busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...] as one
+  // double tensor, and back.
   at::Tensor pack() const;
   static StepReduce unpack(const at::Tensor& packed);
 };

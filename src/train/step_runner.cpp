@@ -9,10 +9,12 @@
 #include <cmath>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
+#include "stop_signal.h"
 
 namespace ppstage {
 namespace {
@@ -45,6 +47,33 @@ void exchangeBoundarySpecs(const JobPlan& plan, Communicator& world) {
   }
 }
 
+// Where a step's NaN or inf first appeared, from every rank's slots: the loss of the first
+// micro-batch that had one, else the gradient of the first parameter (in stage order).
+std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
+  const StepReduce& r = result.reduced;
+  const int last = static_cast<int>(split.stages.size()) - 1;
+  double microbatch = 0;
+  for (double m : r.nonfinite_microbatch) {
+    if (m > 0 && (microbatch == 0 || m < microbatch)) microbatch = m;
+  }
+  if (microbatch > 0) {
+    return detail::concat("the loss of micro-batch ", static_cast<int64_t>(microbatch) - 1,
+                          " (stage ", last, ") is ", result.loss);
+  }
+  double parameter = 0;
+  for (double p : r.nonfinite_parameter) {
+    if (p > 0 && (parameter == 0 || p < parameter)) parameter = p;
+  }
+  if (parameter > 0) {
+    const auto code = static_cast<int64_t>(parameter) - 1;
+    const auto slots = static_cast<int64_t>(StepReduce::kParameterSlots);
+    const StageModule& stage = split.stages.at(static_cast<size_t>(code / slots));
+    return detail::concat("the gradient of ", stage.parameters.at(code % slots).name, " (stage ",
+                          stage.index, ") is not finite; the gradient norm is ", result.grad_norm);
+  }
+  return detail::concat("the loss is ", result.loss, " and the gradient norm ", result.grad_norm);
+}
+
 }  // namespace
 
 StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
@@ -75,7 +104,7 @@ StepResult StepRunner::run(int64_t step) {
   const bool reads_targets = topology.owns(topology.numStages() - 1);
   std::vector<at::Tensor> inputs, targets;
   if (reads_inputs || reads_targets) {
-    const std::vector<int64_t> indices = order_->batch(step, config_.train.batch_size);
+    const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
     const int64_t replica_begin = topology.dpRank() * plan_.batch.local_batch;
     if (reads_inputs) {
       inputs = cutMicrobatches(*plan_.data, indices, replica_begin, plan_.batch, false);
@@ -84,10 +113,35 @@ StepResult StepRunner::run(int64_t step) {
       targets = cutMicrobatches(*plan_.data, indices, replica_begin, plan_.batch, true);
     }
   }
+  samples_seen_ += config_.train.batch_size;
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, inputs, targets);
   sync_->synchronize();
 
+  StepResult result;
+  result.reduced = StepReduce::unpack(allReduceStep(stats));
+  result.loss = result.reduced.loss;
+  result.grad_norm = std::sqrt(result.reduced.norm_squared);
+  result.stop_signal = static_cast<int>(
+      *std::max_element(result.reduced.stop_signal.begin(), result.reduced.stop_signal.end()));
+  result.finite = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
+  if (result.finite) {
+    const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
+    if (coefficient < 1) sync_->scale(coefficient);
+    stepAndClear(*optimizer_, params_);
+  } else {
+    result.nonfinite = whereNonfinite(result, plan_.split);
+    clearGradients(params_);
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.rss_mb = currentRssMb();
+  double idle = 0;
+  for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
+  result.bubble = idle / (world_.size() * result.seconds);
+  return result;
+}
+
+at::Tensor StepRunner::allReduceStep(const StepStats& stats) {
   StepReduce mine;
   mine.loss = stats.loss_sum;
   mine.norm_squared = sync_->squaredNormShare();
@@ -96,24 +150,20 @@ StepResult StepRunner::run(int64_t step) {
   }
   mine.graphs_compiled = static_cast<double>(plan_.compile_cache->stats().graphs_compiled);
   mine.respecializations = static_cast<double>(plan_.compile_cache->stats().respecializations);
-  mine.busy_s.assign(static_cast<size_t>(world_.size()), 0.0);
-  mine.busy_s[static_cast<size_t>(world_.rank())] = stats.busy_s();
+  mine.sizeSlots(world_.size());
+  const auto me = static_cast<size_t>(world_.rank());
+  mine.busy_s[me] = stats.busy_s();
+  mine.stop_signal[me] = StopSignal::received();
+  mine.nonfinite_microbatch[me] = static_cast<double>(stats.first_nonfinite_microbatch + 1);
+  if (!std::isfinite(mine.norm_squared)) {
+    const auto [stage, parameter] = sync_->firstNonfiniteGradient();
+    if (stage >= 0) {
+      mine.nonfinite_parameter[me] = stage * StepReduce::kParameterSlots + parameter + 1;
+    }
+  }
   at::Tensor packed = mine.pack();
   world_.allReduceSum({packed});
-
-  StepResult result;
-  result.reduced = StepReduce::unpack(packed);
-  result.loss = result.reduced.loss;
-  result.grad_norm = std::sqrt(result.reduced.norm_squared);
-  const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
-  if (coefficient < 1) sync_->scale(coefficient);
-  stepAndClear(*optimizer_, params_);
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.rss_mb = currentRssMb();
-  double idle = 0;
-  for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
-  result.bubble = idle / (world_.size() * result.seconds);
-  return result;
+  return packed;
 }
 
 }  // namespace ppstage

@@ -3,12 +3,14 @@
 // A step: this replica's slice of the global batch cut into micro-batches, the executor
 // runs the rank's actions (runtime/executor.h), GradientSync sums data-parallel and tied
 // gradients, one world all-reduce (StepReduce) gives the loss, the global gradient norm,
-// the per-kind action costs and every rank's busy time, the gradients are clipped and the
-// optimizer steps.
+// the per-kind action costs, every rank's busy time, stop requests (stop_signal.h) and where
+// a NaN or inf appeared, the gradients are clipped and the optimizer steps: unless the
+// loss or the gradient norm is not finite, in which case the step applies nothing.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "step_reduce.h"
@@ -23,6 +25,7 @@ class Communicator;
 class Executor;
 class GradientSync;
 class SampleOrder;
+struct StepStats;
 struct Config;
 struct JobPlan;
 
@@ -34,6 +37,12 @@ struct StepResult {
   double bubble = 0;     // idle over (ranks x step time)
   double rss_mb = 0;     // this rank's resident memory after the step
   StepReduce reduced;    // the all-reduced numbers (costs, busy time, compile counts)
+  // False when the loss or the gradient norm was NaN or inf: the optimizer did not step,
+  // and `nonfinite` says where it first appeared ("the loss of micro-batch 3 (stage 1) is
+  // nan", "the gradient of layers.0.mlp.fc.weight (stage 0) is not finite").
+  bool finite = true;
+  std::string nonfinite;
+  int stop_signal = 0;  // a signal some rank received before the step's all-reduce; 0: none
 };
 
 class StepRunner {
@@ -46,10 +55,21 @@ class StepRunner {
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
 
-  // Step `step` (0-based). Collective; throws CommError when a peer does not answer.
+  // Step `step` (0-based), on the next global batch of the sample order. Collective;
+  // throws CommError when a peer does not answer.
   StepResult run(int64_t step);
 
+  // The data order position: samples consumed so far (every step, applied or not, takes
+  // one global batch). Set it when resuming.
+  int64_t samplesSeen() const { return samples_seen_; }
+  void setSamplesSeen(int64_t samples) { samples_seen_ = samples; }
+
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+
  private:
+  // This rank's part of the step's one world all-reduce, summed over all ranks (packed).
+  at::Tensor allReduceStep(const StepStats& stats);
+
   const Config& config_;
   JobPlan& plan_;
   Communicator& world_;
@@ -58,6 +78,7 @@ class StepRunner {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<SampleOrder> order_;
+  int64_t samples_seen_ = 0;
 };
 
 }  // namespace ppstage

@@ -6,11 +6,15 @@
 #include <iomanip>
 #include <ostream>
 
+#include "checkpointer.h"
+#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/job_plan.h"
 #include "run_summary.h"
 #include "step_runner.h"
+#include "stop_signal.h"
 
 namespace ppstage {
 namespace {
@@ -58,27 +62,134 @@ bool logsStep(const OutputConfig& output, int64_t step, int64_t steps) {
          ((step + 1) % output.log_every == 0 || step + 1 == steps || step == 0);
 }
 
+// The steps of a run, from the first (0, or the resumed checkpoint's) to --train.steps:
+// each step, its log line, the non-finite policy, periodic checkpoints, and a stop asked
+// for by a signal. Ends the run through summarizeRun, whichever way it ends.
+class TrainLoop {
+ public:
+  TrainLoop(const Config& config, JobPlan& plan, Communicator& world, std::ostream& log)
+      : config_(config),
+        plan_(plan),
+        world_(world),
+        log_(log),
+        leader_(world.rank() == 0),
+        runner_(config, plan, world),
+        checkpointer_(config, plan, world) {}
+
+  RunMetrics run() {
+    if (config_.checkpoint.resume) resume();
+    if (record_.first_step >= config_.train.steps) return nothingToDo();
+    for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
+      const StepResult result = runner_.run(step);
+      record_.add(step - record_.first_step, config_.train.steps - record_.first_step, result);
+      if (leader_ && logsStep(config_.output, step, config_.train.steps)) {
+        printStep(log_, config_, step, result, plan_.tokens_per_step);
+      }
+      if (!result.finite) onNonfinite(step, result);
+      if (result.finite) last_finite_ = {step, result.loss};
+      const bool stopping = result.stop_signal != 0;
+      if (checkpointDue(step, stopping)) save(step + 1);
+      if (stopping) return stop(step, result.stop_signal);
+    }
+    return summarizeRun(config_, plan_, record_, world_, log_);
+  }
+
+ private:
+  void resume() {
+    const auto resumed = checkpointer_.resume(runner_, log_);
+    if (!resumed) return;
+    record_.resumed_from = resumed->dir;
+    record_.first_step = resumed->manifest.step;
+  }
+
+  RunMetrics nothingToDo() {
+    if (leader_) {
+      log_ << "nothing to train: " << record_.resumed_from << " already has " << record_.first_step
+           << " steps (--train.steps " << config_.train.steps << ")" << std::endl;
+    }
+    RunMetrics metrics;
+    metrics.resumed_from = record_.resumed_from;
+    metrics.first_step = record_.first_step;
+    return metrics;
+  }
+
+  bool checkpointDue(int64_t step, bool stopping) const {
+    const CheckpointConfig& c = config_.checkpoint;
+    if (c.dir.empty()) return false;
+    return stopping || step + 1 == config_.train.steps ||
+           (c.every > 0 && (step + 1) % c.every == 0);
+  }
+
+  // A failed save ends the run, keeping what it measured.
+  void save(int64_t steps_done) {
+    try {
+      record_.checkpoints.push_back(checkpointer_.save(steps_done, runner_));
+    } catch (const JobError&) {
+      summarizeRun(config_, plan_, record_, world_, log_);
+      throw;
+    }
+  }
+
+  RunMetrics stop(int64_t step, int signal) {
+    record_.stopped_by = signalName(signal);
+    RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
+    const std::string stopped =
+        detail::concat("stopped by ", record_.stopped_by, " after step ", step + 1);
+    if (config_.checkpoint.dir.empty()) {
+      throw JobError(stopped + "; nothing saved (no --checkpoint.dir)", Checkpointer::kExitNotSaved,
+                     leader_);
+    }
+    if (leader_) log_ << stopped << "; checkpoint " << record_.checkpoints.back().path << std::endl;
+    return metrics;
+  }
+
+  // --train.nonfinite: stop here (exit 3), or drop the update and go on, up to
+  // --train.max_skipped in a row.
+  void onNonfinite(int64_t step, const StepResult& result) {
+    std::string line = detail::concat("step ", step + 1, ": ", result.nonfinite, "; ");
+    line += last_finite_.first < 0 ? std::string("no finite loss before it")
+                                   : detail::concat("last finite loss ", last_finite_.second,
+                                                    " (step ", last_finite_.first + 1, ")");
+    if (config_.train.nonfinite == NonfinitePolicy::kSkip) {
+      ++record_.skipped_steps;
+      if (++skipped_in_a_row_ < config_.train.max_skipped) {
+        if (leader_) log_ << line << "; update skipped (" << skipped_in_a_row_ << " in a row)\n";
+        return;
+      }
+      line +=
+          detail::concat("; ", skipped_in_a_row_, " steps in a row skipped (--train.max_skipped)");
+    }
+    summarizeRun(config_, plan_, record_, world_, log_);
+    throw JobError(line + "; stopped before the optimizer applied it", kExitNonfinite, leader_);
+  }
+
+  static constexpr int kExitNonfinite = 3;
+
+  const Config& config_;
+  JobPlan& plan_;
+  Communicator& world_;
+  std::ostream& log_;
+  const bool leader_;
+  StopSignal stop_signal_;  // installed for the steps
+  StepRunner runner_;
+  Checkpointer checkpointer_;
+  RunRecord record_;
+  std::pair<int64_t, double> last_finite_{-1, 0};  // step, loss
+  int64_t skipped_in_a_row_ = 0;
+};
+
 }  // namespace
 
 RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
-  const bool leader = world.rank() == 0;
   JobPlan plan = planJob(config, world);
-  if (leader) {
+  if (world.rank() == 0) {
     printConfiguration(log, config, plan);
     printPlanTable(log, plan.split);
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  StepRunner runner(config, plan, world);
-  RunRecord record;
-  for (int64_t step = 0; step < config.train.steps; ++step) {
-    const StepResult result = runner.run(step);
-    record.add(step, config.train.steps, result);
-    if (leader && logsStep(config.output, step, config.train.steps)) {
-      printStep(log, config, step, result, plan.tokens_per_step);
-    }
-  }
-  return summarizeRun(config, plan, record, world, log);
+  TrainLoop loop(config, plan, world, log);
+  return loop.run();
 }
 
 }  // namespace ppstage

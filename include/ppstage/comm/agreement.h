@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ppstage/core/error.h"
 
@@ -41,5 +42,8 @@ Failure failureOf(const std::exception_ptr& error);
 // threw on any rank, throws JobError on all of them with the lowest failing rank's message
 // ("[rank r] ..." when r is not 0) and exit code (2 for ppstage::Error, 1 otherwise).
 void runAgreed(Communicator& comm, const std::function<void()>& fn);
+
+// Every rank's `mine`, in rank order, on every rank (collective: two all-reduces).
+std::vector<std::string> allGatherStrings(Communicator& comm, const std::string& mine);
 
 }  // namespace ppstage

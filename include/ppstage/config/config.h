@@ -30,6 +30,12 @@ enum class CompileMode { kNone, kStage, kBlock };
 // --train.optimizer.
 enum class OptimizerKind { kAdamW, kSgd };
 
+// --train.nonfinite: what a step whose loss or gradient norm is NaN or inf does.
+enum class NonfinitePolicy {
+  kStop,  // the run ends at that step, before the optimizer applies it (exit code 3)
+  kSkip,  // the step's update is dropped and the run goes on (up to --train.max_skipped)
+};
+
 // --train.loss: the loss the last stage computes for each micro-batch (runtime/loss.h).
 enum class LossKind {
   kCrossEntropy,  // logits (..., V) against integer targets (...), mean over targets
@@ -59,6 +65,12 @@ struct Choices<OptimizerKind> {
   static constexpr const char* kOption = "train.optimizer";
   static constexpr std::pair<OptimizerKind, const char*> kNames[] = {
       {OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::kSgd, "sgd"}};
+};
+template <>
+struct Choices<NonfinitePolicy> {
+  static constexpr const char* kOption = "train.nonfinite";
+  static constexpr std::pair<NonfinitePolicy, const char*> kNames[] = {
+      {NonfinitePolicy::kStop, "stop"}, {NonfinitePolicy::kSkip, "skip"}};
 };
 template <>
 struct Choices<LossKind> {
@@ -110,9 +122,20 @@ struct TrainConfig {
   double weight_decay = 0.01;
   double grad_clip = 1.0;  // global gradient-norm bound; 0 turns clipping off
   OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double momentum = 0;           // sgd only
   std::optional<LossKind> loss;  // empty: auto (cross_entropy for token ids, else mse)
   int64_t dp = 1;                // data-parallel replicas; world = pp * dp
   int64_t threads = 0;           // intra-op threads per rank; 0: cores / local ranks
+  NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
+  int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
+};
+
+// [checkpoint]: saving the run's state, and resuming from it (src/checkpoint, docs/cli.md).
+struct CheckpointConfig {
+  std::string dir;      // D: checkpoints go to D/step-<8 digits>/; empty: none
+  int64_t every = 0;    // save every K steps; 0: only at the end and when stopped by a signal
+  int64_t keep = 2;     // the newest complete checkpoints kept
+  bool resume = false;  // continue from the newest complete checkpoint in D
 };
 
 // [compile]: how each stage's graph runs (see include/ppstage/compile/compiled_stage.h).
@@ -150,6 +173,7 @@ struct Config {
   CompileConfig compile;
   DataConfig data;
   OutputConfig output;
+  CheckpointConfig checkpoint;
 };
 
 }  // namespace ppstage

@@ -31,6 +31,7 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& train);
 void addCompileOptions(po::options_description& desc, CompileConfig& compile);
 void addDataOptions(po::options_description& desc, DataConfig& data);
 void addOutputOptions(po::options_description& desc, OutputConfig& output);
+void addCheckpointOptions(po::options_description& desc, CheckpointConfig& checkpoint);
 void addCommOptions(po::options_description& desc, CommConfig& comm);
 // Every section: what `ppstage train` reads, and what a config file may contain.
 void addAllOptions(po::options_description& desc, Config& config);
@@ -49,6 +50,7 @@ void validate(const TrainConfig& train);
 void validate(const CommConfig& comm);
 void validate(const CompileConfig& compile);
 void validate(const OutputConfig& output);
+void validate(const CheckpointConfig& checkpoint);
 // Every section above.
 void validate(const Config& config);
 

@@ -60,6 +60,9 @@ class SampleOrder {
   SampleOrder(int64_t dataset_size, int64_t seed);
   // The global batch of `step` (0-based): `batch` sample indices.
   std::vector<int64_t> batch(int64_t step, int64_t batch) const;
+  // Positions [first, first + count) of the order (the data order position of a resumed
+  // run is the samples it has consumed): batch(step, b) is samples(step * b, b).
+  std::vector<int64_t> samples(int64_t first, int64_t count) const;
 
  private:
   const std::vector<int64_t>& epoch(int64_t e) const;

@@ -34,6 +34,12 @@ struct CompileMetrics {
   double compile_time_s = 0;  // the first steps over as many steady steps (warmupOverhead)
 };
 
+// One checkpoint the run saved.
+struct CheckpointRecord {
+  std::string path;    // "D/step-00000040"
+  double seconds = 0;  // the save's wall time: tensor files, the agreement, the manifest
+};
+
 struct RunMetrics {
   // What ran.
   std::string model;
@@ -47,7 +53,13 @@ struct RunMetrics {
   long long batch_size = 0;
   long long tokens_per_step = 0;
   std::string params_dir;  // where the final parameters were written; empty: nowhere
-  // Per step.
+  // Checkpoints.
+  std::string resumed_from;  // the checkpoint the run continued from; empty: a fresh start
+  long long first_step = 0;  // the 0-based step the run started at (resumed: the saved one)
+  std::vector<CheckpointRecord> checkpoints;
+  long long skipped_steps = 0;  // --train.nonfinite skip: steps whose update was dropped
+  std::string stopped_by;       // "SIGTERM" or "SIGINT" when a signal ended the run early
+  // Per step of this run (a skipped step's loss is NaN, null in JSON).
   std::vector<double> losses;
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;  // measured: idle / (ranks * step time)

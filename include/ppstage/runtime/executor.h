@@ -64,6 +64,8 @@ struct ExecutorOptions {
 // What one step cost on this rank.
 struct StepStats {
   double loss_sum = 0;  // sum of scaled micro-batch losses (last stage only)
+  // The first global micro-batch (first_microbatch + m) whose loss was NaN or inf; -1: none.
+  int64_t first_nonfinite_microbatch = -1;
   // Per compute kind (F, B, I, W, in ActionKind order): seconds and count.
   std::array<double, 4> compute_s{};
   std::array<int64_t, 4> compute_count{};

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ppstage/split/stage_module.h"
@@ -33,6 +34,10 @@ class GradientSync {
   // This rank's share of the squared global gradient norm: its own parameters on dp rank 0,
   // a tied tensor only on the stage of its first copy; 0 on other replicas.
   double squaredNormShare() const;
+
+  // The first of this rank's parameters (stage, index into its StageModule::parameters),
+  // in stage order, whose gradient holds a NaN or inf; {-1, -1} when none does.
+  std::pair<int, int> firstNonfiniteGradient() const;
 
   // Multiplies every gradient by `factor` (clipping).
   void scale(double factor);

@@ -1,0 +1,40 @@
+// A checkpoint directory D on disk: one D/step-<8 digits>/ per saved step, each holding
+// tensor files and, written last, manifest.json (checkpoint/manifest.h). A step's
+// checkpoint is complete exactly when its manifest parses and every file it lists has the
+// recorded size and sha256; anything else (a crash mid-save, a truncated or corrupt file)
+// is incomplete, skipped by readers and removed by pruning once a newer one is complete.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ppstage/checkpoint/manifest.h"
+
+namespace ppstage {
+
+// "step-00000040".
+std::string checkpointName(int64_t step);
+
+// Why `step_dir` is not a complete checkpoint ("manifest.json is missing",
+// "tensors-stage1.pt has 120 bytes, the manifest says 4096", ...), or "" when it is, with
+// its manifest in `*manifest`.
+std::string whyIncomplete(const std::string& step_dir, Manifest* manifest);
+
+struct FoundCheckpoint {
+  std::string dir;  // "D/step-00000040"
+  Manifest manifest;
+};
+
+// The newest complete checkpoint in `dir`, if any (a missing `dir` has none). Every newer
+// incomplete one adds a line to `warnings`: "skipping incomplete checkpoint D/step-...: why".
+std::optional<FoundCheckpoint> findNewestCheckpoint(const std::string& dir,
+                                                    std::vector<std::string>& warnings);
+
+// Keeps the `keep` newest complete checkpoints of `dir` and removes the rest, and every
+// incomplete one older than the newest complete one. Call it only after the newest one is
+// complete, and where no other process writes in `dir`.
+void pruneCheckpoints(const std::string& dir, int64_t keep);
+
+}  // namespace ppstage

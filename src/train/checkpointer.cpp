@@ -1,0 +1,256 @@
+// See checkpointer.h.
+#include "checkpointer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "ppstage/checkpoint/checkpoint_dir.h"
+#include "ppstage/checkpoint/checkpoint_reader.h"
+#include "ppstage/checkpoint/model_identity.h"
+#include "ppstage/checkpoint/sha256.h"
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
+#include "ppstage/train/job_plan.h"
+#include "ppstage/train/optimizer.h"
+#include "step_runner.h"
+
+namespace ppstage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Testing aid, read once: PPSTAGE_CHECKPOINT_FAULT=kill:<steps>:<rank> makes that rank
+// SIGKILL itself after writing its files of the checkpoint after <steps> steps, before the
+// manifest: a crash in the middle of a save.
+void maybeDieMidSave(int64_t steps_done, int rank) {
+  static const char* fault = std::getenv("PPSTAGE_CHECKPOINT_FAULT");
+  if (fault == nullptr) return;
+  long long step = -1;
+  int victim = -1;
+  if (std::sscanf(fault, "kill:%lld:%d", &step, &victim) == 2 && step == steps_done &&
+      victim == rank) {
+    std::raise(SIGKILL);
+  }
+}
+
+std::string utcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+// The path a stage parameter is stored under.
+std::string storedPathOf(const ModelGraph& graph, const StageParameter& p) {
+  return storedPath(graph, p.model_parameters.at(0));
+}
+
+// Stored path -> the lowest stage holding it: the one stage that writes it.
+std::map<std::string, int> writerStages(const ModelSplit& split) {
+  std::map<std::string, int> writer;
+  for (const StageModule& stage : split.stages) {
+    for (const StageParameter& p : stage.parameters) {
+      if (!p.random_key) writer.emplace(storedPathOf(split.graph, p), stage.index);
+    }
+  }
+  return writer;
+}
+
+// Writes `bytes` as dir/name and describes the file for the manifest.
+nlohmann::json writeCheckpointFile(const std::string& dir, const std::string& name,
+                                   const std::string& bytes) {
+  writeFileAtomically(dir + "/" + name, bytes);
+  return {{"name", name}, {"bytes", static_cast<int64_t>(bytes.size())}, {"sha256", sha256Hex(bytes)}};
+}
+
+SavedLayout layoutOf(const Config& config, const JobPlan& plan) {
+  SavedLayout layout;
+  const Topology& t = plan.topology;
+  layout.pp = t.ppSize();
+  layout.dp = t.dpSize();
+  layout.stages = t.numStages();
+  layout.stages_per_rank = t.stagesPerRank();
+  layout.microbatches = plan.batch.microbatches;
+  layout.schedule = plan.schedule.name;
+  layout.compile_mode = toString(config.compile.mode);
+  for (const StageModule& stage : plan.split.stages) layout.stage_modules.push_back(stage.modules);
+  return layout;
+}
+
+std::string describeLayout(const SavedLayout& l) {
+  return detail::concat("pp ", l.pp, " x dp ", l.dp, ", ", l.stages, " stage",
+                        l.stages > 1 ? "s" : "", ", ", l.schedule);
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const Config& config, const JobPlan& plan, Communicator& world)
+    : config_(config), plan_(plan), world_(world) {}
+
+std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_done,
+                                       StepRunner& runner) {
+  nlohmann::json part = {{"files", nlohmann::json::array()}, {"tensors", nlohmann::json::object()}};
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    PPSTAGE_CHECK(!ec, "cannot create '", dir, "': ", ec.message());
+    const std::map<std::string, int> writer = writerStages(plan_.split);
+    for (const StageModule* stage : plan_.my_stages) {
+      TensorDict tensors;
+      StateDict states;
+      for (const StageParameter& p : stage->parameters) {
+        if (p.random_key) continue;
+        const std::string path = storedPathOf(plan_.split.graph, p);
+        if (writer.at(path) != stage->index) continue;
+        tensors[path] = p.value;
+        if (p.is_parameter && p.value.requires_grad()) {
+          TensorDict state = optimizerState(runner.optimizer(), p.value);
+          if (!state.empty()) states[path] = std::move(state);
+        }
+      }
+      const std::string s = std::to_string(stage->index);
+      const std::string tensor_file = "tensors-stage" + s + ".pt";
+      const std::string state_file = "optimizer-stage" + s + ".pt";
+      part["files"].push_back(writeCheckpointFile(dir, tensor_file, pickleTensors(tensors)));
+      part["files"].push_back(writeCheckpointFile(dir, state_file, pickleStates(states)));
+      for (const auto& [path, tensor] : tensors) {
+        part["tensors"][path] = {{"file", tensor_file},
+                                 {"optimizer_file", states.count(path) > 0 ? state_file : ""}};
+      }
+    }
+  } catch (const std::exception& e) {
+    return nlohmann::json{{"error", e.what()}}.dump();
+  }
+  maybeDieMidSave(steps_done, world_.rank());
+  return part.dump();
+}
+
+std::string Checkpointer::finishOnLeader(const std::string& dir, int64_t steps_done,
+                                         int64_t samples_seen,
+                                         const std::vector<std::string>& parts) {
+  Manifest m;
+  m.step = steps_done;
+  m.time = utcNow();
+  m.model = config_.model.name;
+  m.model_hash = modelHash(plan_.split.graph);
+  m.optimizer = toString(config_.train.optimizer);
+  m.seed = config_.train.seed;
+  m.batch_size = config_.train.batch_size;
+  m.samples_seen = samples_seen;
+  m.random_keys = randomKeys(plan_.split.graph);
+  m.layout = layoutOf(config_, plan_);
+  m.tensors = modelTensors(plan_.split.graph);
+  std::map<std::string, nlohmann::json> where;
+  for (size_t rank = 0; rank < parts.size(); ++rank) {
+    const nlohmann::json part = nlohmann::json::parse(parts[rank]);
+    if (part.contains("error")) {
+      return detail::concat("rank ", rank, ": ", part.at("error").get<std::string>());
+    }
+    if (!part.contains("files")) continue;  // a replica that writes nothing
+    for (const nlohmann::json& f : part.at("files")) {
+      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<int64_t>(),
+                         f.at("sha256").get<std::string>()});
+    }
+    for (const auto& [path, files] : part.at("tensors").items()) where[path] = files;
+  }
+  for (SavedTensor& t : m.tensors) {
+    PPSTAGE_INTERNAL_ASSERT(where.count(t.path) > 0, "no rank wrote ", t.path);
+    t.file = where.at(t.path).at("file").get<std::string>();
+    t.optimizer_file = where.at(t.path).at("optimizer_file").get<std::string>();
+  }
+  try {
+    writeFileAtomically(dir + "/manifest.json", manifestToJson(m));
+    pruneCheckpoints(config_.checkpoint.dir, config_.checkpoint.keep);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
+  const auto start = Clock::now();
+  const std::string dir = config_.checkpoint.dir + "/" + checkpointName(steps_done);
+  const bool writes = plan_.topology.dpRank() == 0;
+  const std::string mine = writes ? writeMyFiles(dir, steps_done, runner) : std::string("{}");
+  const std::vector<std::string> parts = allGatherStrings(world_, mine);
+  std::string outcome;
+  if (world_.rank() == 0) outcome = finishOnLeader(dir, steps_done, runner.samplesSeen(), parts);
+  world_.broadcast(outcome, 0);
+  if (!outcome.empty()) {
+    throw JobError("cannot save checkpoint " + dir + ": " + outcome, kExitNotSaved,
+                   world_.rank() == 0);
+  }
+  return {dir, std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, std::ostream& log) {
+  const bool leader = world_.rank() == 0;
+  std::string chosen;
+  if (leader) {
+    std::vector<std::string> warnings;
+    const auto found = findNewestCheckpoint(config_.checkpoint.dir, warnings);
+    for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
+    if (found) chosen = found->dir;
+  }
+  world_.broadcast(chosen, 0);
+  if (chosen.empty()) {
+    if (leader) {
+      log << "no complete checkpoint in " << config_.checkpoint.dir << "; starting fresh"
+          << std::endl;
+    }
+    return std::nullopt;
+  }
+  Resumed resumed{chosen, {}};
+  runAgreed(world_, [&] {
+    resumed.manifest = manifestFromJson(readFile(chosen + "/manifest.json", "checkpoint manifest"),
+                                        chosen + "/manifest.json");
+    const Manifest& m = resumed.manifest;
+    checkSameModel(m, chosen, plan_.split.graph);
+    PPSTAGE_CHECK(m.seed == config_.train.seed, "checkpoint ", chosen, " was trained with ",
+                  "--train.seed ", m.seed, ", this run has ", config_.train.seed,
+                  " (the data order and random ops follow the seed)");
+    PPSTAGE_CHECK(m.optimizer == toString(config_.train.optimizer), "checkpoint ", chosen,
+                  " holds ", m.optimizer, " state, this run uses --train.optimizer ",
+                  toString(config_.train.optimizer));
+    CheckpointReader reader(chosen, m);
+    load(reader, runner);
+  });
+  runner.setSamplesSeen(resumed.manifest.samples_seen);
+  if (leader) {
+    log << "resuming from " << chosen << " (saved at " << describeLayout(resumed.manifest.layout)
+        << ")" << std::endl;
+  }
+  return resumed;
+}
+
+void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
+  at::NoGradGuard no_grad;
+  for (StageModule* stage : plan_.my_stages) {
+    for (StageParameter& p : stage->parameters) {
+      if (p.random_key) continue;
+      const std::string path = storedPathOf(plan_.split.graph, p);
+      const at::Tensor saved = reader.tensor(path);
+      PPSTAGE_CHECK(saved.sizes() == p.value.sizes() && saved.scalar_type() == p.value.scalar_type(),
+                    "checkpoint tensor ", path, " does not match its manifest entry");
+      p.value.copy_(saved);
+      if (p.is_parameter && p.value.requires_grad()) {
+        setOptimizerState(runner.optimizer(), p.value, reader.optimizerState(path), path);
+      }
+    }
+  }
+}
+
+}  // namespace ppstage
