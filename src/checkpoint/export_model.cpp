@@ -55,7 +55,8 @@ at::Tensor chainStages(ModelSplit& split, CheckpointReader& reader, const at::Te
   std::vector<c10::IValue> values = {input};
   for (StageModule& stage : split.stages) {
     for (StageParameter& p : stage.parameters) {
-      if (!p.random_key) p.value.copy_(reader.tensor(storedPath(split.graph, p.model_parameters[0])));
+      if (!p.random_key)
+        p.value.copy_(reader.tensor(storedPath(split.graph, p.model_parameters[0])));
       values.emplace_back(p.value);
     }
     GraphRunner runner(stage.graph->copy(), "stage " + std::to_string(stage.index));

@@ -49,8 +49,8 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
   Manifest m;
   try {
     const nlohmann::json json = nlohmann::json::parse(text);
-    PPSTAGE_CHECK(json.at("format").get<std::string>() == Manifest::kFormat, source,
-                  " is not a ", Manifest::kFormat, " manifest");
+    PPSTAGE_CHECK(json.at("format").get<std::string>() == Manifest::kFormat, source, " is not a ",
+                  Manifest::kFormat, " manifest");
     m.step = json.at("step").get<int64_t>();
     m.time = json.at("time").get<std::string>();
     m.model = json.at("model").get<std::string>();
@@ -70,10 +70,10 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
     m.layout.compile_mode = l.at("compile_mode").get<std::string>();
     m.layout.stage_modules = l.at("stage_modules").get<std::vector<std::vector<std::string>>>();
     for (const nlohmann::json& t : json.at("tensors")) {
-      m.tensors.push_back({t.at("path").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
-                           t.at("dtype").get<std::string>(), t.at("file").get<std::string>(),
-                           t.at("parameter").get<bool>(),
-                           t.at("optimizer_file").get<std::string>()});
+      m.tensors.push_back(
+          {t.at("path").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
+           t.at("dtype").get<std::string>(), t.at("file").get<std::string>(),
+           t.at("parameter").get<bool>(), t.at("optimizer_file").get<std::string>()});
     }
     for (const nlohmann::json& f : json.at("files")) {
       m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<int64_t>(),

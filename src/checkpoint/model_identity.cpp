@@ -40,8 +40,8 @@ std::vector<SavedTensor> modelTensors(const ModelGraph& model) {
     if (p.random_key) continue;
     const std::string path = storedPath(model, static_cast<int>(i));
     if (!seen.insert(path).second) continue;
-    tensors.push_back({path, shapeOf(p.value), dtypeName(p.value.scalar_type()), "",
-                       p.is_parameter, ""});
+    tensors.push_back(
+        {path, shapeOf(p.value), dtypeName(p.value.scalar_type()), "", p.is_parameter, ""});
   }
   return tensors;
 }

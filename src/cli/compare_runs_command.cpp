@@ -49,17 +49,19 @@ double relativeDiff(const at::Tensor& a, const at::Tensor& b, double atol) {
 }
 
 // The steps both runs have, by global step: a resumed run (first_step > 0) is compared on
-// the steps it ran. Both must end at the same step, as their final parameters are compared.
+// the steps it ran, a shorter run on the steps it reached.
 void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
   const auto end = [](const RunMetrics& m) {
     return m.first_step + static_cast<long long>(m.losses.size());
   };
-  PPSTAGE_CHECK(end(ref) == end(run), "the reference ends after step ", end(ref),
-                " but the candidate after step ", end(run));
   const long long begin = std::max(ref.first_step, run.first_step);
-  c.steps = static_cast<size_t>(end(ref) - begin);
+  const long long stop = std::min(end(ref), end(run));
+  PPSTAGE_CHECK(begin < stop, "the runs share no step: the reference ran steps ",
+                ref.first_step + 1, "-", end(ref), ", the candidate ", run.first_step + 1, "-",
+                end(run));
+  c.steps = static_cast<size_t>(stop - begin);
   c.worst_step = static_cast<size_t>(begin);
-  for (long long step = begin; step < end(ref); ++step) {
+  for (long long step = begin; step < stop; ++step) {
     const double a = run.losses[static_cast<size_t>(step - run.first_step)];
     const double b = ref.losses[static_cast<size_t>(step - ref.first_step)];
     const bool equal = a == b || (std::isnan(a) && std::isnan(b));  // skipped in both
@@ -176,6 +178,9 @@ int compareRunsMain(int argc, const char* const* argv) {
   Comparison c;
   compareLosses(ref, run, c);
   c.with_params = !ref.params_dir.empty() && !run.params_dir.empty();
+  PPSTAGE_CHECK(
+      !c.with_params || ref.first_step + ref.losses.size() == run.first_step + run.losses.size(),
+      "the runs end at different steps; their final parameters cannot be compared");
   if (c.with_params) compareParameters(ref.params_dir, run.params_dir, atol, c);
   const bool same = c.loss_diff <= rtol && c.param_diff <= rtol;
   if (json) {

@@ -50,7 +50,8 @@ int exportMain(int argc, const char* const* argv) {
     std::cout << "\n";
   }
   if (r.forward_checked) {
-    std::cout << "  forward check: the file against the " << "checkpoint's stages chained, on "
+    std::cout << "  forward check: the file against the "
+              << "checkpoint's stages chained, on "
               << "the example input: max abs diff " << r.forward_max_abs_diff << "\n";
   } else {
     std::cout << "  forward check skipped: the model has random ops\n";

@@ -95,7 +95,8 @@ void checkWritableFile(const std::string& path, const std::string& option) {
                 "': it is a directory");
   const std::string dir = parentOf(path);
   PPSTAGE_CHECK(std::filesystem::is_directory(dir, ec), "cannot write --", option, " '", path,
-                "': directory '", dir, "' does not exist");
+                "': '", dir, "' ",
+                std::filesystem::exists(dir, ec) ? "is not a directory" : "does not exist");
   checkWritableDirectory(dir, option);
 }
 

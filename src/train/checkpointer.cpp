@@ -73,7 +73,8 @@ std::map<std::string, int> writerStages(const ModelSplit& split) {
 nlohmann::json writeCheckpointFile(const std::string& dir, const std::string& name,
                                    const std::string& bytes) {
   writeFileAtomically(dir + "/" + name, bytes);
-  return {{"name", name}, {"bytes", static_cast<int64_t>(bytes.size())}, {"sha256", sha256Hex(bytes)}};
+  return {
+      {"name", name}, {"bytes", static_cast<int64_t>(bytes.size())}, {"sha256", sha256Hex(bytes)}};
 }
 
 SavedLayout layoutOf(const Config& config, const JobPlan& plan) {
@@ -243,8 +244,9 @@ void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
       if (p.random_key) continue;
       const std::string path = storedPathOf(plan_.split.graph, p);
       const at::Tensor saved = reader.tensor(path);
-      PPSTAGE_CHECK(saved.sizes() == p.value.sizes() && saved.scalar_type() == p.value.scalar_type(),
-                    "checkpoint tensor ", path, " does not match its manifest entry");
+      PPSTAGE_CHECK(
+          saved.sizes() == p.value.sizes() && saved.scalar_type() == p.value.scalar_type(),
+          "checkpoint tensor ", path, " does not match its manifest entry");
       p.value.copy_(saved);
       if (p.is_parameter && p.value.requires_grad()) {
         setOptimizerState(runner.optimizer(), p.value, reader.optimizerState(path), path);

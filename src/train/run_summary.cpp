@@ -2,6 +2,7 @@
 #include "run_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -121,11 +122,16 @@ void addPrediction(const PipelineSchedule& schedule, const RunRecord& record, Ru
 
 void printSummary(const RunMetrics& m, std::ostream& log) {
   const size_t n = m.losses.size();
-  const size_t window = std::min<size_t>(10, n);
+  // Means over the finite losses of each window (a skipped step's loss is not finite).
+  std::vector<double> finite;
+  for (double loss : m.losses) {
+    if (std::isfinite(loss)) finite.push_back(loss);
+  }
+  const size_t window = std::min<size_t>(10, finite.size());
   double first = 0, last = 0;
   for (size_t i = 0; i < window; ++i) {
-    first += m.losses[i] / window;
-    last += m.losses[n - window + i] / window;
+    first += finite[i] / window;
+    last += finite[finite.size() - window + i] / window;
   }
   log << "\ndone: " << n << " steps, loss " << std::fixed << std::setprecision(4) << first << " -> "
       << last << " (mean of the first and last " << window << "), median step "

@@ -49,6 +49,13 @@ void exchangeBoundarySpecs(const JobPlan& plan, Communicator& world) {
 
 // Where a step's NaN or inf first appeared, from every rank's slots: the loss of the first
 // micro-batch that had one, else the gradient of the first parameter (in stage order).
+// "nan", "inf" or "-inf" (printf's "-nan" says nothing more).
+std::string nonfiniteText(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return detail::concat(x);
+}
+
 std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
   const StepReduce& r = result.reduced;
   const int last = static_cast<int>(split.stages.size()) - 1;
@@ -58,7 +65,7 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
   }
   if (microbatch > 0) {
     return detail::concat("the loss of micro-batch ", static_cast<int64_t>(microbatch) - 1,
-                          " (stage ", last, ") is ", result.loss);
+                          " (stage ", last, ") is ", nonfiniteText(result.loss));
   }
   double parameter = 0;
   for (double p : r.nonfinite_parameter) {
@@ -71,7 +78,8 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
     return detail::concat("the gradient of ", stage.parameters.at(code % slots).name, " (stage ",
                           stage.index, ") is not finite; the gradient norm is ", result.grad_norm);
   }
-  return detail::concat("the loss is ", result.loss, " and the gradient norm ", result.grad_norm);
+  return detail::concat("the loss is ", nonfiniteText(result.loss), " and the gradient norm ",
+                        nonfiniteText(result.grad_norm));
 }
 
 }  // namespace

@@ -51,12 +51,9 @@ int StopSignal::received() { return g_received; }
 
 const char* signalName(int signal) {
   switch (signal) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    default:
-      return "a signal";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    default: return "a signal";
   }
 }
 

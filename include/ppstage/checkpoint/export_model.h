@@ -12,10 +12,10 @@
 namespace ppstage {
 
 struct ExportResult {
-  std::string checkpoint;             // "D/step-00000040"
-  int64_t step = 0;                   // steps the checkpoint had trained
-  int64_t tensors = 0;                // parameters and buffers set from it (by module path)
-  std::vector<std::string> untouched; // the module's tensors the checkpoint has none of
+  std::string checkpoint;              // "D/step-00000040"
+  int64_t step = 0;                    // steps the checkpoint had trained
+  int64_t tensors = 0;                 // parameters and buffers set from it (by module path)
+  std::vector<std::string> untouched;  // the module's tensors the checkpoint has none of
   // The forward check: the saved file, loaded back, against the checkpoint's split stages
   // chained as the pipeline runs them, on the example input. Not done for a model with
   // random ops (their draws differ by design).

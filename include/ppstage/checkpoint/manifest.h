@@ -23,17 +23,17 @@ struct CheckpointFile {
 struct SavedTensor {
   std::string path;  // original module path: "layers.0.attn.qkv.weight"
   std::vector<int64_t> shape;
-  std::string dtype;  // "float32"
-  std::string file;   // the file holding it (CheckpointFile::name)
-  bool parameter = true;  // false: a buffer (no optimizer state)
+  std::string dtype;           // "float32"
+  std::string file;            // the file holding it (CheckpointFile::name)
+  bool parameter = true;       // false: a buffer (no optimizer state)
   std::string optimizer_file;  // the file holding its optimizer state; empty: none
 };
 
 // The layout that wrote a checkpoint: what resume reports, never what it requires.
 struct SavedLayout {
   int pp = 1, dp = 1, stages = 1, stages_per_rank = 1, microbatches = 1;
-  std::string schedule;      // "1f1b"
-  std::string compile_mode;  // "none"
+  std::string schedule;                                 // "1f1b"
+  std::string compile_mode;                             // "none"
   std::vector<std::vector<std::string>> stage_modules;  // the split: each stage's units
 };
 
