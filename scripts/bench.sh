@@ -5,6 +5,8 @@
 #   scripts/bench.sh compile   compile modes side by side (ppstage compare-compile): compile
 #                              time against depth, steady step and RSS growth (times: best
 #                              of 3 or 5 rounds; memory and numerics: worst)
+#   scripts/bench.sh checkpoint  gpt-small at pp 2: save time, size on disk, resume time, and
+#                              the step time with --checkpoint.every 50 against none
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -127,10 +129,40 @@ bench_compile() {
   done
 }
 
+bench_checkpoint() {
+  local dir=/tmp/ppstage_bench_ck
+  local run=(mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train
+             --config configs/gpt-small.ini --train.threads 1 --output.log_every 0)
+  rm -rf "$dir"
+  "${run[@]}" --train.steps 100 --output.metrics_json /tmp/ppstage_bench_plain.json > /dev/null
+  "${run[@]}" --train.steps 100 --checkpoint.dir "$dir" --checkpoint.every 50 \
+    --output.metrics_json /tmp/ppstage_bench_ck.json > /dev/null
+  "${run[@]}" --train.steps 101 --checkpoint.dir "$dir" --checkpoint.resume true \
+    --output.metrics_json /tmp/ppstage_bench_resume.json > /dev/null
+  local bytes
+  bytes=$(du -sb "$dir/step-00000100" | cut -f1)
+  python3 - "$bytes" <<'PY'
+import json, sys
+plain = json.load(open("/tmp/ppstage_bench_plain.json"))
+ck = json.load(open("/tmp/ppstage_bench_ck.json"))
+resume = json.load(open("/tmp/ppstage_bench_resume.json"))
+saves = [c["seconds"] for c in ck["checkpoints"]]
+steps = len(ck["step_time_s"])
+mean = lambda xs: sum(xs) / len(xs)
+print("| saves | save s (each) | size MB | resume s | step s, none | step s, every 50 | save cost per step |")
+print("|---|---|---|---|---|---|---|")
+print("| %d | %s | %.1f | %.3f | %.3f | %.3f | %.4f s (%.1f%%) |" % (
+    len(saves), ", ".join("%.3f" % s for s in saves), int(sys.argv[1]) / 2**20,
+    resume["resume_s"], mean(plain["step_time_s"]), mean(ck["step_time_s"]),
+    sum(saves) / steps, 100 * sum(saves) / steps / mean(plain["step_time_s"])))
+PY
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
   train) bench_train ;;
   compile) bench_compile ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile" >&2; exit 2 ;;
+  checkpoint) bench_checkpoint ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint" >&2; exit 2 ;;
 esac

@@ -169,6 +169,8 @@ int compareCompileMain(int argc, const char* const* argv) {
   const std::unique_ptr<Communicator> world =
       startMpiCommand(argc, argv, options, kUsage, config.comm, [&] {
         validate(config);
+        PPSTAGE_CHECK(config.checkpoint.dir.empty(), "compare-compile runs the same training ",
+                      "once per mode; it takes no --checkpoint.dir");
         for (const std::string& mode : splitList(modes_text)) {
           modes.push_back(parseChoice<CompileMode>(mode));
         }

@@ -17,12 +17,12 @@ int exportMain(int argc, const char* const* argv) {
   std::string out = "model.pt";
   std::string example_out;
   po::options_description options;
-  addModelOptions(options, config.model);
-  addTrainOptions(options, config.train);
+  // Every option of `ppstage train`, so that the run's own command line or --config works;
+  // export reads [model], train.batch_size and train.seed, and --checkpoint.dir.
+  addAllOptions(options, config);
   po::options_description section("Export");
-  section.add_options()("checkpoint.dir", po::value(&config.checkpoint.dir),
-                        "the checkpoint directory; its newest complete checkpoint is exported")(
-      "out", po::value(&out)->default_value(out), "the TorchScript file to write")(
+  section.add_options()("out", po::value(&out)->default_value(out),
+                        "the TorchScript file to write")(
       "example_out", po::value(&example_out)->default_value(""),
       "also write {\"input\": x, \"output\": y} here (torch.load-able): the example input "
       "and the pipelined stages' output on it, to check the file from Python");
@@ -35,10 +35,10 @@ int exportMain(int argc, const char* const* argv) {
       "every tensor named as in the original. Then loads the file back and checks its\n"
       "tensors against the checkpoint and its forward against the checkpoint's stages\n"
       "chained (skipped for a model with random ops). The model options must be those of\n"
-      "the run (--config of the run works).";
+      "the run: every option of `ppstage train` is accepted, so the run's own options or\n"
+      "--config work; the others are ignored.";
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
-  validate(config.model);
-  validate(config.train);
+  validate(config);
   PPSTAGE_CHECK(!config.checkpoint.dir.empty(), "ppstage export needs --checkpoint.dir");
 
   const ExportResult r = exportModel(config, config.checkpoint.dir, out, example_out);

@@ -44,6 +44,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"tokens_per_step", m.tokens_per_step},
       {"params_dir", m.params_dir},
       {"resumed_from", m.resumed_from.empty() ? nlohmann::json() : nlohmann::json(m.resumed_from)},
+      {"resume_s", m.resume_s},
       {"first_step", m.first_step},
       {"checkpoints", checkpoints},
       {"skipped_steps", m.skipped_steps},

@@ -87,6 +87,7 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   metrics.tokens_per_step = plan.tokens_per_step;
   metrics.params_dir = config.output.params_dir;
   metrics.resumed_from = record.resumed_from;
+  metrics.resume_s = record.resume_s;
   metrics.first_step = record.first_step;
   metrics.checkpoints = record.checkpoints;
   metrics.skipped_steps = record.skipped_steps;

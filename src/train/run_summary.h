@@ -33,6 +33,7 @@ struct RunRecord {
   double wall_s = 0;           // the steps' wall time
   // Checkpoints and how the run began and ended.
   std::string resumed_from;  // empty: a fresh start
+  double resume_s = 0;       // finding, checking and loading the checkpoint
   int64_t first_step = 0;
   std::vector<CheckpointRecord> checkpoints;
   int64_t skipped_steps = 0;

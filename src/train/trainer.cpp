@@ -3,6 +3,7 @@
 // closing lines).
 #include "ppstage/train/trainer.h"
 
+#include <chrono>
 #include <iomanip>
 #include <ostream>
 
@@ -96,7 +97,10 @@ class TrainLoop {
 
  private:
   void resume() {
+    const auto start = std::chrono::steady_clock::now();
     const auto resumed = checkpointer_.resume(runner_, log_);
+    record_.resume_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!resumed) return;
     record_.resumed_from = resumed->dir;
     record_.first_step = resumed->manifest.step;

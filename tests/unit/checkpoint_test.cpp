@@ -146,8 +146,9 @@ TEST(ModelIdentity, TiedTensorsAreStoredOnceAndOtherShapesAreNamed) {
     checkSameModel(same, "D/step-00000001", other.graph);
     FAIL() << "another model was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("wte.weight: checkpoint has [256, 32], model has [256, 64]"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("wte.weight: checkpoint has [256, 32], model has [256, 64]"),
+        std::string::npos)
         << e.what();
   }
   Config more_heads = config;
@@ -188,8 +189,8 @@ TEST(OptimizerState, AdamWRoundTripIsExact) {
 
 TEST(AllGatherStrings, EveryRankGetsEveryRanksString) {
   test::runRanks(3, [](int rank, Communicator& comm) {
-    const std::vector<std::string> all =
-        allGatherStrings(comm, rank == 1 ? "" : std::string(static_cast<size_t>(rank + 2), 'a' + rank));
+    const std::vector<std::string> all = allGatherStrings(
+        comm, rank == 1 ? "" : std::string(static_cast<size_t>(rank + 2), 'a' + rank));
     EXPECT_EQ(all, (std::vector<std::string>{"aa", "", "cccc"}));
   });
 }

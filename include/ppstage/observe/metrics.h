@@ -55,6 +55,7 @@ struct RunMetrics {
   std::string params_dir;  // where the final parameters were written; empty: nowhere
   // Checkpoints.
   std::string resumed_from;  // the checkpoint the run continued from; empty: a fresh start
+  double resume_s = 0;       // its wall time: find, verify, check and load it
   long long first_step = 0;  // the 0-based step the run started at (resumed: the saved one)
   std::vector<CheckpointRecord> checkpoints;
   long long skipped_steps = 0;  // --train.nonfinite skip: steps whose update was dropped
