@@ -36,9 +36,10 @@ int64_t stepOf(const std::string& name) {
 std::vector<std::pair<int64_t, std::string>> stepDirectories(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const int64_t step = stepOf(entry.path().filename().string());
-    if (step >= 0 && entry.is_directory()) found.emplace_back(step, entry.path().string());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const int64_t step = stepOf(it->path().filename().string());
+    std::error_code type_ec;
+    if (step >= 0 && it->is_directory(type_ec)) found.emplace_back(step, it->path().string());
   }
   std::sort(found.rbegin(), found.rend());
   return found;
@@ -59,7 +60,7 @@ std::string checkpointName(int64_t step) {
   return name;
 }
 
-std::string whyIncomplete(const std::string& step_dir, Manifest* manifest) {
+std::string whyIncomplete(const std::string& step_dir, Manifest* manifest, Verify verify) {
   std::string text;
   if (!readBytes(step_dir + "/manifest.json", text)) return "manifest.json is missing";
   Manifest m;
@@ -69,6 +70,15 @@ std::string whyIncomplete(const std::string& step_dir, Manifest* manifest) {
     return e.what();
   }
   for (const CheckpointFile& file : m.files) {
+    if (verify == Verify::kSizes) {
+      std::error_code ec;
+      const auto size = fs::file_size(step_dir + "/" + file.name, ec);
+      if (ec) return file.name + " is missing";
+      if (static_cast<int64_t>(size) != file.bytes) {
+        return detail::concat(file.name, " has ", size, " bytes, the manifest says ", file.bytes);
+      }
+      continue;
+    }
     std::string bytes;
     if (!readBytes(step_dir + "/" + file.name, bytes)) return file.name + " is missing";
     if (static_cast<int64_t>(bytes.size()) != file.bytes) {
@@ -92,13 +102,17 @@ std::optional<FoundCheckpoint> findNewestCheckpoint(const std::string& dir,
   return std::nullopt;
 }
 
+std::string newestStepDirectory(const std::string& dir) {
+  const auto found = stepDirectories(dir);
+  return found.empty() ? std::string() : found.front().second;
+}
+
 void pruneCheckpoints(const std::string& dir, int64_t keep) {
   int64_t complete = 0;
   for (const auto& [step, path] : stepDirectories(dir)) {
-    // The manifest is written last: its presence is what finished a save. (Reading every
-    // file again at every save would cost more than the save.)
-    std::error_code exists_ec;
-    const bool is_complete = fs::exists(path + "/manifest.json", exists_ec);
+    // Sizes, not checksums: hashing every kept checkpoint again at every save would cost
+    // more than the save.
+    const bool is_complete = whyIncomplete(path, nullptr, Verify::kSizes).empty();
     if (is_complete && complete++ < keep) continue;
     if (!is_complete && complete == 0) continue;  // newer than every complete one
     std::error_code ec;

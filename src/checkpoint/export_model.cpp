@@ -5,6 +5,8 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -19,6 +21,10 @@
 
 namespace ppstage {
 namespace {
+
+// Relative to the output's largest magnitude (at least 1): the file and the stages run the
+// same ops, so anything beyond float reassociation is a bug.
+constexpr double kForwardTolerance = 1e-5;
 
 // Module path -> the path the checkpoint stores it under (tied paths share one).
 std::map<std::string, std::string> storedPaths(const ModelGraph& graph) {
@@ -65,6 +71,35 @@ at::Tensor chainStages(ModelSplit& split, CheckpointReader& reader, const at::Te
   return values.at(0).toTensor();
 }
 
+// The split the checkpoint was saved with: its stage count and, as split points, the first
+// unit of every stage after the first.
+Config savedSplit(const Config& config, const SavedLayout& layout) {
+  Config split_config = config;
+  split_config.pipeline.stages = layout.stages;
+  split_config.pipeline.split_points.clear();
+  for (size_t s = 1; s < layout.stage_modules.size(); ++s) {
+    if (!layout.stage_modules[s].empty()) {
+      split_config.pipeline.split_points.push_back(layout.stage_modules[s].front());
+    }
+  }
+  if (split_config.pipeline.split_points.size() + 1 != static_cast<size_t>(layout.stages)) {
+    split_config.pipeline.split_points.clear();  // balance again: any split computes the same
+  }
+  return split_config;
+}
+
+// The file as Python will see it holds the checkpoint's tensors.
+void checkSavedTensors(const torch::jit::Module& saved, const std::string& out,
+                       const std::map<std::string, std::string>& stored, CheckpointReader& reader) {
+  auto check = [&](const std::string& name, const at::Tensor& value) {
+    const auto it = stored.find(name);
+    PPSTAGE_CHECK(it == stored.end() || at::equal(value, reader.tensor(it->second)), "'", out,
+                  "' does not hold the checkpoint's ", name);
+  };
+  for (const auto& p : saved.named_parameters(true)) check(p.name, p.value);
+  for (const auto& b : saved.named_buffers(true)) check(b.name, b.value);
+}
+
 }  // namespace
 
 ExportResult exportModel(const Config& config, const std::string& checkpoint_dir,
@@ -77,26 +112,20 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   result.checkpoint = found->dir;
   result.step = found->manifest.step;
 
-  Config split_config = config;
-  split_config.pipeline.stages = found->manifest.layout.stages;
-  split_config.pipeline.split_points.clear();
-  ModelSplit split = splitModel(split_config);
+  ModelSplit split = splitModel(savedSplit(config, found->manifest.layout));
   checkSameModel(found->manifest, found->dir, split.graph);
   CheckpointReader reader(found->dir, found->manifest);
+  const std::map<std::string, std::string> stored = storedPaths(split.graph);
 
   LoadedModel fresh = loadModel(config.model, config.train);
-  loadTensors(fresh.module, storedPaths(split.graph), reader, result);
-  fresh.module.save(out);
+  loadTensors(fresh.module, stored, reader, result);
+  const std::string temp = out + ".tmp-export";
+  fresh.module.save(temp);
+  PPSTAGE_CHECK(std::rename(temp.c_str(), out.c_str()) == 0, "cannot write --out '", out, "'");
 
-  // The file as Python will see it: its tensors, and its forward.
   torch::jit::Module saved = torch::jit::load(out);
-  for (const auto& p : saved.named_parameters(true)) {
-    const auto stored = storedPaths(split.graph);
-    const auto it = stored.find(p.name);
-    PPSTAGE_CHECK(it == stored.end() || at::equal(p.value, reader.tensor(it->second)), "'", out,
-                  "' does not hold the checkpoint's ", p.name);
-  }
-  if (!randomKeys(split.graph).empty()) return result;
+  checkSavedTensors(saved, out, stored, reader);
+  if (!randomKeys(split.graph).empty()) return result;  // draws differ by design
   const at::Tensor expected = chainStages(split, reader, split.example_input);
   at::Tensor actual;
   {
@@ -106,6 +135,10 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   }
   result.forward_checked = true;
   result.forward_max_abs_diff = (actual - expected).abs().max().item<double>();
+  const double scale = std::max(1.0, expected.abs().max().item<double>());
+  PPSTAGE_CHECK(result.forward_max_abs_diff <= kForwardTolerance * scale, "the forward of '", out,
+                "' differs from the checkpoint's stages chained by ", result.forward_max_abs_diff,
+                " on the example input");
   if (!example_out.empty()) {
     writeFileAtomically(example_out,
                         pickleTensors({{"input", split.example_input}, {"output", expected}}));

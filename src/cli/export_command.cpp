@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "ppstage/checkpoint/export_model.h"
+#include "ppstage/config/config.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
 
@@ -54,7 +55,7 @@ int exportMain(int argc, const char* const* argv) {
               << "checkpoint's stages chained, on "
               << "the example input: max abs diff " << r.forward_max_abs_diff << "\n";
   } else {
-    std::cout << "  forward check skipped: the model has random ops\n";
+    std::cout << "  forward check skipped: the model has random ops (no --example_out either)\n";
   }
   return 0;
 }

@@ -79,7 +79,10 @@ void checkWritableDirectory(const std::string& dir, const std::string& option) {
   PPSTAGE_CHECK(!ec, "cannot write --", option, " '", dir, "': ", ec.message());
   PPSTAGE_CHECK(std::filesystem::is_directory(dir, ec), "cannot write --", option, " '", dir,
                 "': it is not a directory");
-  const std::string probe = dir + "/.ppstage-probe-" + std::to_string(::getpid());
+  char host[256] = "host";
+  ::gethostname(host, sizeof(host) - 1);  // ranks on several machines may share `dir`
+  const std::string probe =
+      dir + "/.ppstage-probe-" + std::string(host) + "-" + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   PPSTAGE_CHECK(fd >= 0, "cannot write --", option, " '", dir, "': ", systemReason());
   const bool written = writeAll(fd, "probe\n");

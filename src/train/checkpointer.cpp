@@ -142,6 +142,37 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
 std::string Checkpointer::finishOnLeader(const std::string& dir, int64_t steps_done,
                                          int64_t samples_seen,
                                          const std::vector<std::string>& parts) {
+  // Anything thrown here would leave the other ranks waiting on the outcome's broadcast.
+  try {
+    Manifest m = manifestOf(steps_done, samples_seen);
+    std::map<std::string, nlohmann::json> where;
+    for (size_t rank = 0; rank < parts.size(); ++rank) {
+      const nlohmann::json part = nlohmann::json::parse(parts[rank]);
+      if (part.contains("error")) {
+        return detail::concat("rank ", rank, ": ", part.at("error").get<std::string>());
+      }
+      if (!part.contains("files")) continue;  // a replica that writes nothing
+      for (const nlohmann::json& f : part.at("files")) {
+        m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<int64_t>(),
+                           f.at("sha256").get<std::string>()});
+      }
+      for (const auto& [path, files] : part.at("tensors").items()) where[path] = files;
+    }
+    for (SavedTensor& t : m.tensors) {
+      PPSTAGE_INTERNAL_ASSERT(where.count(t.path) > 0, "no rank wrote ", t.path);
+      t.file = where.at(t.path).at("file").get<std::string>();
+      t.optimizer_file = where.at(t.path).at("optimizer_file").get<std::string>();
+    }
+    writeFileAtomically(dir + "/manifest.json", manifestToJson(m));
+    syncDirectory(config_.checkpoint.dir);  // the new step's entry, before any removal
+    pruneCheckpoints(config_.checkpoint.dir, config_.checkpoint.keep);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Manifest Checkpointer::manifestOf(int64_t steps_done, int64_t samples_seen) const {
   Manifest m;
   m.step = steps_done;
   m.time = utcNow();
@@ -154,31 +185,7 @@ std::string Checkpointer::finishOnLeader(const std::string& dir, int64_t steps_d
   m.random_keys = randomKeys(plan_.split.graph);
   m.layout = layoutOf(config_, plan_);
   m.tensors = modelTensors(plan_.split.graph);
-  std::map<std::string, nlohmann::json> where;
-  for (size_t rank = 0; rank < parts.size(); ++rank) {
-    const nlohmann::json part = nlohmann::json::parse(parts[rank]);
-    if (part.contains("error")) {
-      return detail::concat("rank ", rank, ": ", part.at("error").get<std::string>());
-    }
-    if (!part.contains("files")) continue;  // a replica that writes nothing
-    for (const nlohmann::json& f : part.at("files")) {
-      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<int64_t>(),
-                         f.at("sha256").get<std::string>()});
-    }
-    for (const auto& [path, files] : part.at("tensors").items()) where[path] = files;
-  }
-  for (SavedTensor& t : m.tensors) {
-    PPSTAGE_INTERNAL_ASSERT(where.count(t.path) > 0, "no rank wrote ", t.path);
-    t.file = where.at(t.path).at("file").get<std::string>();
-    t.optimizer_file = where.at(t.path).at("optimizer_file").get<std::string>();
-  }
-  try {
-    writeFileAtomically(dir + "/manifest.json", manifestToJson(m));
-    pruneCheckpoints(config_.checkpoint.dir, config_.checkpoint.keep);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return m;
 }
 
 CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
@@ -200,12 +207,13 @@ CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
 std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, std::ostream& log) {
   const bool leader = world_.rank() == 0;
   std::string chosen;
-  if (leader) {
+  runAgreed(world_, [&] {  // a failure on rank 0 must not leave the others waiting
+    if (!leader) return;
     std::vector<std::string> warnings;
     const auto found = findNewestCheckpoint(config_.checkpoint.dir, warnings);
     for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
     if (found) chosen = found->dir;
-  }
+  });
   world_.broadcast(chosen, 0);
   if (chosen.empty()) {
     if (leader) {

@@ -57,6 +57,7 @@ class Checkpointer {
   std::string writeMyFiles(const std::string& dir, int64_t steps_done, StepRunner& runner);
   std::string finishOnLeader(const std::string& dir, int64_t steps_done, int64_t samples_seen,
                              const std::vector<std::string>& parts);
+  Manifest manifestOf(int64_t steps_done, int64_t samples_seen) const;
   void load(CheckpointReader& reader, StepRunner& runner);
 
   const Config& config_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/file.h"
@@ -118,8 +119,18 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
   if (writes_state && !config.output.params_dir.empty()) {
     checkWritableDirectory(config.output.params_dir, "output.params_dir");
   }
-  if ((writes_state || leader) && !config.checkpoint.dir.empty()) {
-    checkWritableDirectory(config.checkpoint.dir, "checkpoint.dir");
+  const std::string& checkpoints = config.checkpoint.dir;
+  if ((writes_state || leader) && !checkpoints.empty()) {
+    checkWritableDirectory(checkpoints, "checkpoint.dir");
+  }
+  // A fresh run must not mix its checkpoints with another run's (pruning would keep the
+  // other's newer ones and drop its own).
+  if (leader && !checkpoints.empty() && !config.checkpoint.resume) {
+    const std::string newest = newestStepDirectory(checkpoints);
+    PPSTAGE_CHECK(newest.empty(), "--checkpoint.dir '", checkpoints,
+                  "' already holds checkpoints (", newest,
+                  "); continue from them with --checkpoint.resume true, or give an empty "
+                  "directory");
   }
 }
 

@@ -14,7 +14,7 @@
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
-#include "stop_signal.h"
+#include "ppstage/train/stop_signal.h"
 
 namespace ppstage {
 namespace {

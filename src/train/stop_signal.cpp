@@ -1,15 +1,23 @@
-// See stop_signal.h.
-#include "stop_signal.h"
+// See include/ppstage/train/stop_signal.h.
+#include "ppstage/train/stop_signal.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <atomic>
 #include <csignal>
 
 namespace ppstage {
 namespace {
 
 volatile std::sig_atomic_t g_received = 0;
+std::atomic<int64_t> g_received_ns{0};  // lock-free, so async-signal-safe
+// One stop can arrive twice within moments (Ctrl-C reaches the process group and mpirun
+// passes it on too); only a signal this long after the first ends the process at once.
+constexpr int64_t kRepeatAfterNs = 1'000'000'000;
 struct sigaction g_previous_term {};
 struct sigaction g_previous_int {};
 
@@ -20,13 +28,21 @@ void writeLine(const char* text) {
   (void)ignored;
 }
 
-// Async-signal-safe: only a store, or write(2) and _exit(2).
+int64_t monotonicNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe (POSIX)
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Async-signal-safe: only stores, clock_gettime(2), or write(2) and _exit(2).
 void onSignal(int signal) {
   if (g_received != 0) {
+    if (monotonicNs() - g_received_ns.load() < kRepeatAfterNs) return;
     writeLine(signal == SIGINT ? "ppstage: second SIGINT, ending now\n"
                                : "ppstage: second SIGTERM, ending now\n");
     ::_exit(128 + signal);
   }
+  g_received_ns.store(monotonicNs());
   g_received = signal;
 }
 

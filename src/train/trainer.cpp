@@ -13,9 +13,9 @@
 #include "ppstage/core/error.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/job_plan.h"
+#include "ppstage/train/stop_signal.h"
 #include "run_summary.h"
 #include "step_runner.h"
-#include "stop_signal.h"
 
 namespace ppstage {
 namespace {

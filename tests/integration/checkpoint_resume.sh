@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints, against the uninterrupted run (docs/cli.md, "Checkpoints"):
-#   - resume on the same layout is bitwise: 8 steps straight against 4 + 4 (AdamW, and SGD
-#     with momentum), losses and final parameters;
+#   - resume on the same layout is bitwise: 8 steps straight against 4 + 4 (AdamW, SGD with
+#     momentum, AdamW in compile mode stage), losses and final parameters;
+#   - a fresh run refuses a checkpoint directory that holds checkpoints (exit 2);
 #   - a pp 2 checkpoint resumes at pp 1, pp 4, pp 2 x dp 2, with zb-h1 and in compile mode
 #     block: the next step's loss within 1e-6;
 #   - a truncated tensor file or a missing manifest in the newest checkpoint: the one
@@ -37,9 +38,10 @@ same() {  # name, reference.json, candidate.json, rtol
 }
 
 # --- same layout: bitwise ------------------------------------------------------------------
-for optimizer in adamw sgd; do
-  opts=(--train.optimizer "$optimizer")
+for optimizer in adamw sgd adamw-stage; do
+  opts=(--train.optimizer "${optimizer%-stage}")
   [ "$optimizer" = sgd ] && opts+=(--train.momentum 0.9 --train.lr 0.05)
+  [ "$optimizer" = adamw-stage ] && opts+=(--compile.mode stage)
   train 2 "${opts[@]}" --train.steps 8 --output.metrics_json "straight-$optimizer.json" \
     --output.params_dir "straight-$optimizer" > /dev/null
   train 2 "${opts[@]}" --train.steps 4 --checkpoint.dir "ck-$optimizer" --checkpoint.every 2 \
@@ -52,6 +54,13 @@ for optimizer in adamw sgd; do
     "resumed-$optimizer.log" || fail "$optimizer: no 'resuming from' line"
   same "bitwise-$optimizer" "straight-$optimizer.json" "resumed-$optimizer.json" 0
 done
+
+set +e
+train 2 --train.steps 4 --checkpoint.dir ck-adamw > fresh.log 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] && grep -q "already holds checkpoints" fresh.log ||
+  fail "a fresh run in a used checkpoint dir: exit $code"
 
 # --- other layouts: the next step within 1e-6 ----------------------------------------------
 reshard() {  # name, processes, train options...

@@ -2,14 +2,18 @@
 // 180-4's test vectors, the manifest through JSON and back, completeness (a checkpoint is
 // complete exactly when its manifest exists and every file matches), pruning, atomic
 // writes, the model identity (stored paths of tied tensors, refusals naming the tensor), the
-// optimizer state round trip (a restored AdamW steps exactly as the original), and the
-// gather the ranks agree on a save with.
+// optimizer state round trip (a restored AdamW steps exactly as the original), the gather
+// the ranks agree on a save with, and the stop signal.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/optim/optimizer.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/checkpoint/manifest.h"
@@ -20,6 +24,7 @@
 #include "ppstage/core/file.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/train/optimizer.h"
+#include "ppstage/train/stop_signal.h"
 #include "support/local_ranks.h"
 
 namespace fs = std::filesystem;
@@ -193,6 +198,28 @@ TEST(AllGatherStrings, EveryRankGetsEveryRanksString) {
         comm, rank == 1 ? "" : std::string(static_cast<size_t>(rank + 2), 'a' + rank));
     EXPECT_EQ(all, (std::vector<std::string>{"aa", "", "cccc"}));
   });
+}
+
+// The first signal is recorded, a copy within a second is ignored, a later one ends the
+// process at once (in a child process: gtest's death test).
+TEST(StopSignal, FirstIsRecordedSecondEndsTheProcess) {
+  {
+    StopSignal stop;
+    EXPECT_EQ(StopSignal::received(), 0);
+    std::raise(SIGTERM);
+    EXPECT_EQ(StopSignal::received(), SIGTERM);
+    std::raise(SIGINT);  // a copy of the same stop, moments later
+    EXPECT_EQ(StopSignal::received(), SIGTERM);
+  }
+  EXPECT_EXIT(
+      {
+        StopSignal stop;
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+        std::raise(SIGTERM);
+        std::exit(0);  // not reached
+      },
+      ::testing::ExitedWithCode(128 + SIGTERM), "second SIGTERM, ending now");
 }
 
 }  // namespace

@@ -17,10 +17,18 @@ namespace ppstage {
 // "step-00000040".
 std::string checkpointName(int64_t step);
 
+// How far whyIncomplete looks: every file's sha256 (what completeness means), or only that
+// every file exists with its size (cheap: what pruning uses).
+enum class Verify { kChecksums, kSizes };
+
 // Why `step_dir` is not a complete checkpoint ("manifest.json is missing",
 // "tensors-stage1.pt has 120 bytes, the manifest says 4096", ...), or "" when it is, with
 // its manifest in `*manifest`.
-std::string whyIncomplete(const std::string& step_dir, Manifest* manifest);
+std::string whyIncomplete(const std::string& step_dir, Manifest* manifest,
+                          Verify verify = Verify::kChecksums);
+
+// The newest step directory of `dir`, complete or not; "" when there is none.
+std::string newestStepDirectory(const std::string& dir);
 
 struct FoundCheckpoint {
   std::string dir;  // "D/step-00000040"
@@ -33,8 +41,9 @@ std::optional<FoundCheckpoint> findNewestCheckpoint(const std::string& dir,
                                                     std::vector<std::string>& warnings);
 
 // Keeps the `keep` newest complete checkpoints of `dir` and removes the rest, and every
-// incomplete one older than the newest complete one. Call it only after the newest one is
-// complete, and where no other process writes in `dir`.
+// incomplete one older than the newest complete one ("complete" here by file sizes, see
+// Verify). Call it only after the newest one is complete and its entry in `dir` synced,
+// and where no other process writes in `dir`.
 void pruneCheckpoints(const std::string& dir, int64_t keep);
 
 }  // namespace ppstage

@@ -3,6 +3,8 @@
 // dtype and shape. A checkpoint is refused (before step 1) when either differs.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 

@@ -3,9 +3,10 @@
 //
 // The handler only records the signal. Each step, every rank puts what it saw into the
 // per-step all-reduce (StepReduce), so all ranks learn of a signal sent to any one of them
-// (or to mpirun, which forwards it to all) in the same step; they finish that step, save a
-// checkpoint, and leave together. A second signal, to a rank whose stop is already
-// pending, _exits it with 128 + the signal, as an unhandled one would.
+// in the same step (mpirun, sent SIGTERM, signals every rank itself after a delay: see
+// docs/cli.md); they finish that step, save a checkpoint, and leave together. A second
+// signal, at least a second after the first (a copy of the same stop arriving twice is
+// ignored), _exits the rank with 128 + the signal, as an unhandled one would.
 #pragma once
 
 namespace ppstage {
@@ -23,7 +24,7 @@ class StopSignal {
   static int received();
 };
 
-// "SIGTERM", "SIGINT", or "signal <n>".
+// "SIGTERM", "SIGINT", or "a signal".
 const char* signalName(int signal);
 
 }  // namespace ppstage
