@@ -76,7 +76,8 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
     const auto slots = static_cast<int64_t>(StepReduce::kParameterSlots);
     const StageModule& stage = split.stages.at(static_cast<size_t>(code / slots));
     return detail::concat("the gradient of ", stage.parameters.at(code % slots).name, " (stage ",
-                          stage.index, ") is not finite; the gradient norm is ", result.grad_norm);
+                          stage.index, ") is not finite; the gradient norm is ",
+                          nonfiniteText(result.grad_norm));
   }
   return detail::concat("the loss is ", nonfiniteText(result.loss), " and the gradient norm ",
                         nonfiniteText(result.grad_norm));

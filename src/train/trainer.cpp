@@ -4,6 +4,7 @@
 #include "ppstage/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 
@@ -151,9 +152,14 @@ class TrainLoop {
   // --train.max_skipped in a row.
   void onNonfinite(int64_t step, const StepResult& result) {
     std::string line = detail::concat("step ", step + 1, ": ", result.nonfinite, "; ");
-    line += last_finite_.first < 0 ? std::string("no finite loss before it")
-                                   : detail::concat("last finite loss ", last_finite_.second,
-                                                    " (step ", last_finite_.first + 1, ")");
+    if (std::isfinite(result.loss)) {
+      line += detail::concat("the step's loss is ", result.loss);
+    } else if (last_finite_.first < 0) {
+      line += "no finite loss before it";
+    } else {
+      line += detail::concat("last finite loss ", last_finite_.second, " (step ",
+                             last_finite_.first + 1, ")");
+    }
     if (config_.train.nonfinite == NonfinitePolicy::kSkip) {
       ++record_.skipped_steps;
       if (++skipped_in_a_row_ < config_.train.max_skipped) {

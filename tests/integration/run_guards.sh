@@ -5,7 +5,8 @@
 #   - a diverging run (huge lr, no clipping) exits 3 at its first non-finite step, naming
 #     the step, where it appeared and the last finite loss; with --train.nonfinite skip it
 #     runs to the end and counts the skipped steps in the metrics; --train.max_skipped ends
-#     it with exit 3.
+#     it with exit 3;
+#   - a finite loss with a non-finite gradient exits 3 naming the first such parameter.
 #
 # usage: run_guards.sh PPSTAGE "MPIEXEC ARGS"
 set -euo pipefail
@@ -55,5 +56,34 @@ run 3 max-skipped "${diverge[@]}" --train.nonfinite skip --train.max_skipped 3
 grep -q "3 steps in a row skipped (--train.max_skipped)" max-skipped.log ||
   { fail "max-skipped: no line"; tail -3 max-skipped.log; }
 echo "ok: max-skipped: $(grep -m1 'ppstage: error' max-skipped.log)"
+
+# A finite loss whose gradient is not: sqrt at 0 (a model made here, with python3-torch;
+# torch.jit.script reads the class's source, so it goes to a file first).
+cat > sqrt_at_zero.py <<'PY'
+import torch
+
+
+class SqrtAtZero(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.b(h + (h - h.detach()).abs().sqrt())  # the value h, the gradient nan
+
+
+torch.jit.save(torch.jit.script(SqrtAtZero()), "sqrt_at_zero.pt")
+PY
+if /usr/bin/python3 sqrt_at_zero.py 2> /dev/null; then
+  run 3 gradient --model.name sqrt_at_zero.pt --model.input_dtype float32 --model.input_shape 8,8 \
+    --data.path synthetic --train.steps 3
+  line=$(grep -m1 "ppstage: error: step 1: the gradient of a.weight (stage 0) is not finite; the gradient norm is nan; the step's loss is " gradient.log) ||
+    { fail "gradient: no line naming the parameter"; cat gradient.log; }
+  echo "ok: gradient: $line"
+else
+  echo "skip: python3-torch is not installed; the non-finite gradient case is not checked"
+fi
 
 exit "$failed"
