@@ -10,6 +10,7 @@
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
+#include "ppstage/observe/progress_line.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -35,7 +36,7 @@ int trainMain(int argc, const char* const* argv) {
       startMpiCommand(argc, argv, options, usage, config.comm, [&] { validate(config); });
   if (!world) return 0;
   return runCommand([&] {
-    train(config, *world, std::cout);
+    train(config, *world, std::cout, world->rank() == 0 && stdoutIsTerminal());
     return 0;
   });
 }

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 
 #include "checkpointer.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/observe/progress_line.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/stop_signal.h"
@@ -69,34 +71,47 @@ bool logsStep(const OutputConfig& output, int64_t step, int64_t steps) {
 // for by a signal. Ends the run through summarizeRun, whichever way it ends.
 class TrainLoop {
  public:
-  TrainLoop(const Config& config, JobPlan& plan, Communicator& world, std::ostream& log)
+  TrainLoop(const Config& config, JobPlan& plan, Communicator& world, std::ostream& log,
+            bool live_progress)
       : config_(config),
         plan_(plan),
         world_(world),
         log_(log),
         leader_(world.rank() == 0),
         runner_(config, plan, world),
-        checkpointer_(config, plan, world) {}
+        checkpointer_(config, plan, world),
+        live_progress_(live_progress && leader_) {}
 
   RunMetrics run() {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
+    if (live_progress_) {
+      progress_.emplace(log_, record_.first_step, config_.train.steps, plan_.tokens_per_step);
+    }
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
       const StepResult result = runner_.run(step);
       record_.add(step - record_.first_step, config_.train.steps - record_.first_step, result);
       if (leader_ && logsStep(config_.output, step, config_.train.steps)) {
+        clearProgress();
         printStep(log_, config_, step, result, plan_.tokens_per_step);
       }
+      if (progress_) progress_->update(step, result.loss, result.seconds);
       if (!result.finite) onNonfinite(step, result);
       if (result.finite) last_finite_ = {step, result.loss};
       const bool stopping = result.stop_signal != 0;
       if (checkpointDue(step, stopping)) save(step + 1);
       if (stopping) return stop(step, result.stop_signal);
     }
+    clearProgress();
     return summarizeRun(config_, plan_, record_, world_, log_);
   }
 
  private:
+  // Before any other line: the live line (on a terminal) is redrawn after it.
+  void clearProgress() {
+    if (progress_) progress_->clear();
+  }
+
   void resume() {
     const auto start = std::chrono::steady_clock::now();
     const auto resumed = checkpointer_.resume(runner_, log_);
@@ -130,6 +145,7 @@ class TrainLoop {
     try {
       record_.checkpoints.push_back(checkpointer_.save(steps_done, runner_));
     } catch (const JobError&) {
+      clearProgress();
       summarizeRun(config_, plan_, record_, world_, log_);
       throw;
     }
@@ -137,6 +153,7 @@ class TrainLoop {
 
   RunMetrics stop(int64_t step, int signal) {
     record_.stopped_by = signalName(signal);
+    clearProgress();
     RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
     const std::string stopped =
         detail::concat("stopped by ", record_.stopped_by, " after step ", step + 1);
@@ -151,6 +168,7 @@ class TrainLoop {
   // --train.nonfinite: stop here (exit 3), or drop the update and go on, up to
   // --train.max_skipped in a row.
   void onNonfinite(int64_t step, const StepResult& result) {
+    clearProgress();
     std::string line = detail::concat("step ", step + 1, ": ", result.nonfinite, "; ");
     if (std::isfinite(result.loss)) {
       line += detail::concat("the step's loss is ", result.loss);
@@ -184,13 +202,15 @@ class TrainLoop {
   StepRunner runner_;
   Checkpointer checkpointer_;
   RunRecord record_;
+  const bool live_progress_;
+  std::optional<ProgressLine> progress_;           // rank 0 on a terminal
   std::pair<int64_t, double> last_finite_{-1, 0};  // step, loss
   int64_t skipped_in_a_row_ = 0;
 };
 
 }  // namespace
 
-RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
+RunMetrics train(const Config& config, Communicator& world, std::ostream& log, bool live_progress) {
   JobPlan plan = planJob(config, world);
   if (world.rank() == 0) {
     printConfiguration(log, config, plan);
@@ -198,7 +218,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log) {
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  TrainLoop loop(config, plan, world, log);
+  TrainLoop loop(config, plan, world, log, live_progress);
   return loop.run();
 }
 

@@ -21,6 +21,9 @@ class Communicator;
 // Planning errors end every rank together (JobError, see comm/agreement.h); errors during
 // the steps throw (the CLI then ends the job). Returns the run's metrics, the same on every
 // rank but for the data's description (where the data set is open).
-RunMetrics train(const Config& config, Communicator& world, std::ostream& log);
+// With `live_progress` (the CLI passes stdoutIsTerminal(), observe/progress_line.h), rank 0
+// also redraws one live progress line on `log` after every step.
+RunMetrics train(const Config& config, Communicator& world, std::ostream& log,
+                 bool live_progress = false);
 
 }  // namespace ppstage
