@@ -7,6 +7,9 @@
 #                              of 3 or 5 rounds; memory and numerics: worst)
 #   scripts/bench.sh checkpoint  gpt-small at pp 2: save time, size on disk, resume time, and
 #                              the step time with --checkpoint.every 50 against none
+#   scripts/bench.sh memory    tensor memory per schedule: rank 0's peak activations on
+#                              gpt-small at p 2 and 4 with M 8, against the simulator's
+#                              peak in-flight micro-batches of stage 0
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -158,11 +161,41 @@ print("| %d | %s | %.1f | %.3f | %.3f | %.3f | %.4f s (%.1f%%) |" % (
 PY
 }
 
+bench_memory() {
+  echo "| p | schedule | simulated peak in flight (stage 0) | ratio to gpipe, simulated | rank 0 peak activations MB | ratio to gpipe, measured | rank 0 peak tensors MB |"
+  echo "|---|---|---|---|---|---|---|"
+  for p in 2 4; do
+    for schedule in gpipe 1f1b zb-h1; do
+      mpirun --allow-run-as-root --oversubscribe -np "$p" "$ppstage" train \
+        --config configs/gpt-small.ini --pipeline.schedule "$schedule" --pipeline.microbatches 8 \
+        --train.steps 2 --train.threads 1 --output.log_every 0 \
+        --output.metrics_json "/tmp/ppstage_bench_mem_$schedule.json" > /dev/null
+      "$ppstage" schedule --pipeline.schedule "$schedule" --pipeline.stages "$p" \
+        --pipeline.microbatches 8 --json > "/tmp/ppstage_bench_sim_$schedule.json"
+    done
+    python3 - "$p" <<'PY'
+import json, sys
+p = sys.argv[1]
+def load(schedule):
+    run = json.load(open(f"/tmp/ppstage_bench_mem_{schedule}.json"))["ranks"][0]
+    sim = json.load(open(f"/tmp/ppstage_bench_sim_{schedule}.json"))["peak_inflight"][0]
+    return run, sim
+gpipe_run, gpipe_sim = load("gpipe")
+for schedule in ["gpipe", "1f1b", "zb-h1"]:
+    run, sim = load(schedule)
+    print("| %s | %s | %d | %.2f | %.1f | %.2f | %.1f |" % (
+        p, schedule, sim, sim / gpipe_sim, run["peak_activation_mb"],
+        run["peak_activation_mb"] / gpipe_run["peak_activation_mb"], run["peak_allocated_mb"]))
+PY
+  done
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
   train) bench_train ;;
   compile) bench_compile ;;
   checkpoint) bench_checkpoint ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint" >&2; exit 2 ;;
+  memory) bench_memory ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory" >&2; exit 2 ;;
 esac

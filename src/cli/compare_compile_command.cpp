@@ -21,6 +21,7 @@
 #include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/observe/metrics.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -33,6 +34,8 @@ struct ModeRow {
   double step_time_s = 0;        // steadyStepTime: the median after the warm-up steps
   double peak_rss_mb = 0;        // the largest of the ranks' peaks during this mode's run
   double rss_growth = 0;         // MB per 100 steps after warm-up, the largest of the ranks
+  double peak_allocated_mb = 0;  // tensor memory (observe/tensor_memory.h), the largest rank's
+  double peak_activation_mb = 0;
   double loss_max_rel_diff = 0;  // against none (the first mode when none is not listed)
 };
 
@@ -45,13 +48,15 @@ ModeRow summarize(CompileMode mode, RunMetrics metrics, bool peak_reset) {
   for (const RankMetrics& r : row.metrics.ranks) {
     row.peak_rss_mb = std::max(row.peak_rss_mb, peak_reset ? r.peak_rss_mb : r.max_step_rss_mb);
     row.rss_growth = std::max(row.rss_growth, r.rss_growth_mb_per_100_steps);
+    row.peak_allocated_mb = std::max(row.peak_allocated_mb, r.peak_allocated_mb);
+    row.peak_activation_mb = std::max(row.peak_activation_mb, r.peak_activation_mb);
   }
   return row;
 }
 
 void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
-  std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  RSS MB/100 steps  "
-               "loss rel diff vs "
+  std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  tensors MB  "
+               "activations MB  RSS MB/100 steps  loss rel diff vs "
             << toString(reference) << "\n";
   for (const ModeRow& r : rows) {
     std::cout << std::left << std::setw(7) << toString(r.mode) << std::right << std::fixed
@@ -59,6 +64,7 @@ void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
               << std::setw(8) << r.metrics.compile.graphs_compiled << std::setw(6)
               << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
               << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
+              << std::setw(12) << r.peak_allocated_mb << std::setw(16) << r.peak_activation_mb
               << std::setw(18) << std::setprecision(2) << r.rss_growth << "  " << std::scientific
               << std::setprecision(2) << r.loss_max_rel_diff << std::defaultfloat << "\n";
   }
@@ -76,6 +82,8 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"differentiable_graphs", r.metrics.compile.differentiable_graphs},
                      {"step_time_s", r.step_time_s},
                      {"peak_rss_mb", r.peak_rss_mb},
+                     {"peak_allocated_mb", r.peak_allocated_mb},
+                     {"peak_activation_mb", r.peak_activation_mb},
                      {"rss_growth_mb_per_100_steps", r.rss_growth},
                      {"loss_max_rel_diff", r.loss_max_rel_diff},
                      {"final_loss", r.metrics.final_loss}});
@@ -160,10 +168,12 @@ int compareCompileMain(int argc, const char* const* argv) {
   add("json", po::bool_switch(&json),
       "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
       "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
+      "peak_allocated_mb, peak_activation_mb, "
       "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
   options.add(comparison);
 
   keepFreedMemoryForReuse();
+  installCountingAllocator();
   MpiSession mpi;
   std::vector<CompileMode> modes;
   const std::unique_ptr<Communicator> world =

@@ -11,6 +11,7 @@
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
 #include "ppstage/observe/progress_line.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -31,6 +32,7 @@ int trainMain(int argc, const char* const* argv) {
       "Rank 0 prints the configuration, the split plan and one line per logged step.";
 
   keepFreedMemoryForReuse();
+  installCountingAllocator();  // before the model's tensors are made
   MpiSession mpi;
   const std::unique_ptr<Communicator> world =
       startMpiCommand(argc, argv, options, usage, config.comm, [&] { validate(config); });

@@ -21,6 +21,8 @@ std::string metricsToJson(const RunMetrics& m) {
                      {"busy_s", r.busy_s},
                      {"idle_s", r.idle_s},
                      {"peak_rss_mb", r.peak_rss_mb},
+                     {"peak_allocated_mb", r.peak_allocated_mb},
+                     {"peak_activation_mb", r.peak_activation_mb},
                      {"graphs_compiled", r.graphs_compiled},
                      {"cache_hits", r.cache_hits},
                      {"respecializations", r.respecializations},

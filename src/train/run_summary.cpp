@@ -55,6 +55,8 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.rank = rank;
     rm.stages = topology.stagesOf(topology.ppRankOf(rank));
     rm.busy_s = record.busy_s[static_cast<size_t>(rank)];
+    rm.peak_allocated_mb = record.peak_allocated_mb[static_cast<size_t>(rank)];
+    rm.peak_activation_mb = record.peak_activation_mb[static_cast<size_t>(rank)];
     rm.idle_s = std::max(0.0, record.wall_s - rm.busy_s);
     rm.peak_rss_mb = theirs.peak_rss_mb;
     rm.graphs_compiled = static_cast<long long>(theirs.graphs_compiled);
@@ -162,6 +164,15 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   rss_mb.push_back(result.rss_mb);
   if (busy_s.empty()) busy_s.assign(result.reduced.busy_s.size(), 0.0);
   for (size_t r = 0; r < busy_s.size(); ++r) busy_s[r] += result.reduced.busy_s[r];
+  const StepReduce& reduced = result.reduced;
+  if (peak_allocated_mb.empty()) {
+    peak_allocated_mb.assign(busy_s.size(), 0.0);
+    peak_activation_mb.assign(busy_s.size(), 0.0);
+  }
+  for (size_t r = 0; r < busy_s.size(); ++r) {
+    peak_allocated_mb[r] = std::max(peak_allocated_mb[r], reduced.peak_allocated_mb[r]);
+    peak_activation_mb[r] = std::max(peak_activation_mb[r], reduced.peak_activation_mb[r]);
+  }
   wall_s += result.seconds;
   if (step == 0 && steps > 1) return;  // the first step's costs include warm-up
   for (size_t k = 0; k < action_s.size(); ++k) {

@@ -30,7 +30,10 @@ struct RunRecord {
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
   std::array<std::vector<double>, 4> action_s;
   std::vector<double> busy_s;  // compute seconds of every rank, over the run
-  double wall_s = 0;           // the steps' wall time
+  // Every rank's largest tensor-memory peaks of a step (StepReduce), MB.
+  std::vector<double> peak_allocated_mb;
+  std::vector<double> peak_activation_mb;
+  double wall_s = 0;  // the steps' wall time
   // Checkpoints and how the run began and ended.
   std::string resumed_from;  // empty: a fresh start
   double resume_s = 0;       // finding, checking and loading the checkpoint

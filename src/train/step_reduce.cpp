@@ -42,8 +42,10 @@ void forEachSlotVector(Reduce& r, Slots slots) {
   slots(r.stop_signal);
   slots(r.nonfinite_microbatch);
   slots(r.nonfinite_parameter);
+  slots(r.peak_allocated_mb);
+  slots(r.peak_activation_mb);
 }
-constexpr int64_t kSlotVectors = 4;
+constexpr int64_t kSlotVectors = 6;
 
 int64_t summaryNumbers() {
   const RankSummary empty;

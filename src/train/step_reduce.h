@@ -32,12 +32,18 @@ struct StepReduce {
   // stage * kParameterSlots + parameter index + 1 (exact in a double); 0: none.
   std::vector<double> nonfinite_parameter;
   static constexpr double kParameterSlots = 1 << 20;
+  // Tensor memory (observe/tensor_memory.h), MB: the peak of allocated tensor bytes during
+  // the step's forwards and backwards, and that peak above what was allocated when the
+  // step began (activations and gradients).
+  std::vector<double> peak_allocated_mb;
+  std::vector<double> peak_activation_mb;
 
   // Every per-rank slot sized for `world` ranks, zero.
   void sizeSlots(int world);
 
   // [loss, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
-  //  busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...] as one
+  //  busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...,
+  //  peak_allocated_mb..., peak_activation_mb...] as one
   // double tensor, and back.
   at::Tensor pack() const;
   static StepReduce unpack(const at::Tensor& packed);

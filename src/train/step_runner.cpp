@@ -11,6 +11,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/observe/metrics.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
@@ -111,6 +112,8 @@ StepResult StepRunner::run(int64_t step) {
   const Topology& topology = plan_.topology;
   const bool reads_inputs = topology.owns(0);
   const bool reads_targets = topology.owns(topology.numStages() - 1);
+  const int64_t bytes_at_start = tensorBytesNow();
+  resetTensorBytesPeak();
   std::vector<at::Tensor> inputs, targets;
   if (reads_inputs || reads_targets) {
     const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
@@ -126,9 +129,10 @@ StepResult StepRunner::run(int64_t step) {
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, inputs, targets);
   sync_->synchronize();
+  const TensorPeak memory{bytes_at_start, tensorBytesPeak()};  // before the optimizer's state
 
   StepResult result;
-  result.reduced = StepReduce::unpack(allReduceStep(stats));
+  result.reduced = StepReduce::unpack(allReduceStep(stats, memory));
   result.loss = result.reduced.loss;
   result.grad_norm = std::sqrt(result.reduced.norm_squared);
   result.stop_signal = static_cast<int>(
@@ -150,7 +154,7 @@ StepResult StepRunner::run(int64_t step) {
   return result;
 }
 
-at::Tensor StepRunner::allReduceStep(const StepStats& stats) {
+at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory) {
   StepReduce mine;
   mine.loss = stats.loss_sum;
   mine.norm_squared = sync_->squaredNormShare();
@@ -164,6 +168,9 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats) {
   mine.busy_s[me] = stats.busy_s();
   mine.stop_signal[me] = StopSignal::received();
   mine.nonfinite_microbatch[me] = static_cast<double>(stats.first_nonfinite_microbatch + 1);
+  constexpr double kMb = 1 << 20;
+  mine.peak_allocated_mb[me] = static_cast<double>(memory.peak) / kMb;
+  mine.peak_activation_mb[me] = static_cast<double>(memory.peak - memory.at_start) / kMb;
   if (!std::isfinite(mine.norm_squared)) {
     const auto [stage, parameter] = sync_->firstNonfiniteGradient();
     if (stage >= 0) {

@@ -67,8 +67,13 @@ class StepRunner {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
  private:
+  // Tensor bytes when the step began, and their peak through its backwards.
+  struct TensorPeak {
+    int64_t at_start = 0;
+    int64_t peak = 0;
+  };
   // This rank's part of the step's one world all-reduce, summed over all ranks (packed).
-  at::Tensor allReduceStep(const StepStats& stats);
+  at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory);
 
   const Config& config_;
   JobPlan& plan_;

@@ -3,6 +3,7 @@
 // closing lines).
 #include "ppstage/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -14,6 +15,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/observe/progress_line.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/stop_signal.h"
@@ -54,6 +56,13 @@ void printStep(std::ostream& log, const Config& c, int64_t step, const StepResul
       << " s  tokens/s " << std::setprecision(0) << static_cast<double>(tokens_per_step) / r.seconds
       << "  bubble " << std::setprecision(3) << r.bubble << "  grad_norm " << std::setprecision(3)
       << r.grad_norm;
+  if (countingAllocatorInstalled()) {  // the largest rank's tensor memory in this step
+    const auto& allocated = r.reduced.peak_allocated_mb;
+    const auto& activations = r.reduced.peak_activation_mb;
+    log << "  tensors MB " << std::setprecision(1)
+        << *std::max_element(allocated.begin(), allocated.end()) << " (activations "
+        << *std::max_element(activations.begin(), activations.end()) << ")";
+  }
   if (c.compile.mode != CompileMode::kNone) {
     log << "  graphs " << std::setprecision(0) << r.reduced.graphs_compiled << "  respec "
         << r.reduced.respecializations;

@@ -13,6 +13,12 @@ struct RankMetrics {
   double busy_s = 0;  // compute (F, B, I, W) over the whole run
   double idle_s = 0;  // the rest of the steps' wall time: waiting, communication, optimizer
   double peak_rss_mb = 0;
+  // Tensor memory (observe/tensor_memory.h), the largest of any step: the peak of allocated
+  // tensor bytes through its forwards and backwards, and that peak above what was
+  // allocated when the step began (activations and gradients). 0 without the counting
+  // allocator.
+  double peak_allocated_mb = 0;
+  double peak_activation_mb = 0;
   // Compilation on this rank (compile/compiled_stage.h, CompileStats).
   long long graphs_compiled = 0;
   long long cache_hits = 0;
