@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 
 namespace ppstage {
 
@@ -21,10 +22,8 @@ void writeParameterFile(const std::string& dir, int rank,
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [path, tensor] : params) dict.insert(path, tensor.detach().contiguous());
   const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
-  const std::string path = dir + "/params-rank" + std::to_string(rank) + ".pt";
-  std::ofstream file(path, std::ios::binary);
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  PPSTAGE_CHECK(file.good(), "cannot write '", path, "'");
+  writeFileAtomically(dir + "/params-rank" + std::to_string(rank) + ".pt",
+                      std::string(bytes.begin(), bytes.end()));
 }
 
 std::map<std::string, at::Tensor> readParameterFiles(const std::string& dir) {

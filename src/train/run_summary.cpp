@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -12,6 +11,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/config/config.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 #include "ppstage/observe/parameter_files.h"
 #include "ppstage/train/job_plan.h"
 
@@ -150,9 +150,11 @@ void printSummary(const RunMetrics& m, std::ostream& log) {
 }
 
 void writeMetricsJson(const RunMetrics& metrics, const std::string& path) {
-  std::ofstream file(path);
-  file << metricsToJson(metrics) << "\n";
-  PPSTAGE_CHECK(file.good(), "cannot write --output.metrics_json '", path, "'");
+  try {
+    writeFileAtomically(path, metricsToJson(metrics) + "\n");
+  } catch (const Error& e) {
+    PPSTAGE_FAIL("cannot write --output.metrics_json '", path, "': ", e.what());
+  }
 }
 
 }  // namespace

@@ -57,21 +57,25 @@ std::string nonfiniteText(double x) {
   return detail::concat(x);
 }
 
+// The smallest set (positive) slot of every rank's, 0 when none is set: the slots hold an
+// index + 1, so the smallest is the first in model order.
+double firstSetSlot(const std::vector<double>& slots) {
+  double first = 0;
+  for (double slot : slots) {
+    if (slot > 0 && (first == 0 || slot < first)) first = slot;
+  }
+  return first;
+}
+
 std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
   const StepReduce& r = result.reduced;
   const int last = static_cast<int>(split.stages.size()) - 1;
-  double microbatch = 0;
-  for (double m : r.nonfinite_microbatch) {
-    if (m > 0 && (microbatch == 0 || m < microbatch)) microbatch = m;
-  }
+  const double microbatch = firstSetSlot(r.nonfinite_microbatch);
   if (microbatch > 0) {
     return detail::concat("the loss of micro-batch ", static_cast<int64_t>(microbatch) - 1,
                           " (stage ", last, ") is ", nonfiniteText(result.loss));
   }
-  double parameter = 0;
-  for (double p : r.nonfinite_parameter) {
-    if (p > 0 && (parameter == 0 || p < parameter)) parameter = p;
-  }
+  const double parameter = firstSetSlot(r.nonfinite_parameter);
   if (parameter > 0) {
     const auto code = static_cast<int64_t>(parameter) - 1;
     const auto slots = static_cast<int64_t>(StepReduce::kParameterSlots);
