@@ -13,6 +13,8 @@ packages=(
   libgtest-dev
   nlohmann-json3-dev
   clang-format            # scripts/check-style.sh (CTest's `style` test)
+  librsvg2-bin            # rsvg-convert: the timeline test renders the SVGs to PNG
+  libxml2-utils           # xmllint: the same test parses them as XML
 )
 # Only scripts/make_fixtures.py needs Python's torch; ask for it with PPSTAGE_FIXTURE_DEPS=1.
 if [[ "${PPSTAGE_FIXTURE_DEPS:-0}" == 1 ]]; then

@@ -20,6 +20,7 @@ int trainMain(int argc, const char* const* argv);
 int compareRunsMain(int argc, const char* const* argv);
 int compareCompileMain(int argc, const char* const* argv);
 int exportMain(int argc, const char* const* argv);
+int timelineMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -33,6 +34,8 @@ inline constexpr Command kCommands[] = {
     {"split", "cut a model into pipeline stages and print the plan (table or --json)", splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",
      scheduleMain},
+    {"timeline", "draw a traced run's measured timeline (--output.trace) as SVG; time per rank",
+     timelineMain},
     {"bench-comm", "MPI point-to-point latency and bandwidth against raw MPI (mpirun -np 2)",
      benchCommMain},
 };

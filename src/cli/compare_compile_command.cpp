@@ -110,6 +110,7 @@ ModeRow runMode(const Config& config, CompileMode mode, Communicator& world, boo
   run.compile.mode = mode;
   run.output.log_every = 0;
   run.output.metrics_json.clear();
+  run.output.trace.clear();
   run.output.params_dir.clear();
   if (announce) std::cout << "compile mode " << toString(mode) << ": " << std::flush;
   releaseFreedMemory();

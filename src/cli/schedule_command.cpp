@@ -9,6 +9,8 @@
 #include <iostream>
 
 #include "ppstage/config/options.h"
+#include "ppstage/core/file.h"
+#include "ppstage/observe/timelines.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/schedule/schedule_csv.h"
 
@@ -67,7 +69,7 @@ void printReport(const PipelineSchedule& s, const ActionCosts& costs) {
 int scheduleMain(int argc, const char* const* argv) {
   PipelineConfig pipeline;
   std::string costs_text = "1,2,1,1";
-  std::string csv_path;
+  std::string csv_path, svg_path;
   bool json = false;
   po::options_description options;
   addStageCountOption(options, pipeline);
@@ -77,6 +79,9 @@ int scheduleMain(int argc, const char* const* argv) {
   add("costs", po::value(&costs_text)->default_value(costs_text),
       "cost of one F, B, I and W of one stage and micro-batch, as F,B,I,W");
   add("csv", po::value(&csv_path), "also write the lowered schedule as a CSV table here");
+  add("svg", po::value(&svg_path),
+      "also draw the simulated timeline to this SVG file (as ppstage timeline draws a measured "
+      "one)");
   add("json", po::bool_switch(&json),
       "print valid, bubble_fraction, makespan, peak_inflight (per stage) and actions (per "
       "rank) as JSON");
@@ -84,7 +89,7 @@ int scheduleMain(int argc, const char* const* argv) {
   const char* usage =
       "usage: ppstage schedule --pipeline.schedule NAME --pipeline.stages S\n"
       "           --pipeline.microbatches M [--pipeline.stages_per_rank V] [--costs F,B,I,W]\n"
-      "           [--csv out.csv] [--json]\n\n"
+      "           [--csv out.csv] [--svg out.svg] [--json]\n\n"
       "Builds the schedule's action list for every rank, adds the sends and receives,\n"
       "validates it (every F before its backward, every send received, no deadlock) and\n"
       "simulates it with the given costs: a timeline per rank, the bubble fraction and the\n"
@@ -114,6 +119,11 @@ int scheduleMain(int argc, const char* const* argv) {
     std::ofstream file(csv_path);
     PPSTAGE_CHECK(file.good(), "cannot write '", csv_path, "'");
     file << scheduleToCsv(schedule.ranks, "ppstage schedule " + schedule.name);
+  }
+  if (!svg_path.empty()) {
+    writeFileAtomically(
+        svg_path, renderTimelineSvg(plannedTimeline(schedule.name, schedule.request, schedule.ranks,
+                                                    schedule.simulation, o.costs)));
   }
   if (json) {
     std::cout << scheduleJson(schedule, o.costs).dump(2) << std::endl;

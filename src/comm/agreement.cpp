@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+
 #include "ppstage/comm/communicator.h"
 
 namespace ppstage {
@@ -72,6 +74,37 @@ std::vector<std::string> allGatherStrings(Communicator& comm, const std::string&
       text[static_cast<size_t>(i)] = static_cast<char>(byte[at_byte + i]);
     at_byte += length[r];
     all.push_back(std::move(text));
+  }
+  return all;
+}
+
+std::vector<std::string> gatherStrings(Communicator& comm, const std::string& mine, int root) {
+  const MessageTag length_tag{MessageKind::kControl, 0, 0, 0};
+  const MessageTag bytes_tag{MessageKind::kControl, 0, 1, 0};
+  if (comm.rank() != root) {
+    at::Tensor length = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+    comm.sendSync(length, root, length_tag);
+    if (!mine.empty()) {
+      at::Tensor bytes = at::empty({static_cast<int64_t>(mine.size())}, at::kByte);
+      std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
+      comm.sendSync(bytes, root, bytes_tag);
+    }
+    return {};
+  }
+  std::vector<std::string> all(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == root) {
+      all[static_cast<size_t>(r)] = mine;
+      continue;
+    }
+    at::Tensor length = at::zeros({1}, at::kLong);
+    comm.recvSync(length, r, length_tag);
+    const int64_t size = length.item<int64_t>();
+    if (size == 0) continue;
+    at::Tensor bytes = at::empty({size}, at::kByte);
+    comm.recvSync(bytes, r, bytes_tag);
+    all[static_cast<size_t>(r)].assign(static_cast<const char*>(bytes.data_ptr()),
+                                       static_cast<size_t>(size));
   }
   return all;
 }

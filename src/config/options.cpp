@@ -223,6 +223,10 @@ void addOutputOptions(po::options_description& desc, OutputConfig& o) {
   add("output.params_dir", po::value(&o.params_dir)->default_value(o.params_dir),
       "write every stage's final parameters to this directory (params-rank<r>.pt), for "
       "ppstage compare-runs");
+  add("output.trace", po::value(&o.trace)->default_value(o.trace),
+      "record every rank's actions (F, B, I, W, sends and receives posted and waited for, "
+      "gradient sync, all-reduce, optimizer) on one clock and write them at the end to this "
+      "Chrome trace JSON file (open in ui.perfetto.dev; draw with ppstage timeline)");
   desc.add(section);
 }
 

@@ -16,6 +16,7 @@
 #include "ppstage/core/topology.h"
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
+#include "ppstage/observe/trace.h"
 #include "ppstage/split/stage_module.h"
 
 namespace ppstage {
@@ -39,6 +40,16 @@ struct MicroBatchState {
 
 int kindIndex(ActionKind kind) { return static_cast<int>(kind); }
 
+int64_t nanoseconds(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// A posted send, kept until the end of the step; `action` is the SEND that posted it.
+struct PendingSend {
+  Action action;
+  std::shared_ptr<Work> work;
+};
+
 }  // namespace
 
 struct Executor::Impl {
@@ -48,7 +59,7 @@ struct Executor::Impl {
   ActionList actions;
   ExecutorOptions options;
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
-  std::vector<std::shared_ptr<Work>> sends;
+  std::vector<PendingSend> sends;
   StepStats stats;
   int64_t step = 0;
 
@@ -68,9 +79,30 @@ struct Executor::Impl {
   }
   MicroBatchState& state(int stage, int mb) { return states[{stage, mb}]; }
 
-  void waitAll(std::vector<std::shared_ptr<Work>>& works) {
+  // Waits for the receives `recv` posted; traced as its wait.
+  void waitAll(std::vector<std::shared_ptr<Work>>& works, const Action& recv) {
+    if (works.empty()) return;
+    const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
     for (const auto& work : works) work->wait(comm.options().timeout);
     works.clear();
+    if (options.trace != nullptr) {
+      options.trace->add(TraceKind::kWait, recv, start, TraceRecorder::now());
+    }
+  }
+
+  // Waits for every send of the step, one traced wait per SEND action.
+  void waitForSends() {
+    for (size_t i = 0; i < sends.size();) {
+      const Action action = sends[i].action;
+      const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
+      for (; i < sends.size() && sends[i].action == action; ++i) {
+        sends[i].work->wait(comm.options().timeout);
+      }
+      if (options.trace != nullptr) {
+        options.trace->add(TraceKind::kWait, action, start, TraceRecorder::now());
+      }
+    }
+    sends.clear();
   }
 
   // --- communication ----------------------------------------------------------------------
@@ -89,8 +121,9 @@ struct Executor::Impl {
     MicroBatchState& st = state(s, m);
     PPSTAGE_INTERNAL_ASSERT(st.forward_done, "SEND_F ", s, " ", m, " before its F");
     for (size_t i = 0; i < st.outputs.size(); ++i) {
-      sends.push_back(comm.send(st.outputs[i].detach(), topology.nextRank(s),
-                                {MessageKind::kActivation, s + 1, m, static_cast<int>(i)}));
+      sends.push_back({{ActionKind::kSendForward, s, m},
+                       comm.send(st.outputs[i].detach(), topology.nextRank(s),
+                                 {MessageKind::kActivation, s + 1, m, static_cast<int>(i)})});
     }
   }
 
@@ -115,8 +148,9 @@ struct Executor::Impl {
                             " before its input gradients");
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
       if (!spec.tensors[i].requires_grad) continue;
-      sends.push_back(comm.send(st.input_grads[i], topology.prevRank(s),
-                                {MessageKind::kGradient, s, m, static_cast<int>(i)}));
+      sends.push_back({{ActionKind::kSendBackward, s, m},
+                       comm.send(st.input_grads[i], topology.prevRank(s),
+                                 {MessageKind::kGradient, s, m, static_cast<int>(i)})});
     }
     st.input_grads.clear();
     eraseIfDone(s, m);
@@ -128,7 +162,7 @@ struct Executor::Impl {
                const std::vector<at::Tensor>& targets) {
     MicroBatchState& st = state(s, m);
     LocalStage& stage = local(s);
-    waitAll(st.input_works);
+    waitAll(st.input_works, {ActionKind::kRecvForward, s, m});
     if (s == 0) {
       st.inputs = {data_inputs.at(m)};
     }
@@ -178,7 +212,7 @@ struct Executor::Impl {
       for (const at::Tensor& out : st.outputs) next.inputs.push_back(out.detach());
     }
     st.forward_done = true;
-    record(ActionKind::kForward, start);
+    record({ActionKind::kForward, s, m}, start);
   }
 
   std::string where(int s, int m) const {
@@ -209,7 +243,7 @@ struct Executor::Impl {
       grads = {at::ones_like(st.loss)};
       return;
     }
-    waitAll(st.output_grad_works);
+    waitAll(st.output_grad_works, {ActionKind::kRecvBackward, s, m});
     PPSTAGE_INTERNAL_ASSERT(st.output_grads.size() == st.outputs.size(), "stage ", s,
                             " micro-batch ", m, ": backward before its output gradients");
     for (size_t i = 0; i < st.outputs.size(); ++i) {
@@ -315,7 +349,7 @@ struct Executor::Impl {
     }
     if (want_inputs) keepInputGradients(s, m, targets, grads);
     if (want_weights) accumulateWeightGradients(st, targets, grads);
-    record(kind, start);
+    record({kind, s, m}, start);
     eraseIfDone(s, m);
   }
 
@@ -326,10 +360,27 @@ struct Executor::Impl {
     }
   }
 
-  void record(ActionKind kind, Clock::time_point start) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    stats.compute_s[kindIndex(kind)] += seconds;
-    stats.compute_count[kindIndex(kind)] += 1;
+  void record(const Action& action, Clock::time_point start) {
+    const Clock::time_point end = Clock::now();
+    stats.compute_s[kindIndex(action.kind)] += std::chrono::duration<double>(end - start).count();
+    stats.compute_count[kindIndex(action.kind)] += 1;
+    if (options.trace != nullptr) {
+      options.trace->add(TraceKind::kCompute, action, nanoseconds(start), nanoseconds(end));
+    }
+  }
+
+  // Posts a SEND or RECV (traced as its posting).
+  void post(const Action& a) {
+    const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
+    switch (a.kind) {
+      case ActionKind::kRecvForward: recvForward(a.stage, a.microbatch); break;
+      case ActionKind::kSendForward: sendForward(a.stage, a.microbatch); break;
+      case ActionKind::kRecvBackward: recvBackward(a.stage, a.microbatch); break;
+      case ActionKind::kSendBackward: sendBackward(a.stage, a.microbatch); break;
+      default: PPSTAGE_INTERNAL_FAIL("post of the compute action ", toString(a));
+    }
+    if (options.trace != nullptr)
+      options.trace->add(TraceKind::kPost, a, start, TraceRecorder::now());
   }
 };
 
@@ -345,19 +396,20 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
   Impl& impl = *impl_;
   impl.stats = StepStats{};
   impl.step = step;
+  if (impl.options.trace != nullptr) impl.options.trace->beginStep(step);
   for (const Action& a : impl.actions) {
     switch (a.kind) {
-      case ActionKind::kRecvForward: impl.recvForward(a.stage, a.microbatch); break;
-      case ActionKind::kSendForward: impl.sendForward(a.stage, a.microbatch); break;
-      case ActionKind::kRecvBackward: impl.recvBackward(a.stage, a.microbatch); break;
-      case ActionKind::kSendBackward: impl.sendBackward(a.stage, a.microbatch); break;
+      case ActionKind::kRecvForward:
+      case ActionKind::kSendForward:
+      case ActionKind::kRecvBackward:
+      case ActionKind::kSendBackward: impl.post(a); break;
       case ActionKind::kForward: impl.forward(a.stage, a.microbatch, inputs, targets); break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight: impl.backward(a.kind, a.stage, a.microbatch); break;
     }
   }
-  impl.waitAll(impl.sends);
+  impl.waitForSends();
   PPSTAGE_INTERNAL_ASSERT(impl.states.empty(), impl.states.size(),
                           " micro-batch states left after the step (first: stage ",
                           impl.states.begin()->first.first, " micro-batch ",

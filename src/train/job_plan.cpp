@@ -116,6 +116,9 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
   if (leader && !config.output.metrics_json.empty()) {
     checkWritableFile(config.output.metrics_json, "output.metrics_json");
   }
+  if (leader && !config.output.trace.empty()) {
+    checkWritableFile(config.output.trace, "output.trace");
+  }
   if (writes_state && !config.output.params_dir.empty()) {
     checkWritableDirectory(config.output.params_dir, "output.params_dir");
   }

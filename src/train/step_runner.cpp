@@ -10,8 +10,12 @@
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/observe/chrome_trace.h"
+#include "ppstage/observe/clock_alignment.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/tensor_memory.h"
+#include "ppstage/observe/timelines.h"
+#include "ppstage/observe/trace.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
@@ -104,6 +108,11 @@ StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
       1.0 / (static_cast<double>(plan.batch.microbatches) * plan.topology.dpSize());
   options.seed = config.train.seed;
   options.first_microbatch = static_cast<int64_t>(plan.topology.dpRank()) * plan.batch.microbatches;
+  if (!config.output.trace.empty()) {
+    trace_ = std::make_unique<TraceRecorder>();
+    clock_ = std::make_unique<ClockAlignment>(alignClocks(world));
+    options.trace = trace_.get();
+  }
   const ActionList& actions = plan.schedule.ranks.at(static_cast<size_t>(plan.topology.ppRank()));
   executor_ = std::make_unique<Executor>(world, plan.topology, std::move(plan.local_stages),
                                          actions, options);
@@ -132,11 +141,21 @@ StepResult StepRunner::run(int64_t step) {
   samples_seen_ += config_.train.batch_size;
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, inputs, targets);
+  int64_t traced = trace_ ? TraceRecorder::now() : 0;
+  // Adds the span from the last traced instant to now as a `kind` event.
+  const auto trace = [&](TraceKind kind) {
+    if (!trace_) return;
+    const int64_t now = TraceRecorder::now();
+    trace_->add(kind, traced, now);
+    traced = now;
+  };
   sync_->synchronize();
+  trace(TraceKind::kGradientSync);
   const TensorPeak memory{bytes_at_start, tensorBytesPeak()};  // before the optimizer's state
 
   StepResult result;
   result.reduced = StepReduce::unpack(allReduceStep(stats, memory));
+  trace(TraceKind::kAllReduce);
   result.loss = result.reduced.loss;
   result.grad_norm = std::sqrt(result.reduced.norm_squared);
   result.stop_signal = static_cast<int>(
@@ -150,12 +169,32 @@ StepResult StepRunner::run(int64_t step) {
     result.nonfinite = whereNonfinite(result, plan_.split);
     clearGradients(params_);
   }
+  trace(TraceKind::kOptimizer);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.rss_mb = currentRssMb();
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);
   return result;
+}
+
+int64_t StepRunner::writeTrace() {
+  PPSTAGE_INTERNAL_ASSERT(trace_ != nullptr, "writeTrace without --output.trace");
+  const Topology& t = plan_.topology;
+  std::string track = rankTrackName(t.rank(), t.myStages());
+  if (t.dpSize() > 1) track.insert(track.size() - 1, detail::concat("; replica ", t.dpRank()));
+  const std::vector<std::pair<std::string, std::string>> about = {
+      {"producer", "ppstage train"},
+      {"model", config_.model.name},
+      {"schedule", plan_.schedule.name},
+      {"stages", std::to_string(t.numStages())},
+      {"pp", std::to_string(t.ppSize())},
+      {"dp", std::to_string(t.dpSize())},
+      {"microbatches", std::to_string(plan_.batch.microbatches)},
+      {"compile", toString(config_.compile.mode)},
+  };
+  writeChromeTrace(world_, *trace_, *clock_, track, about, config_.output.trace);
+  return static_cast<int64_t>(trace_->events().size());
 }
 
 at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory) {

@@ -25,6 +25,8 @@ class Communicator;
 class Executor;
 class GradientSync;
 class SampleOrder;
+class TraceRecorder;
+struct ClockAlignment;
 struct StepStats;
 struct Config;
 struct JobPlan;
@@ -66,6 +68,11 @@ class StepRunner {
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
+  // Collective: writes what the steps so far recorded to --output.trace (rank 0 writes
+  // the file); returns the number of events this rank recorded. Only with a trace.
+  int64_t writeTrace();
+  bool tracing() const { return trace_ != nullptr; }
+
  private:
   // Tensor bytes when the step began, and their peak through its backwards.
   struct TensorPeak {
@@ -84,6 +91,8 @@ class StepRunner {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<SampleOrder> order_;
   int64_t samples_seen_ = 0;
+  std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set
+  std::unique_ptr<ClockAlignment> clock_;
 };
 
 }  // namespace ppstage

@@ -112,10 +112,25 @@ class TrainLoop {
       if (stopping) return stop(step, result.stop_signal);
     }
     clearProgress();
-    return summarizeRun(config_, plan_, record_, world_, log_);
+    return finish();
   }
 
  private:
+  // However the run ends: the metrics and closing lines, then the trace.
+  RunMetrics finish() {
+    RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
+    if (runner_.tracing()) {
+      const int64_t events = runner_.writeTrace();
+      if (leader_) {
+        log_ << "trace: " << config_.output.trace << " (" << events
+             << " events on rank 0; open it in ui.perfetto.dev, or draw it with ppstage timeline "
+                "--trace "
+             << config_.output.trace << " --svg timeline.svg)" << std::endl;
+      }
+    }
+    return metrics;
+  }
+
   // Before any other line: the live line (on a terminal) is redrawn after it.
   void clearProgress() {
     if (progress_) progress_->clear();
@@ -155,7 +170,7 @@ class TrainLoop {
       record_.checkpoints.push_back(checkpointer_.save(steps_done, runner_));
     } catch (const JobError&) {
       clearProgress();
-      summarizeRun(config_, plan_, record_, world_, log_);
+      finish();
       throw;
     }
   }
@@ -163,7 +178,7 @@ class TrainLoop {
   RunMetrics stop(int64_t step, int signal) {
     record_.stopped_by = signalName(signal);
     clearProgress();
-    RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
+    RunMetrics metrics = finish();
     const std::string stopped =
         detail::concat("stopped by ", record_.stopped_by, " after step ", step + 1);
     if (config_.checkpoint.dir.empty()) {
@@ -196,7 +211,7 @@ class TrainLoop {
       line +=
           detail::concat("; ", skipped_in_a_row_, " steps in a row skipped (--train.max_skipped)");
     }
-    summarizeRun(config_, plan_, record_, world_, log_);
+    finish();
     throw JobError(line + "; stopped before the optimizer applied it", kExitNonfinite, leader_);
   }
 

@@ -38,6 +38,7 @@ namespace ppstage {
 
 class Communicator;
 class Topology;
+class TraceRecorder;
 struct StageModule;
 
 // A stage this rank runs: the splitter's module, compiled.
@@ -59,6 +60,8 @@ struct ExecutorOptions {
   // step t draws from (seed, t, first_microbatch + m).
   int64_t seed = 0;
   int64_t first_microbatch = 0;  // this replica's first global micro-batch: dp rank x M
+  // Records every action, post and wait (--output.trace); null: nothing is recorded.
+  TraceRecorder* trace = nullptr;
 };
 
 // What one step cost on this rank.

@@ -1,0 +1,172 @@
+// See include/ppstage/observe/chrome_trace.h.
+#include "ppstage/observe/chrome_trace.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
+#include "ppstage/observe/clock_alignment.h"
+
+namespace ppstage {
+namespace {
+
+bool hasAction(TraceKind kind) {
+  return kind == TraceKind::kCompute || kind == TraceKind::kPost || kind == TraceKind::kWait;
+}
+
+// One event as a line of JSON (names are plain ASCII: no escaping needed).
+void appendEvent(std::string& out, int rank, const TraceEvent& e, const ClockAlignment& clock) {
+  const double ts = static_cast<double>(clock.sinceOrigin(e.start_ns)) / 1e3;
+  const double dur = static_cast<double>(e.end_ns - e.start_ns) / 1e3;
+  char line[384];
+  int n = std::snprintf(line, sizeof line,
+                        ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+                        "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%lld",
+                        eventName(e).c_str(), toString(e.kind), rank, ts, dur,
+                        static_cast<long long>(e.step + 1));
+  if (hasAction(e.kind)) {
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                       ",\"kind\":\"%s\",\"stage\":%d,\"microbatch\":%d", kindName(e.action.kind),
+                       e.action.stage, e.action.microbatch);
+  }
+  if (e.kind == TraceKind::kWait) {
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ",\"wait_ms\":%.4f",
+                       dur / 1e3);
+  }
+  std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "}}");
+  out += line;
+}
+
+// This rank's part of the file: its track's names, then its events.
+std::string rankPart(int rank, const TraceRecorder& trace, const ClockAlignment& clock,
+                     const std::string& track_name) {
+  nlohmann::json meta = nlohmann::json::array();
+  meta.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", track_name}}}});
+  meta.push_back({{"name", "process_sort_index"},
+                  {"ph", "M"},
+                  {"pid", rank},
+                  {"args", {{"sort_index", rank}}}});
+  meta.push_back({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", rank},
+                  {"tid", 0},
+                  {"args", {{"name", "actions"}}}});
+  char labels[160];
+  if (rank == 0) {
+    std::snprintf(labels, sizeof labels, "the trace's clock%s",
+                  trace.dropped() > 0 ? "; events dropped past the limit" : "");
+  } else {
+    std::snprintf(labels, sizeof labels, "clock offset to rank 0 %.1f us (round trip %.1f us)%s",
+                  static_cast<double>(clock.offset_ns) / 1e3,
+                  static_cast<double>(clock.round_trip_ns) / 1e3,
+                  trace.dropped() > 0 ? "; events dropped past the limit" : "");
+  }
+  meta.push_back(
+      {{"name", "process_labels"}, {"ph", "M"}, {"pid", rank}, {"args", {{"labels", labels}}}});
+  std::string out;
+  for (const nlohmann::json& m : meta) out += ",\n" + m.dump();
+  out.reserve(out.size() + trace.events().size() * 200);
+  for (const TraceEvent& e : trace.events()) appendEvent(out, rank, e, clock);
+  return out;
+}
+
+}  // namespace
+
+void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const ClockAlignment& clock,
+                      const std::string& track_name,
+                      const std::vector<std::pair<std::string, std::string>>& about,
+                      const std::string& path) {
+  const std::vector<std::string> parts =
+      gatherStrings(world, rankPart(world.rank(), trace, clock, track_name), 0);
+  if (world.rank() != 0) return;
+  nlohmann::json other = nlohmann::json::object();
+  for (const auto& [key, value] : about) other[key] = value;
+  std::string events;
+  for (const std::string& part : parts) events += part;  // each begins with ",\n"
+  const std::string file = "{\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() +
+                           ",\n\"traceEvents\":[\n" + events.substr(2) + "\n]}\n";
+  writeFileAtomically(path, file);
+}
+
+namespace {
+
+TraceKind kindOfCategory(const std::string& cat, const std::string& path) {
+  for (TraceKind k : {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait,
+                      TraceKind::kGradientSync, TraceKind::kAllReduce, TraceKind::kOptimizer}) {
+    if (cat == toString(k)) return k;
+  }
+  throw Error(
+      detail::concat("'", path, "' is not a ppstage trace: an event of category '", cat, "'"));
+}
+
+TracedEvent tracedEvent(const nlohmann::json& e, const std::string& path) {
+  TracedEvent t;
+  t.name = e.at("name").get<std::string>();
+  t.kind = kindOfCategory(e.at("cat").get<std::string>(), path);
+  const nlohmann::json& args = e.at("args");
+  t.step = args.at("step").get<int64_t>();
+  if (hasAction(t.kind)) {
+    t.action =
+        parseAction(detail::concat(args.at("stage").get<int>(), args.at("kind").get<std::string>(),
+                                   args.at("microbatch").get<int>()),
+                    path);
+  }
+  t.start_us = e.at("ts").get<double>();
+  t.end_us = t.start_us + e.at("dur").get<double>();
+  return t;
+}
+
+}  // namespace
+
+std::string TraceFile::aboutValue(const std::string& key) const {
+  for (const auto& [k, value] : about) {
+    if (k == key) return value;
+  }
+  return "";
+}
+
+TraceFile readChromeTrace(const std::string& path) {
+  const std::string text = readFile(path, "trace");
+  std::map<int, RankTrack> tracks;
+  TraceFile file;
+  try {
+    const nlohmann::json trace = nlohmann::json::parse(text);
+    if (trace.contains("otherData")) {
+      for (const auto& [key, value] : trace.at("otherData").items()) {
+        file.about.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
+      }
+    }
+    for (const nlohmann::json& e : trace.at("traceEvents")) {
+      const std::string phase = e.at("ph").get<std::string>();
+      if (!e.contains("pid")) continue;
+      const int pid = e.at("pid").get<int>();
+      if (phase == "M" && e.at("name") == "process_name") {
+        tracks[pid].rank = pid;
+        tracks[pid].name = e.at("args").at("name").get<std::string>();
+      } else if (phase == "X") {
+        tracks[pid].rank = pid;
+        tracks[pid].events.push_back(tracedEvent(e, path));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::concat("'", path, "' is not a ppstage trace: ", e.what()));
+  }
+  PPSTAGE_CHECK(!tracks.empty() && !tracks.begin()->second.events.empty(), "'", path,
+                "' is not a ppstage trace: it has no events");
+  for (auto& [pid, track] : tracks) {
+    std::stable_sort(
+        track.events.begin(), track.events.end(),
+        [](const TracedEvent& a, const TracedEvent& b) { return a.start_us < b.start_us; });
+    file.ranks.push_back(std::move(track));
+  }
+  return file;
+}
+
+}  // namespace ppstage
