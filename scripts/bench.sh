@@ -10,6 +10,9 @@
 #   scripts/bench.sh memory    tensor memory per schedule: rank 0's peak activations on
 #                              gpt-small at p 2 and 4 with M 8, against the simulator's
 #                              peak in-flight micro-batches of stage 0
+#   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
+#                              median step with the trace on against off, in interleaved
+#                              rounds (median of the rounds' ratios), and the file's size
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -190,6 +193,37 @@ PY
   done
 }
 
+bench_trace() {
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-6} steps=${PPSTAGE_BENCH_STEPS:-30}
+  local run=(mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train
+             --config configs/gpt-small.ini --pipeline.microbatches 8 --train.steps "$steps"
+             --train.threads 1 --output.log_every 0)
+  for round in $(seq "$rounds"); do  # odd rounds start with the trace off, even ones on
+    for mode in $( ((round % 2)) && echo off on || echo on off); do
+      local trace=()
+      [[ $mode == on ]] && trace=(--output.trace /tmp/ppstage_bench_trace.json)
+      "${run[@]}" --output.metrics_json "/tmp/ppstage_bench_${mode}_$round.json" "${trace[@]}" \
+        > /dev/null
+    done
+  done
+  python3 - "$rounds" "$(stat -c %s /tmp/ppstage_bench_trace.json)" <<'PY'
+import json, statistics, sys
+rounds, size = int(sys.argv[1]), int(sys.argv[2])
+def step(path):  # the median step after the first five (warm-up)
+    return statistics.median(json.load(open(path))["step_time_s"][5:])
+print("| round | median step s, trace off | median step s, trace on | on / off |")
+print("|---|---|---|---|")
+ratios = []
+for r in range(1, rounds + 1):
+    off, on = step(f"/tmp/ppstage_bench_off_{r}.json"), step(f"/tmp/ppstage_bench_on_{r}.json")
+    ratios.append(on / off)
+    print("| %d | %.4f | %.4f | %.4f |" % (r, off, on, on / off))
+events = len(json.load(open("/tmp/ppstage_bench_trace.json"))["traceEvents"])
+print("\nmedian ratio %.4f (%+.2f%%); trace file %.2f MB, %d events" % (
+    statistics.median(ratios), 100 * (statistics.median(ratios) - 1), size / 2**20, events))
+PY
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
@@ -197,5 +231,6 @@ case "$what" in
   compile) bench_compile ;;
   checkpoint) bench_checkpoint ;;
   memory) bench_memory ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory" >&2; exit 2 ;;
+  trace) bench_trace ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -23,7 +24,7 @@ void printTimeSplit(const Timeline& t) {
     double compute = 0, wait = 0, other = 0;
     for (const TimelineBox& box : row.boxes) {
       const double ms = box.end - box.start;
-      if (box.kind <= BoxKind::kWeightGrad) {
+      if (isCompute(box.kind)) {
         compute += ms;
       } else if (box.kind == BoxKind::kWait) {
         wait += ms;

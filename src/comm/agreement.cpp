@@ -79,8 +79,8 @@ std::vector<std::string> allGatherStrings(Communicator& comm, const std::string&
 }
 
 std::vector<std::string> gatherStrings(Communicator& comm, const std::string& mine, int root) {
-  const MessageTag length_tag{MessageKind::kControl, 0, 0, 0};
-  const MessageTag bytes_tag{MessageKind::kControl, 0, 1, 0};
+  const MessageTag length_tag = controlTag(ControlChannel::kGatherLength);
+  const MessageTag bytes_tag = controlTag(ControlChannel::kGatherBytes);
   if (comm.rank() != root) {
     at::Tensor length = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
     comm.sendSync(length, root, length_tag);

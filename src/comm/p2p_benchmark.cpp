@@ -15,7 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr MessageTag kPing{MessageKind::kControl, 0, 0, 0};
+constexpr MessageTag kPing = controlTag(ControlChannel::kBenchmark);
 constexpr int kRawTag = 77;
 
 // Seconds for `n` ping-pongs through the Communicator.

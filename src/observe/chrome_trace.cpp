@@ -20,27 +20,31 @@ bool hasAction(TraceKind kind) {
   return kind == TraceKind::kCompute || kind == TraceKind::kPost || kind == TraceKind::kWait;
 }
 
+// printf into `out`: a line of one event is far below the buffer's size.
+template <typename... Args>
+void appendFormatted(std::string& out, const char* format, Args... args) {
+  char text[256];
+  const int n = std::snprintf(text, sizeof text, format, args...);
+  PPSTAGE_INTERNAL_ASSERT(n >= 0 && static_cast<size_t>(n) < sizeof text, "trace text of ", n,
+                          " characters for '", format, "'");
+  out.append(text, static_cast<size_t>(n));
+}
+
 // One event as a line of JSON (names are plain ASCII: no escaping needed).
 void appendEvent(std::string& out, int rank, const TraceEvent& e, const ClockAlignment& clock) {
   const double ts = static_cast<double>(clock.sinceOrigin(e.start_ns)) / 1e3;
   const double dur = static_cast<double>(e.end_ns - e.start_ns) / 1e3;
-  char line[384];
-  int n = std::snprintf(line, sizeof line,
-                        ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
-                        "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%lld",
-                        eventName(e).c_str(), toString(e.kind), rank, ts, dur,
-                        static_cast<long long>(e.step + 1));
+  appendFormatted(out,
+                  ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+                  "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%lld",
+                  eventName(e).c_str(), toString(e.kind), rank, ts, dur,
+                  static_cast<long long>(e.step + 1));
   if (hasAction(e.kind)) {
-    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
-                       ",\"kind\":\"%s\",\"stage\":%d,\"microbatch\":%d", kindName(e.action.kind),
-                       e.action.stage, e.action.microbatch);
+    appendFormatted(out, ",\"kind\":\"%s\",\"stage\":%d,\"microbatch\":%d", kindName(e.action.kind),
+                    e.action.stage, e.action.microbatch);
   }
-  if (e.kind == TraceKind::kWait) {
-    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ",\"wait_ms\":%.4f",
-                       dur / 1e3);
-  }
-  std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "}}");
-  out += line;
+  if (e.kind == TraceKind::kWait) appendFormatted(out, ",\"wait_ms\":%.4f", dur / 1e3);
+  out += "}}";
 }
 
 // This rank's part of the file: its track's names, then its events.
@@ -58,15 +62,14 @@ std::string rankPart(int rank, const TraceRecorder& trace, const ClockAlignment&
                   {"pid", rank},
                   {"tid", 0},
                   {"args", {{"name", "actions"}}}});
-  char labels[160];
-  if (rank == 0) {
-    std::snprintf(labels, sizeof labels, "the trace's clock%s",
-                  trace.dropped() > 0 ? "; events dropped past the limit" : "");
-  } else {
-    std::snprintf(labels, sizeof labels, "clock offset to rank 0 %.1f us (round trip %.1f us)%s",
-                  static_cast<double>(clock.offset_ns) / 1e3,
-                  static_cast<double>(clock.round_trip_ns) / 1e3,
-                  trace.dropped() > 0 ? "; events dropped past the limit" : "");
+  const std::string dropped = trace.dropped() > 0 ? "; events dropped past the limit" : "";
+  std::string labels = "the trace's clock" + dropped;
+  if (rank != 0) {
+    labels.clear();
+    appendFormatted(labels, "clock offset to rank 0 %.1f us (round trip %.1f us)",
+                    static_cast<double>(clock.offset_ns) / 1e3,
+                    static_cast<double>(clock.round_trip_ns) / 1e3);
+    labels += dropped;
   }
   meta.push_back(
       {{"name", "process_labels"}, {"ph", "M"}, {"pid", rank}, {"args", {{"labels", labels}}}});
@@ -79,6 +82,13 @@ std::string rankPart(int rank, const TraceRecorder& trace, const ClockAlignment&
 
 }  // namespace
 
+std::string rankTrackName(int rank, const std::vector<int>& stages, int replica) {
+  std::string name = detail::concat("rank ", rank, " (stage", stages.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < stages.size(); ++i) name += detail::concat(i > 0 ? ", " : "", stages[i]);
+  if (replica >= 0) name += detail::concat("; replica ", replica);
+  return name + ")";
+}
+
 void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const ClockAlignment& clock,
                       const std::string& track_name,
                       const std::vector<std::pair<std::string, std::string>>& about,
@@ -88,10 +98,15 @@ void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const Clo
   if (world.rank() != 0) return;
   nlohmann::json other = nlohmann::json::object();
   for (const auto& [key, value] : about) other[key] = value;
-  std::string events;
-  for (const std::string& part : parts) events += part;  // each begins with ",\n"
-  const std::string file = "{\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() +
-                           ",\n\"traceEvents\":[\n" + events.substr(2) + "\n]}\n";
+  std::string file =
+      "{\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + ",\n\"traceEvents\":[";
+  size_t size = file.size() + 4;
+  for (const std::string& part : parts) size += part.size();
+  file.reserve(size);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    file.append(parts[r], r == 0 ? 1 : 0, std::string::npos);  // each begins with ",\n"
+  }
+  file += "\n]}\n";
   writeFileAtomically(path, file);
 }
 
@@ -158,8 +173,9 @@ TraceFile readChromeTrace(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(detail::concat("'", path, "' is not a ppstage trace: ", e.what()));
   }
-  PPSTAGE_CHECK(!tracks.empty() && !tracks.begin()->second.events.empty(), "'", path,
-                "' is not a ppstage trace: it has no events");
+  const bool has_events = std::any_of(tracks.begin(), tracks.end(),
+                                      [](const auto& t) { return !t.second.events.empty(); });
+  PPSTAGE_CHECK(has_events, "'", path, "' is not a ppstage trace: it has no events");
   for (auto& [pid, track] : tracks) {
     std::stable_sort(
         track.events.begin(), track.events.end(),

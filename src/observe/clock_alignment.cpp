@@ -7,13 +7,14 @@
 #include <string>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/error.h"
 #include "ppstage/observe/trace.h"
 
 namespace ppstage {
 namespace {
 
-const MessageTag kPing{MessageKind::kControl, 0, 2, 0};
-const MessageTag kPong{MessageKind::kControl, 0, 3, 0};
+constexpr MessageTag kPing = controlTag(ControlChannel::kClockPing);
+constexpr MessageTag kPong = controlTag(ControlChannel::kClockPong);
 
 // Rank 0's side of the ping-pongs with `peer`: answers each ping with its clock.
 void answerPings(Communicator& world, int peer, int round_trips) {
@@ -45,6 +46,7 @@ ClockAlignment sendPings(Communicator& world, int round_trips) {
 }  // namespace
 
 ClockAlignment alignClocks(Communicator& world, int round_trips) {
+  PPSTAGE_INTERNAL_ASSERT(round_trips > 0, "alignClocks with ", round_trips, " round trips");
   ClockAlignment clock;
   for (int peer = 1; peer < world.size(); ++peer) {
     if (world.rank() == 0) answerPings(world, peer, round_trips);

@@ -36,7 +36,7 @@ const char* baseColour(BoxKind kind) {
   return "#000000";
 }
 
-// `hex` ("#rrggbb") darkened by 28% per shade step (a rank's later stages).
+// The kind's colour ("#rrggbb"), darkened by 28% per shade step (a rank's later stages).
 std::string colour(BoxKind kind, int shade) {
   const char* hex = baseColour(kind);
   if (shade <= 0) return hex;
@@ -59,13 +59,14 @@ std::string escape(const std::string& text) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      default:  // control characters are not XML
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
     }
   }
   return out;
 }
 
-// A tick spacing of 1, 2 or 5 x 10^k giving at most about `ticks` ticks over `span`.
+// A tick spacing of 1, 2 or 5 x 10^k giving at most about `ticks` ticks over `span` (> 0).
 double tickStep(double span, int ticks) {
   const double raw = span / ticks;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
@@ -114,9 +115,8 @@ void drawRow(std::ostringstream& svg, const TimelineRow& row, double y, const Sc
 void drawAxis(std::ostringstream& svg, const Timeline& timeline, double y, const Scale& scale) {
   svg << "<line x1=\"" << kNameWidth << "\" y1=\"" << y << "\" x2=\"" << kWidth - kRight
       << "\" y2=\"" << y << "\" class=\"axis\"/>\n";
-  const double step = tickStep(timeline.end - timeline.begin, 10);
-  for (double t = std::ceil(timeline.begin / step) * step; t <= timeline.end + step * 1e-9;
-       t += step) {
+  const double step = tickStep(scale.end - scale.begin, 10);
+  for (double t = std::ceil(scale.begin / step) * step; t <= scale.end + step * 1e-9; t += step) {
     const double x = scale.x(t);
     svg << "<line x1=\"" << x << "\" y1=\"" << y << "\" x2=\"" << x << "\" y2=\"" << y + 5
         << "\" class=\"axis\"/><text x=\"" << x << "\" y=\"" << y + 17
@@ -157,6 +157,11 @@ double drawLegend(std::ostringstream& svg, const Timeline& timeline, double y) {
 }
 
 }  // namespace
+
+bool isCompute(BoxKind kind) {
+  return kind == BoxKind::kForward || kind == BoxKind::kBackward || kind == BoxKind::kInputGrad ||
+         kind == BoxKind::kWeightGrad;
+}
 
 const char* legendText(BoxKind kind) {
   switch (kind) {

@@ -107,12 +107,6 @@ std::vector<int> stagesOf(const RankTrack& track) {
 
 }  // namespace
 
-std::string rankTrackName(int rank, const std::vector<int>& stages) {
-  std::string name = detail::concat("rank ", rank, " (stage", stages.size() > 1 ? "s " : " ");
-  for (size_t i = 0; i < stages.size(); ++i) name += detail::concat(i > 0 ? ", " : "", stages[i]);
-  return name + ")";
-}
-
 Timeline plannedTimeline(const std::string& schedule, const ScheduleRequest& request,
                          const std::vector<ActionList>& ranks, const SimulationResult& result,
                          const ActionCosts& costs) {
@@ -176,10 +170,11 @@ Timeline measuredTimeline(const TraceFile& trace, const std::string& step) {
     }
     t.rows.push_back(std::move(row));
   }
-  t.subtitle = detail::concat("model ", trace.aboutValue("model"), ", compile ",
-                              trace.aboutValue("compile"), "; compute busy ",
-                              fixed(100 * busy / (t.end * static_cast<double>(t.rows.size())), 1),
-                              "% of ranks x time; boxes: actions as traced (--output.trace)");
+  t.subtitle = detail::concat(
+      "model ", trace.aboutValue("model"), ", compile ", trace.aboutValue("compile"),
+      "; compute busy ",
+      fixed(t.end > 0 ? 100 * busy / (t.end * static_cast<double>(t.rows.size())) : 0, 1),
+      "% of ranks x time; boxes: actions as traced (--output.trace)");
   if (all) {
     const size_t every = std::max<size_t>(1, spans.size() / 20);
     size_t i = 0;

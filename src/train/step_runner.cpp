@@ -14,7 +14,6 @@
 #include "ppstage/observe/clock_alignment.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/tensor_memory.h"
-#include "ppstage/observe/timelines.h"
 #include "ppstage/observe/trace.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
@@ -181,8 +180,7 @@ StepResult StepRunner::run(int64_t step) {
 int64_t StepRunner::writeTrace() {
   PPSTAGE_INTERNAL_ASSERT(trace_ != nullptr, "writeTrace without --output.trace");
   const Topology& t = plan_.topology;
-  std::string track = rankTrackName(t.rank(), t.myStages());
-  if (t.dpSize() > 1) track.insert(track.size() - 1, detail::concat("; replica ", t.dpRank()));
+  const std::string track = rankTrackName(t.rank(), t.myStages(), t.dpSize() > 1 ? t.dpRank() : -1);
   const std::vector<std::pair<std::string, std::string>> about = {
       {"producer", "ppstage train"},
       {"model", config_.model.name},

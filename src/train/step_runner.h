@@ -88,11 +88,11 @@ class StepRunner {
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::unique_ptr<Executor> executor_;
-  std::unique_ptr<SampleOrder> order_;
-  int64_t samples_seen_ = 0;
   std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set
   std::unique_ptr<ClockAlignment> clock_;
+  std::unique_ptr<Executor> executor_;  // records into *trace_
+  std::unique_ptr<SampleOrder> order_;
+  int64_t samples_seen_ = 0;
 };
 
 }  // namespace ppstage

@@ -53,12 +53,13 @@ class TraceCli : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string launcher = std::string(PPSTAGE_MPIEXEC) + " -np 2";
-    train_ = runPpstage(std::string("train --config ") + PPSTAGE_SOURCE_DIR +
-                            "/configs/gpt-tiny.ini" + kSchedule +
-                            " --train.steps 6 --train.threads 1 --output.log_every 0"
-                            " --output.trace " +
-                            tracePath(),
-                        launcher);
+    train_ =
+        runPpstage(std::string("train --config ") + PPSTAGE_SOURCE_DIR + "/configs/gpt-tiny.ini" +
+                       kSchedule + " --train.steps " + std::to_string(kSteps) +
+                       " --train.threads 1 --output.log_every 0"
+                       " --output.trace " +
+                       tracePath(),
+                   launcher);
   }
   static void TearDownTestSuite() { std::remove(tracePath().c_str()); }
   static Result train_;
@@ -118,6 +119,31 @@ TEST_F(TraceCli, OneTrackPerRankHoldsTheScheduleComputeActionsInOrder) {
       EXPECT_EQ(after_actions[step],
                 (std::multiset<std::string>{"gradient_sync", "all_reduce", "optimizer"}))
           << "rank " << rank << ", step " << step;
+    }
+  }
+}
+
+// One clock for both ranks: a stage computes on a micro-batch only after its neighbour
+// posted the send carrying it (rank 1's 1Fm after rank 0's 0SEND_Fm, rank 0's 0Bm after
+// rank 1's 1SEND_Bm), within the alignment's error (half a round trip, far below 0.1 ms).
+TEST_F(TraceCli, RanksShareOneClock) {
+  ASSERT_EQ(train_.exit_code, 0) << train_.err;
+  std::map<std::pair<int, std::string>, double> start;  // (step, name) -> ts
+  const nlohmann::json trace = readJson(tracePath());
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X") {
+      start[{e.at("args").at("step").get<int>(), e.at("name").get<std::string>()}] =
+          e.at("ts").get<double>();
+    }
+  }
+  constexpr double kToleranceUs = 100;
+  for (int step = 1; step <= kSteps; ++step) {
+    for (int m = 0; m < 4; ++m) {
+      const std::string mb = std::to_string(m);
+      EXPECT_GE(start.at({step, "1F" + mb}), start.at({step, "0SEND_F" + mb}) - kToleranceUs)
+          << "step " << step << ", micro-batch " << m;
+      EXPECT_GE(start.at({step, "0B" + mb}), start.at({step, "1SEND_B" + mb}) - kToleranceUs)
+          << "step " << step << ", micro-batch " << m;
     }
   }
 }

@@ -46,8 +46,9 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn);
 // Every rank's `mine`, in rank order, on every rank (collective: two all-reduces).
 std::vector<std::string> allGatherStrings(Communicator& comm, const std::string& mine);
 
-// Every rank's `mine`, in rank order, on rank `root`; empty elsewhere (collective, point to
-// point: each rank sends its bytes once, as bytes, so large texts such as a trace are cheap).
+// Every rank's `mine`, in rank order, on rank `root`; empty elsewhere. Collective, point to
+// point: each rank sends its bytes once, as bytes, so large texts such as a trace are
+// cheap. Blocks; throws CommError when a peer does not answer within the timeout.
 std::vector<std::string> gatherStrings(Communicator& comm, const std::string& mine, int root);
 
 }  // namespace ppstage

@@ -40,4 +40,19 @@ struct MessageTag {
   bool operator==(const MessageTag& other) const { return encode() == other.encode(); }
 };
 
+// What a control message is for. Exchanges of different purposes between the same ranks
+// never match each other: the channel is the tag's micro-batch field.
+enum class ControlChannel : uint8_t {
+  kBenchmark,     // bench-comm's ping-pongs
+  kGatherLength,  // gatherStrings (comm/agreement.h): a rank's byte count,
+  kGatherBytes,   //   then its bytes
+  kClockPing,     // alignClocks (observe/clock_alignment.h): a rank's ping,
+  kClockPong,     //   rank 0's answer with its clock
+};
+
+// The tag of a control message on `channel`.
+constexpr MessageTag controlTag(ControlChannel channel) {
+  return {MessageKind::kControl, 0, static_cast<int>(channel), 0};
+}
+
 }  // namespace ppstage

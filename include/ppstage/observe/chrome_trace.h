@@ -6,9 +6,8 @@
 //   name  "1F3", "0SEND_F2", "wait 1RECV_B3", "gradient sync", "all-reduce", "optimizer"
 //   cat   compute | post | wait | gradient_sync | all_reduce | optimizer (trace.h)
 //   ts, dur  microseconds on rank 0's clock since the alignment (clock_alignment.h)
-//   args  step (1-based, as in the step lines of the log), and for actions kind ("F", "SEND_F",
-//   ...), stage, micro-batch;
-//         for waits wait_ms
+//   args  step (1-based, as the step lines count); for actions also kind ("F",
+//         "SEND_F", ...), stage and microbatch; for waits also wait_ms
 // The events of a track follow each other in time: a rank does one thing at a time.
 #pragma once
 
@@ -24,9 +23,14 @@ namespace ppstage {
 class Communicator;
 struct ClockAlignment;
 
-// Collective over `world`: every rank's events go to rank 0, which writes `path`
-// atomically. `track_name` is this rank's ("rank 1 (stages 1, 3)"); `about` (rank 0's)
-// goes into the file's otherData.
+// "rank 1 (stage 1)", "rank 0 (stages 0, 2)", "rank 2 (stage 1; replica 1)" (replica < 0:
+// none): a rank's track name, and a timeline row's.
+std::string rankTrackName(int rank, const std::vector<int>& stages, int replica = -1);
+
+// Collective over `world`: every rank's events go to rank 0 (gatherStrings), which writes
+// `path` atomically. `track_name` is this rank's (rankTrackName); `about` (rank 0's) goes
+// into the file's otherData. Blocks; throws CommError when a peer does not answer within
+// the timeout, ppstage::Error when rank 0 cannot write the file.
 void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const ClockAlignment& clock,
                       const std::string& track_name,
                       const std::vector<std::pair<std::string, std::string>>& about,
@@ -56,7 +60,8 @@ struct TraceFile {
 };
 
 // A file written by writeChromeTrace. Throws ppstage::Error naming the file when it cannot
-// be read or is not such a trace.
+// be read or is not such a trace (no complete events, an unknown category, a missing arg).
+// The whole file is parsed in memory.
 TraceFile readChromeTrace(const std::string& path);
 
 }  // namespace ppstage

@@ -3,7 +3,9 @@
 // Ranks on different machines have unrelated steady clocks (on one machine they agree).
 // Rank 0 and each other rank exchange a few ping-pongs; for the one with the shortest
 // round trip, rank 0's reading is taken to be the midpoint of the round trip, so the
-// offset is known within half of that round trip (tens of microseconds over MPI).
+// offset is known within half of that round trip (tens of microseconds over MPI). It is
+// measured once, at start-up: across machines, clocks that drift apart during a long run
+// are not corrected.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,8 @@ struct ClockAlignment {
 };
 
 // Collective over `world`: measures every rank's offset to rank 0 with `round_trips`
-// ping-pongs each (one rank at a time), then broadcasts the origin. Throws CommError.
+// ping-pongs each (one rank at a time), then broadcasts the origin. Blocks; throws
+// CommError when a peer does not answer within the communicator's timeout.
 ClockAlignment alignClocks(Communicator& world, int round_trips = 10);
 
 }  // namespace ppstage

@@ -22,8 +22,10 @@ enum class BoxKind : uint8_t {
   kOptimizer,
 };
 
-// The legend's words: "F (forward)", "wait for send/recv", ...
+// The legend's words: "F forward", "waiting for send/recv", ...
 const char* legendText(BoxKind kind);
+// F, B, I or W.
+bool isCompute(BoxKind kind);
 
 struct TimelineBox {
   double start = 0;  // in the timeline's unit

@@ -16,9 +16,6 @@ struct ScheduleRequest;
 struct SimulationResult;
 struct TraceFile;
 
-// "rank 1 (stage 1)", "rank 0 (stages 0, 2)": a row's and a trace track's name.
-std::string rankTrackName(int rank, const std::vector<int>& stages);
-
 // Every compute action of `schedule` where the simulator placed it, in cost units.
 Timeline plannedTimeline(const std::string& schedule, const ScheduleRequest& request,
                          const std::vector<ActionList>& ranks, const SimulationResult& result,

@@ -3,8 +3,8 @@
 // The executor records every action it runs (F, B, I, W; the posting of each SEND and
 // RECV; the wait for each to complete) and the step runner what follows the actions (the
 // gradient sync, the step's all-reduce, the optimizer step). Times are this rank's
-// steady clock; chrome_trace.h aligns the ranks' clocks and writes one file. A rank that
-// does not trace has no recorder: the executor checks a null pointer, nothing else.
+// steady clock; clock_alignment.h puts them on rank 0's and chrome_trace.h writes one file. A rank
+// that does not trace has no recorder: the executor checks a null pointer, nothing else.
 #pragma once
 
 #include <chrono>
