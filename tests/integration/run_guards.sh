@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # What a run can check before it spends its steps, and what must end it (docs/cli.md):
-#   - each unwritable output path (metrics JSON, parameter dir, checkpoint dir) is refused
-#     on every rank with exit 2 before step 1, even in a run of 100,000 steps;
+#   - each unwritable output path (metrics JSON, parameter dir, checkpoint dir, trace) is
+#     refused on every rank with exit 2 before step 1, even in a run of 100,000 steps;
 #   - a diverging run (huge lr, no clipping) exits 3 at its first non-finite step, naming
-#     the step, where it appeared and the last finite loss; with --train.nonfinite skip it
-#     runs to the end and counts the skipped steps in the metrics; --train.max_skipped ends
-#     it with exit 3;
+#     the step, where it appeared and the last finite loss, and still writes its metrics
+#     and trace; with --train.nonfinite skip it runs to the end and counts the skipped
+#     steps in the metrics; --train.max_skipped ends it with exit 3;
 #   - a finite loss with a non-finite gradient exits 3 naming the first such parameter.
 #
 # usage: run_guards.sh PPSTAGE "MPIEXEC ARGS"
@@ -32,7 +32,8 @@ run 2 metrics --train.steps 100000 --output.metrics_json a-file/metrics.json
 run 2 params --train.steps 100000 --output.params_dir a-file/params
 run 2 checkpoint --train.steps 100000 --checkpoint.dir a-file/ck
 run 2 metrics-dir --train.steps 100000 --output.metrics_json .
-for name in metrics params checkpoint metrics-dir; do
+run 2 trace --train.steps 100000 --output.trace a-file/trace.json
+for name in metrics params checkpoint metrics-dir trace; do
   line=$(grep -m1 "ppstage: error: cannot write --" "$name.log") || fail "$name: no refusal line"
   grep -q "^step" "$name.log" && fail "$name: a step ran"
   echo "ok: $name: $line"
@@ -40,11 +41,12 @@ done
 
 diverge=(--train.steps 12 --train.optimizer sgd --train.lr 10000 --train.grad_clip 0
          --output.log_every 0)
-run 3 diverge "${diverge[@]}" --output.metrics_json diverge.json
+run 3 diverge "${diverge[@]}" --output.metrics_json diverge.json --output.trace diverge-trace.json
 line=$(grep -m1 "ppstage: error: step [0-9]*: the loss of micro-batch [0-9]* (stage 1) is nan; last finite loss .* (step [0-9]*); stopped before the optimizer applied it" diverge.log) ||
   { fail "diverge: no line naming the step"; cat diverge.log; }
 echo "ok: diverge: $line"
 [ -f diverge.json ] || fail "diverge: the metrics JSON was not written"
+grep -q '"traceEvents"' diverge-trace.json || fail "diverge: the trace was not written"
 
 run 0 skip "${diverge[@]}" --train.nonfinite skip --train.max_skipped 100 --output.metrics_json skip.json
 skipped=$(/usr/bin/python3 -c 'import json; print(json.load(open("skip.json"))["skipped_steps"])' 2> /dev/null ||
