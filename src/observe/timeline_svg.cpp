@@ -12,7 +12,8 @@ namespace {
 
 // Layout, in pixels.
 constexpr double kWidth = 1200;
-constexpr double kNameWidth = 170;  // row names, left of the plot
+constexpr double kMinNameWidth = 150;   // row names, left of the plot
+constexpr double kNameCharWidth = 7.5;  // of a 13 px sans-serif character, about
 constexpr double kRight = 20;
 constexpr double kTop = 58;  // below the title lines
 constexpr double kRowHeight = 34;
@@ -82,18 +83,18 @@ std::string number(double x) {
   return out;
 }
 
+// Where times go: the plot spans [left, kWidth - kRight], the row names sit left of it.
 struct Scale {
   double begin, end;
-  double x(double t) const {
-    return kNameWidth + (t - begin) / (end - begin) * (kWidth - kNameWidth - kRight);
-  }
+  double left;
+  double x(double t) const { return left + (t - begin) / (end - begin) * (kWidth - left - kRight); }
 };
 
 void drawRow(std::ostringstream& svg, const TimelineRow& row, double y, const Scale& scale) {
-  svg << "<text x=\"" << kNameWidth - 8 << "\" y=\"" << y + kRowHeight / 2 + 4
+  svg << "<text x=\"" << scale.left - 8 << "\" y=\"" << y + kRowHeight / 2 + 4
       << "\" text-anchor=\"end\" class=\"name\">" << escape(row.name) << "</text>\n";
-  svg << "<rect x=\"" << kNameWidth << "\" y=\"" << y + (kRowHeight - kBoxHeight) / 2
-      << "\" width=\"" << kWidth - kNameWidth - kRight << "\" height=\"" << kBoxHeight
+  svg << "<rect x=\"" << scale.left << "\" y=\"" << y + (kRowHeight - kBoxHeight) / 2
+      << "\" width=\"" << kWidth - scale.left - kRight << "\" height=\"" << kBoxHeight
       << "\" class=\"idle\"/>\n";
   for (const TimelineBox& box : row.boxes) {
     const double x0 = scale.x(std::max(box.start, scale.begin));
@@ -113,7 +114,7 @@ void drawRow(std::ostringstream& svg, const TimelineRow& row, double y, const Sc
 }
 
 void drawAxis(std::ostringstream& svg, const Timeline& timeline, double y, const Scale& scale) {
-  svg << "<line x1=\"" << kNameWidth << "\" y1=\"" << y << "\" x2=\"" << kWidth - kRight
+  svg << "<line x1=\"" << scale.left << "\" y1=\"" << y << "\" x2=\"" << kWidth - kRight
       << "\" y2=\"" << y << "\" class=\"axis\"/>\n";
   const double step = tickStep(scale.end - scale.begin, 10);
   for (double t = std::ceil(scale.begin / step) * step; t <= scale.end + step * 1e-9; t += step) {
@@ -122,13 +123,13 @@ void drawAxis(std::ostringstream& svg, const Timeline& timeline, double y, const
         << "\" class=\"axis\"/><text x=\"" << x << "\" y=\"" << y + 17
         << "\" text-anchor=\"middle\" class=\"tick\">" << number(t) << "</text>\n";
   }
-  svg << "<text x=\"" << (kNameWidth + kWidth - kRight) / 2 << "\" y=\"" << y + 33
+  svg << "<text x=\"" << (scale.left + kWidth - kRight) / 2 << "\" y=\"" << y + 33
       << "\" text-anchor=\"middle\" class=\"tick\">time (" << escape(timeline.unit) << ")</text>\n";
 }
 
 // The kinds present, the idle background, and a note on shades when a rank has several
 // stages; wraps to a new line when the width is used up.
-double drawLegend(std::ostringstream& svg, const Timeline& timeline, double y) {
+double drawLegend(std::ostringstream& svg, const Timeline& timeline, double y, const Scale& scale) {
   std::set<BoxKind> kinds;
   int max_shade = 0;
   for (const TimelineRow& row : timeline.rows) {
@@ -141,11 +142,11 @@ double drawLegend(std::ostringstream& svg, const Timeline& timeline, double y) {
   for (BoxKind kind : kinds) entries.emplace_back(baseColour(kind), legendText(kind));
   entries.emplace_back("#f0f0f0", "idle");
   if (max_shade > 0) entries.emplace_back(colour(BoxKind::kForward, 1), "darker: a later stage");
-  double x = kNameWidth;
+  double x = scale.left;
   for (const auto& [fill, text] : entries) {
     const double width = 22 + 6.5 * static_cast<double>(text.size()) + 18;
     if (x + width > kWidth - kRight) {
-      x = kNameWidth;
+      x = scale.left;
       y += kLegendRow;
     }
     svg << "<rect x=\"" << x << "\" y=\"" << y - 10 << "\" width=\"14\" height=\"12\" fill=\""
@@ -179,8 +180,12 @@ const char* legendText(BoxKind kind) {
 }
 
 std::string renderTimelineSvg(const Timeline& timeline) {
-  const Scale scale{timeline.begin,
-                    timeline.end > timeline.begin ? timeline.end : timeline.begin + 1};
+  size_t longest_name = 0;
+  for (const TimelineRow& row : timeline.rows)
+    longest_name = std::max(longest_name, row.name.size());
+  const Scale scale{
+      timeline.begin, timeline.end > timeline.begin ? timeline.end : timeline.begin + 1,
+      std::max(kMinNameWidth, kNameCharWidth * static_cast<double>(longest_name) + 16)};
   const double rows_bottom = kTop + kRowHeight * static_cast<double>(timeline.rows.size());
   std::ostringstream body;
   body.precision(6);
@@ -194,7 +199,7 @@ std::string renderTimelineSvg(const Timeline& timeline) {
          << "\" class=\"tick\">" << escape(mark.label) << "</text>\n";
   }
   drawAxis(body, timeline, rows_bottom + 4, scale);
-  const double height = drawLegend(body, timeline, rows_bottom + kAxisHeight + 18) + 4;
+  const double height = drawLegend(body, timeline, rows_bottom + kAxisHeight + 18, scale) + 4;
 
   std::ostringstream svg;
   svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

@@ -155,10 +155,14 @@ Timeline measuredTimeline(const TraceFile& trace, const std::string& step) {
   const std::string what =
       all ? detail::concat("steps ", spans.begin()->first, " to ", spans.rbegin()->first)
           : detail::concat("step ", chosen, step == "median" ? " (the median one)" : "");
+  const std::string dp = trace.aboutValue("dp");
+  const std::string replicas =
+      dp.empty() || dp == "1" ? ""
+                              : detail::concat(" (pp ", trace.aboutValue("pp"), " x dp ", dp, ")");
   t.title = detail::concat("measured: ", trace.aboutValue("schedule"), ", ",
-                           trace.aboutValue("stages"), " stages on ", trace.ranks.size(),
-                           " ranks, ", trace.aboutValue("microbatches"), " micro-batches, ", what,
-                           ": ", fixed(t.end, 1), " ms (ppstage train)");
+                           trace.aboutValue("stages"), " stages on ", trace.ranks.size(), " ranks",
+                           replicas, ", ", trace.aboutValue("microbatches"), " micro-batches, ",
+                           what, ": ", fixed(t.end, 1), " ms (ppstage train)");
   double busy = 0;
   for (const RankTrack& track : trace.ranks) {
     const std::vector<int> stages = stagesOf(track);
@@ -170,9 +174,10 @@ Timeline measuredTimeline(const TraceFile& trace, const std::string& step) {
     }
     t.rows.push_back(std::move(row));
   }
+  const std::string model = trace.aboutValue("model");  // a file's name, not its whole path
   t.subtitle = detail::concat(
-      "model ", trace.aboutValue("model"), ", compile ", trace.aboutValue("compile"),
-      "; compute busy ",
+      "model ", model.substr(model.find_last_of('/') + 1), ", compile ",
+      trace.aboutValue("compile"), "; compute busy ",
       fixed(t.end > 0 ? 100 * busy / (t.end * static_cast<double>(t.rows.size())) : 0, 1),
       "% of ranks x time; boxes: actions as traced (--output.trace)");
   if (all) {
