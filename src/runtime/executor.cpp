@@ -17,6 +17,7 @@
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/observe/trace.h"
+#include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/stage_module.h"
 
 namespace ppstage {
@@ -33,7 +34,8 @@ struct MicroBatchState {
   at::Tensor loss;                       // last stage: the scaled loss
   std::vector<at::Tensor> output_grads;  // one per output; undefined: no gradient
   std::vector<std::shared_ptr<Work>> output_grad_works;
-  std::vector<at::Tensor> input_grads;  // one per input needing a gradient; for SEND_B
+  std::vector<at::Tensor> input_grads;   // one per input needing a gradient; for SEND_B
+  std::unique_ptr<SplitBackward> split;  // from I to W: what W needs (Note [Eager I/W split])
   bool forward_done = false;
   bool weights_done = false;  // W (or B) ran: only input gradients may still wait to be sent
 };
@@ -235,17 +237,17 @@ struct Executor::Impl {
     return describeFailure(message, node, path);
   }
 
-  // Autograd roots of (s, m) and the gradients flowing into them.
-  void roots(int s, int m, std::vector<at::Tensor>& roots, std::vector<at::Tensor>& grads) {
-    MicroBatchState& st = state(s, m);
+  // Autograd roots of stage s's micro-batch `st` and the gradients flowing into them (its
+  // output gradients have arrived).
+  void roots(int s, MicroBatchState& st, std::vector<at::Tensor>& roots,
+             std::vector<at::Tensor>& grads) {
     if (isLast(s)) {
       roots = {st.loss};
       grads = {at::ones_like(st.loss)};
       return;
     }
-    waitAll(st.output_grad_works, {ActionKind::kRecvBackward, s, m});
     PPSTAGE_INTERNAL_ASSERT(st.output_grads.size() == st.outputs.size(), "stage ", s,
-                            " micro-batch ", m, ": backward before its output gradients");
+                            ": backward before its output gradients");
     for (size_t i = 0; i < st.outputs.size(); ++i) {
       if (!st.output_grads[i].defined() || !st.outputs[i].requires_grad()) continue;
       roots.push_back(st.outputs[i]);
@@ -325,27 +327,47 @@ struct Executor::Impl {
     st.weights_done = true;
   }
 
+  // The gradients of (s, m) a B, I or W computes, for `targets`: B in one autograd pass,
+  // I and W through the micro-batch's SplitBackward.
+  std::vector<at::Tensor> gradients(ActionKind kind, MicroBatchState& st, LocalStage& stage,
+                                    const GradientTargets& targets) {
+    if (kind == ActionKind::kBackwardWeight) {
+      PPSTAGE_INTERNAL_ASSERT(st.split != nullptr, "W before its I");
+      std::vector<at::Tensor> grads = st.split->weightGradients();
+      st.split.reset();
+      return grads;
+    }
+    std::vector<at::Tensor> root_tensors, root_grads;
+    roots(stage.module->index, st, root_tensors, root_grads);
+    if (kind == ActionKind::kBackwardInput) {
+      std::vector<at::Tensor> weights;
+      for (at::Tensor* p : targetsOf(st, stage, false, true).params) weights.push_back(*p);
+      st.split = std::make_unique<SplitBackward>();
+      return st.split->inputGradients(root_tensors, root_grads, targets.wrt, weights);
+    }
+    if (root_tensors.empty() || targets.wrt.empty()) {
+      return std::vector<at::Tensor>(targets.wrt.size());
+    }
+    return torch::autograd::grad(root_tensors, targets.wrt, root_grads, /*retain_graph=*/false,
+                                 /*create_graph=*/false, /*allow_unused=*/true);
+  }
+
   // Input and/or weight gradients of (s, m).
   void backward(ActionKind kind, int s, int m) {
     MicroBatchState& st = state(s, m);
     PPSTAGE_INTERNAL_ASSERT(st.forward_done, kindName(kind), " ", s, " ", m, " before its F");
-    std::vector<at::Tensor> root_tensors, root_grads;
-    roots(s, m, root_tensors, root_grads);
+    if (kind != ActionKind::kBackwardWeight && !isLast(s)) {
+      waitAll(st.output_grad_works, {ActionKind::kRecvBackward, s, m});
+    }
     const auto start = Clock::now();
     const bool want_inputs = kind != ActionKind::kBackwardWeight;
     const bool want_weights = kind != ActionKind::kBackwardInput;
     const GradientTargets targets = targetsOf(st, local(s), want_inputs, want_weights);
     std::vector<at::Tensor> grads;
-    if (!root_tensors.empty() && !targets.wrt.empty()) {
-      try {
-        grads = torch::autograd::grad(root_tensors, targets.wrt, root_grads,
-                                      /*retain_graph=*/kind == ActionKind::kBackwardInput,
-                                      /*create_graph=*/false, /*allow_unused=*/true);
-      } catch (const c10::Error& e) {
-        throw Error(where(s, m) + kindName(kind) + " fails: " + rootCause(errorMessage(e)));
-      }
-    } else {
-      grads.assign(targets.wrt.size(), at::Tensor());
+    try {
+      grads = gradients(kind, st, local(s), targets);
+    } catch (const c10::Error& e) {
+      throw Error(where(s, m) + kindName(kind) + " fails: " + rootCause(errorMessage(e)));
     }
     if (want_inputs) keepInputGradients(s, m, targets, grads);
     if (want_weights) accumulateWeightGradients(st, targets, grads);

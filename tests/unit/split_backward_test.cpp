@@ -1,0 +1,138 @@
+// The I/W split (runtime/split_backward.h, Note [Eager I/W split]) against one backward:
+// input gradients from I and weight gradients from W equal, bitwise, what one
+// autograd::grad over inputs and weights computes, for a stage with a residual stream,
+// layer norms, attention and a tied head (gpt's second stage), for a first stage whose
+// input needs no gradient, and for a weight used twice on the input path; in compile
+// modes none, stage and block.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/script.h>
+#include <functional>
+
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/compile/segments.h"
+#include "ppstage/graph/value_shapes.h"
+#include "ppstage/models/model_source.h"
+#include "ppstage/runtime/split_backward.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/split/stage_plan.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+struct Stages {
+  LoadedModel model;
+  ModelGraph graph;
+  std::vector<StageModule> stages;
+};
+
+Stages splitInto(LoadedModel model, int stages, int64_t batch) {
+  Stages s{std::move(model), {}, {}};
+  s.graph = captureModel(s.model.module);
+  const ValueShapes shapes = recordValueShapes(
+      s.graph, [&](int64_t b) { return makeExampleInput(s.model.input, b, 0); }, batch);
+  PipelineConfig pipeline;
+  pipeline.stages = stages;
+  s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);
+  return s;
+}
+
+std::vector<at::Tensor> weightsOf(const StageModule& stage) {
+  std::vector<at::Tensor> weights;
+  for (const StageParameter& p : stage.parameters) {
+    if (p.is_parameter && p.value.requires_grad()) weights.push_back(p.value);
+  }
+  return weights;
+}
+
+// The loss of one forward of `stage` on `inputs` (fresh leaves each time).
+at::Tensor forwardLoss(CompiledStage& compiled, const StageModule& stage,
+                       const std::vector<at::Tensor>& inputs) {
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
+  const at::Tensor out = compiled.run(args).at(0).toTensor();
+  return (out * out).mean();
+}
+
+// B: one autograd::grad over `inputs` and `weights`; I then W: the split. Equal, bitwise.
+void expectSplitEqualsOneBackward(const std::function<at::Tensor()>& forward,
+                                  const std::vector<at::Tensor>& inputs,
+                                  const std::vector<at::Tensor>& weights, const std::string& what) {
+  std::vector<at::Tensor> wrt(inputs);
+  wrt.insert(wrt.end(), weights.begin(), weights.end());
+  const at::Tensor loss = forward();
+  const std::vector<at::Tensor> one = torch::autograd::grad({loss}, wrt, {at::ones_like(loss)});
+
+  const at::Tensor again = forward();
+  SplitBackward split;
+  std::vector<at::Tensor> two =
+      split.inputGradients({again}, {at::ones_like(again)}, inputs, weights);
+  const std::vector<at::Tensor> w = split.weightGradients();
+  two.insert(two.end(), w.begin(), w.end());
+  ASSERT_EQ(two.size(), one.size()) << what;
+  for (size_t i = 0; i < one.size(); ++i) {
+    const std::string name = i < inputs.size() ? "input " + std::to_string(i)
+                                               : "weight " + std::to_string(i - inputs.size());
+    ASSERT_TRUE(two[i].defined()) << what << ": " << name;
+    EXPECT_TRUE(at::equal(two[i], one[i]))
+        << what << ": " << name << " differs by " << test::maxRelDiff(two[i], one[i]);
+  }
+}
+
+// Stage `index` of gpt (4 layers, tied) cut in two, compiled in `mode`; stage 1's input is
+// stage 0's output, as a received activation.
+void checkGptStage(int index, CompileMode mode) {
+  Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
+  Stages s = splitInto(loadModel(config.model, config.train), 2, 2);
+  const at::Tensor tokens = makeExampleInput(s.model.input, 2, 1);
+  CompileCache none_cache(CompileMode::kNone), cache(mode);
+  std::vector<at::Tensor> inputs{tokens};
+  if (index == 1) {
+    CompiledStage first(s.stages[0].graph, none_cache, "stage 0");
+    std::vector<c10::IValue> args{tokens};
+    for (const StageParameter& p : s.stages[0].parameters) args.emplace_back(p.value);
+    inputs = {first.run(args).at(0).toTensor().detach().requires_grad_(true)};
+  }
+  const StageModule& stage = s.stages[static_cast<size_t>(index)];
+  const std::vector<GraphSegment> segments =
+      mode == CompileMode::kBlock ? segmentStage(stage, s.graph, findBlocks(s.graph, ""))
+                                  : std::vector<GraphSegment>{};
+  CompiledStage compiled(stage.graph, cache, "gpt stage", segments);
+  const std::string what = "gpt stage " + std::to_string(index) + ", compile " + toString(mode);
+  const auto forward = [&] { return forwardLoss(compiled, stage, inputs); };
+  const std::vector<at::Tensor> weights = weightsOf(stage);
+  for (int warm = 0; warm < 3; ++warm) {  // profiling executors optimize after their first runs
+    torch::autograd::grad({forward()}, weights);
+  }
+  // Stage 0's tokens need no gradient: I has nothing to do and W does all of it.
+  expectSplitEqualsOneBackward(forward, index == 0 ? std::vector<at::Tensor>{} : inputs, weights,
+                               what);
+}
+
+// A weight on the input path three times (as in a recurrent layer): three frontier nodes
+// whose gradients meet at the weight in W as in one backward.
+TEST(SplitBackward, AWeightUsedThreeTimes) {
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  const at::Tensor w = at::randn({8, 8}).mul_(0.3).requires_grad_(true);
+  const at::Tensor b = at::randn({8}).requires_grad_(true);
+  const auto forward = [&] {
+    at::Tensor h = x;
+    for (int t = 0; t < 3; ++t) h = at::tanh(at::addmm(b, h, w));
+    return (h * h).sum();
+  };
+  expectSplitEqualsOneBackward(forward, {x}, {w, b}, "a weight used three times");
+}
+
+TEST(SplitBackward, GptStagesInEveryCompileMode) {
+  for (CompileMode mode : {CompileMode::kNone, CompileMode::kStage, CompileMode::kBlock}) {
+    checkGptStage(1, mode);
+    checkGptStage(0, mode);
+  }
+}
+
+}  // namespace
+}  // namespace ppstage
