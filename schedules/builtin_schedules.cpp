@@ -27,6 +27,11 @@ void registerBuiltinSchedules(ScheduleRegistry* registry) {
                 "gradients, W deferred into the bubbles; 1F1B's peak memory, a third of its "
                 "bubble when F, I and W cost the same",
                 zeroBubbleH1Schedule);
+  registry->add("zb-v",
+                "zero bubble V: two stages per rank in a V (rank r: r and 2P-1-r, "
+                "--pipeline.placement v), I and W split; about no bubble when F, I and W "
+                "cost the same",
+                zeroBubbleVSchedule);
 }
 
 }  // namespace ppstage

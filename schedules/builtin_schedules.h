@@ -10,8 +10,9 @@ std::vector<ActionList> gpipeSchedule(const ScheduleRequest& request);
 std::vector<ActionList> oneFOneBSchedule(const ScheduleRequest& request);
 std::vector<ActionList> interleavedOneFOneBSchedule(const ScheduleRequest& request);
 std::vector<ActionList> zeroBubbleH1Schedule(const ScheduleRequest& request);
+std::vector<ActionList> zeroBubbleVSchedule(const ScheduleRequest& request);
 
-// gpipe, 1f1b, interleaved-1f1b, zb-h1.
+// gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v.
 void registerBuiltinSchedules(ScheduleRegistry* registry);
 
 // Shared checks: one stage per rank, in a loop.

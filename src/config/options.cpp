@@ -131,7 +131,7 @@ void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Schedule [pipeline]");
   auto add = section.add_options();
   add("pipeline.schedule", po::value(&p.schedule)->default_value(p.schedule),
-      "gpipe | 1f1b | interleaved-1f1b | zb-h1 | a plugin's schedule | path/to/table.csv");
+      "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zb-v | a plugin's schedule | path/to/table.csv");
   add("pipeline.microbatches", po::value(&p.microbatches)->default_value(p.microbatches),
       "micro-batches per step; 0: twice the number of stages");
   add("pipeline.stages_per_rank", po::value(&p.stages_per_rank)->default_value(p.stages_per_rank),

@@ -52,9 +52,11 @@ run() {  # name, processes, extra train options...
   fi
 }
 
-for schedule in gpipe 1f1b interleaved-1f1b zb-h1; do
+for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
   stages=$pp
-  if [ "$schedule" = interleaved-1f1b ]; then
+  placement=loop
+  [ "$schedule" = zb-v ] && placement=v
+  if [ "$schedule" = interleaved-1f1b ] || [ "$schedule" = zb-v ]; then
     stages=$((2 * pp))
     if ! "$ppstage" split "${model[@]}" --pipeline.stages "$stages" > /dev/null 2>&1; then
       echo "skip    $schedule: the model cannot be cut into $stages stages"; continue
@@ -63,7 +65,7 @@ for schedule in gpipe 1f1b interleaved-1f1b zb-h1; do
   for mode in none stage block; do
     run "$schedule pp=$pp dp=$dp stages=$stages compile=$mode" "$np" --train.dp "$dp" \
       --pipeline.schedule "$schedule" --pipeline.stages "$stages" \
-      --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
+      --pipeline.placement "$placement" --pipeline.microbatches $((2 * pp)) --compile.mode "$mode"
   done
 done
 

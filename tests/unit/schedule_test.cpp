@@ -83,6 +83,39 @@ TEST(Schedules, ZeroBubbleH1CutsTheBubbleToAThirdWithoutMoreMemory) {
   }
 }
 
+// ZB-V (Note [ZB-V order]): with F = I = W, under half the bubble of interleaved 1F1B on
+// the same ranks and stages, with 2P micro-batches at most alive on the first stage.
+TEST(Schedules, ZeroBubbleVLeavesLessThanHalfOfInterleavedsBubble) {
+  const ActionCosts costs;  // F = I = W = 1, B = 2
+  for (int P = 2; P <= 4; ++P) {
+    for (int M = 2 * P; M <= 4 * P; M += P) {
+      ScheduleOptions o;
+      o.schedule = "zb-v";
+      o.stages = 2 * P;
+      o.microbatches = M;
+      o.stages_per_rank = 2;
+      o.placement = Placement::kV;
+      const auto v = buildSchedule(registry(), o).simulation;
+      const auto interleaved = build("interleaved-1f1b", 2 * P, M, 2, costs).simulation;
+      EXPECT_LT(v.bubble_fraction, 0.5 * interleaved.bubble_fraction) << "P=" << P << " M=" << M;
+      EXPECT_LE(v.peak_inflight[0], 2 * P) << "P=" << P << " M=" << M;
+    }
+  }
+  // Any micro-batch count schedules (fewer than 2P - 1 as if padded), and the layout is
+  // checked.
+  for (int M = 1; M < 4; ++M) {
+    ScheduleOptions o;
+    o.schedule = "zb-v";
+    o.stages = 6;
+    o.microbatches = M;
+    o.stages_per_rank = 2;
+    o.placement = Placement::kV;
+    EXPECT_NO_THROW(buildSchedule(registry(), o)) << "M=" << M;
+  }
+  EXPECT_NE(errorOf([] { build("zb-v", 4, 4, 2); }).find("--pipeline.placement v"),
+            std::string::npos);
+}
+
 TEST(Schedules, CsvRoundTripIsIdentity) {
   for (const auto& [name, stages, per_rank] : {std::tuple<std::string, int, int>{"gpipe", 4, 1},
                                                {"1f1b", 5, 1},
@@ -170,7 +203,7 @@ TEST(Schedules, RequestsASchedulCannotServeAreClearErrors) {
             std::string::npos);
   EXPECT_NE(errorOf([] { build("1f1b", 4, 8, 2); }).find("one stage per rank"), std::string::npos);
   const std::string unknown = errorOf([] { build("zero-bubble", 4, 8); });
-  EXPECT_NE(unknown.find("known schedules: 1f1b, gpipe, interleaved-1f1b, zb-h1"),
+  EXPECT_NE(unknown.find("known schedules: 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-v"),
             std::string::npos)
       << unknown;
 }
