@@ -11,11 +11,12 @@
 //              all M are done)
 //   cool-down  r pairs (I d, I u); P-r pairs (I d, W d); then the W's left, u's then d's
 // Rank 0 holds both the first and the last stage, so a micro-batch's backward starts on
-// the rank its forward began on, and the V needs no more warm-up forwards than 1F1B on P
-// stages: the down stages hold about 2P micro-batches, the up stages fewer. In steady state
-// each rank alternates its two stages with one F, I and W of each, so with F = I = W the
-// ranks idle only in the warm-up ramp and the final W's fill the cool-down: the bubble is
-// a small fraction of 1F1B's over the same 2P stages. Fewer than 2P - 1 micro-batches are
+// the rank its forward began on. Stage s holds at most 2P - s micro-batches (as 1F1B's
+// stage s over the same 2P stages), with one rank's two stages together at most 1F1B's
+// first stage plus one. In steady state each rank alternates its two stages with one F, I
+// and W of each, so with F = I = W the ranks idle only in the warm-up ramp, and the last
+// W's fill the cool-down: under half of interleaved 1F1B's bubble on the same stages
+// (tests/unit/schedule_test.cpp). Fewer than 2P - 1 micro-batches are
 // scheduled as if there were 2P - 1, and the actions of those that do not exist dropped.
 #include "builtin_schedules.h"
 

@@ -16,18 +16,22 @@ namespace ppstage {
 std::string metricsToJson(const RunMetrics& m) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMetrics& r : m.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"stages", r.stages},
-                     {"busy_s", r.busy_s},
-                     {"idle_s", r.idle_s},
-                     {"peak_rss_mb", r.peak_rss_mb},
-                     {"peak_allocated_mb", r.peak_allocated_mb},
-                     {"peak_activation_mb", r.peak_activation_mb},
-                     {"graphs_compiled", r.graphs_compiled},
-                     {"cache_hits", r.cache_hits},
-                     {"respecializations", r.respecializations},
-                     {"max_step_rss_mb", r.max_step_rss_mb},
-                     {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps}});
+    ranks.push_back(
+        {{"rank", r.rank},
+         {"stages", r.stages},
+         {"busy_s", r.busy_s},
+         {"idle_s", r.idle_s},
+         {"peak_rss_mb", r.peak_rss_mb},
+         {"peak_allocated_mb", r.peak_allocated_mb},
+         {"peak_activation_mb", r.peak_activation_mb},
+         {"graphs_compiled", r.graphs_compiled},
+         {"cache_hits", r.cache_hits},
+         {"respecializations", r.respecializations},
+         {"max_step_rss_mb", r.max_step_rss_mb},
+         {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
+         {"action_costs_s",
+          {{"F", r.action_s[0]}, {"B", r.action_s[1]}, {"I", r.action_s[2]}, {"W", r.action_s[3]}}},
+         {"tail_s", r.tail_s}});
   }
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const CheckpointRecord& c : m.checkpoints) {
@@ -58,6 +62,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"tokens_per_s", m.tokens_per_s},
       {"measured_step_s", m.measured_step_s},
       {"predicted_makespan_s", m.predicted_makespan_s},
+      {"predicted_step_s", m.predicted_step_s},
       {"action_costs_s",
        {{"F", m.forward_s}, {"B", m.backward_s}, {"I", m.input_grad_s}, {"W", m.weight_grad_s}}},
       {"ranks", ranks},
@@ -98,6 +103,7 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     m.step_time_s = json.value("step_time_s", std::vector<double>{});
     m.measured_step_s = json.value("measured_step_s", 0.0);
     m.predicted_makespan_s = json.value("predicted_makespan_s", 0.0);
+    m.predicted_step_s = json.value("predicted_step_s", 0.0);
   } catch (const nlohmann::json::exception& e) {
     throw Error(detail::concat(source, " is not a ppstage metrics file: ", e.what()));
   }

@@ -125,7 +125,7 @@ Timeline plannedTimeline(const std::string& schedule, const ScheduleRequest& req
     TimelineRow row{rankTrackName(static_cast<int>(r), stages), {}};
     for (size_t p = 0; p < ranks[r].size(); ++p) {
       const Action& a = ranks[r][p];
-      const double cost = costs.of(a.kind);
+      const double cost = costs.of(a.kind, a.stage);
       if (!a.isCompute() || cost <= 0) continue;
       TimelineBox box{result.start[r][p],           result.start[r][p] + cost, boxKindOf(a.kind),
                       std::to_string(a.microbatch), indexOf(stages, a.stage),  ""};

@@ -22,6 +22,11 @@ double ActionCosts::of(ActionKind kind) const {
   }
 }
 
+double ActionCosts::of(ActionKind kind, int stage) const {
+  if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind);
+  return per_stage.at(static_cast<size_t>(stage))[static_cast<size_t>(kind)];
+}
+
 ActionCosts ActionCosts::parse(const std::string& text) {
   const std::vector<std::string> items = splitList(text);
   PPSTAGE_CHECK(items.size() == 4, "--costs takes four numbers F,B,I,W (such as 1,2,1,1); got '",
@@ -207,7 +212,7 @@ class Simulation {
           const std::optional<double> ready = readyTime(a);
           if (!ready) break;
           const double start = std::max(clock[r], *ready);
-          const double cost = costs_.of(a.kind);
+          const double cost = costs_.of(a.kind, a.stage);
           clock[r] = start + cost;
           result.busy[r] += cost;
           result.start[r].push_back(start);
@@ -360,7 +365,7 @@ std::string renderTimeline(const ScheduleRequest& request, const std::vector<Act
   for (size_t r = 0; r < ranks.size(); ++r) {
     for (size_t p = 0; p < ranks[r].size(); ++p) {
       const Action& a = ranks[r][p];
-      const double cost = costs.of(a.kind);
+      const double cost = costs.of(a.kind, a.stage);
       if (cost <= 0) continue;
       const std::string label = (show_stage ? std::to_string(a.stage) : "") + kindName(a.kind) +
                                 std::to_string(a.microbatch);

@@ -43,6 +43,10 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
   mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
   mine.fusion_groups = static_cast<double>(stats.fusion_groups);
   mine.differentiable_graphs = static_cast<double>(stats.differentiable_graphs);
+  for (size_t k = 0; k < mine.action_s.size(); ++k) {
+    mine.action_s[k] = record.my_action_s[k].empty() ? 0 : median(record.my_action_s[k]);
+  }
+  mine.tail_s = record.my_tail_s.empty() ? 0 : median(record.my_tail_s);
   return mine;
 }
 
@@ -64,6 +68,8 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.respecializations = static_cast<long long>(theirs.respecializations);
     rm.max_step_rss_mb = theirs.max_step_rss_mb;
     rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
+    rm.action_s = theirs.action_s;
+    rm.tail_s = theirs.tail_s;
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;
@@ -108,19 +114,41 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   return metrics;
 }
 
-// The measured median action costs, and the simulator's makespan for them.
-void addPrediction(const PipelineSchedule& schedule, const RunRecord& record, RunMetrics& m) {
+// Note [Predicted step]
+// What the step should take, from what the run measured: the simulator runs the schedule
+// with every stage's own F, B, I and W costs (the mean of its ranks' medians: stages
+// differ, a first stage whose input needs no gradient has an I of nothing and a W of a
+// whole backward, the last carries the head and the loss), which gives the makespan of
+// the actions. After them comes the tail: the gradient sync, the step's all-reduce and the
+// optimizer. Every rank measures its own tail from the end of its actions, but a rank that
+// ends early waits in the sync for the others, which the makespan already counts; the
+// rank that ends last does not, so the smallest tail is the step's. Transfers are not in
+// it: on one machine a message takes well under a millisecond.
+void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
+                   const RunRecord& record, const std::vector<RankSummary>& summaries,
+                   RunMetrics& m) {
   m.forward_s = median(record.action_s[0]);
   m.backward_s = median(record.action_s[1]);
   m.input_grad_s = median(record.action_s[2]);
   m.weight_grad_s = median(record.action_s[3]);
   ActionCosts measured;
-  measured.forward = m.forward_s;
-  measured.backward = m.backward_s;
-  measured.input_grad = m.input_grad_s;
-  measured.weight_grad = m.weight_grad_s;
-  measured.comm = 0;
+  measured.per_stage.assign(static_cast<size_t>(topology.numStages()), {});
+  std::vector<int> owners(measured.per_stage.size(), 0);
+  double tail = summaries.empty() ? 0 : summaries[0].tail_s;
+  for (int rank = 0; rank < topology.worldSize(); ++rank) {
+    const RankSummary& theirs = summaries[static_cast<size_t>(rank)];
+    tail = std::min(tail, theirs.tail_s);
+    for (int stage : topology.stagesOf(topology.ppRankOf(rank))) {
+      const auto s = static_cast<size_t>(stage);
+      for (size_t k = 0; k < 4; ++k) measured.per_stage[s][k] += theirs.action_s[k];
+      ++owners[s];
+    }
+  }
+  for (size_t s = 0; s < owners.size(); ++s) {
+    for (double& cost : measured.per_stage[s]) cost /= std::max(owners[s], 1);
+  }
   m.predicted_makespan_s = simulateSchedule(schedule.request, schedule.ranks, measured).makespan;
+  m.predicted_step_s = m.predicted_makespan_s + tail;
 }
 
 void printSummary(const RunMetrics& m, std::ostream& log) {
@@ -138,9 +166,10 @@ void printSummary(const RunMetrics& m, std::ostream& log) {
   }
   log << "\ndone: " << n << " steps, loss " << std::fixed << std::setprecision(4) << first << " -> "
       << last << " (mean of the first and last " << window << "), median step "
-      << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_makespan_s
-      << " s, " << std::setprecision(0) << m.tokens_per_s << " tokens/s" << std::defaultfloat
-      << std::setprecision(6) << "\n"
+      << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_step_s
+      << " s (actions " << m.predicted_makespan_s << " + tail "
+      << m.predicted_step_s - m.predicted_makespan_s << "), " << std::setprecision(0)
+      << m.tokens_per_s << " tokens/s" << std::defaultfloat << std::setprecision(6) << "\n"
       << "compile " << m.compile.mode << ": " << m.compile.graphs_compiled << " graphs compiled, "
       << m.compile.cache_hits << " cache hits, " << m.compile.respecializations
       << " re-specializations, " << m.compile.fusion_groups << " fusion groups, "
@@ -180,7 +209,9 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   for (size_t k = 0; k < action_s.size(); ++k) {
     const StepReduce::KindCost& cost = result.reduced.costs[k];
     if (cost.count > 0) action_s[k].push_back(cost.seconds / cost.count);
+    if (!std::isnan(result.action_s[k])) my_action_s[k].push_back(result.action_s[k]);
   }
+  my_tail_s.push_back(result.tail_s);
 }
 
 RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
@@ -191,7 +222,7 @@ RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& re
     writeParameterFile(config.output.params_dir, world.rank(), namedParameters(plan.my_stages));
   }
   RunMetrics metrics = runMetrics(config, plan, record);
-  addPrediction(plan.schedule, record, metrics);
+  addPrediction(plan.schedule, plan.topology, record, summaries, metrics);
   addRanks(plan.topology, record, summaries, metrics);
   if (world.rank() == 0) {
     printSummary(metrics, log);

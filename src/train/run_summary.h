@@ -3,7 +3,8 @@
 // RunRecord collects what every step measured (StepResult); summarizeRun() adds what each
 // rank knows about itself (RankSummary: memory, compile counts; one all-reduce), writes the
 // parameter files, asks the simulator what the schedule should have taken with the
-// measured action costs, and on rank 0 prints the summary and writes the metrics JSON.
+// measured action costs of every stage (Note [Predicted step]), and on rank 0 prints the
+// summary and writes the metrics JSON.
 #pragma once
 
 #include <array>
@@ -29,6 +30,10 @@ struct RunRecord {
   // Mean seconds of an F, B, I or W action in each step after the first (the first
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
   std::array<std::vector<double>, 4> action_s;
+  // The same for this rank's own actions, and this rank's tail of every step after the
+  // first (StepResult::tail_s).
+  std::array<std::vector<double>, 4> my_action_s;
+  std::vector<double> my_tail_s;
   std::vector<double> busy_s;  // compute seconds of every rank, over the run
   // Every rank's largest tensor-memory peaks of a step (StepReduce), MB.
   std::vector<double> peak_allocated_mb;

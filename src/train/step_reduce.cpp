@@ -33,6 +33,8 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.rss_growth_mb_per_100_steps);
   field(s.fusion_groups);
   field(s.differentiable_graphs);
+  for (auto& seconds : s.action_s) field(seconds);
+  field(s.tail_s);
 }
 
 // The per-rank slot vectors, in packing order.

@@ -59,6 +59,11 @@ struct RankSummary {
   double rss_growth_mb_per_100_steps = 0;
   double fusion_groups = 0;
   double differentiable_graphs = 0;
+  // Medians over the steps after the first: the rank's mean F, B, I, W seconds (0 for a
+  // kind it does not run) and its tail after its actions (gradient sync, all-reduce,
+  // optimizer).
+  std::array<double, 4> action_s{};
+  double tail_s = 0;
 
   // Every rank's summary, in rank order (collective over `world`: each rank puts `mine`
   // into its slot of one all-reduce).

@@ -140,6 +140,7 @@ StepResult StepRunner::run(int64_t step) {
   samples_seen_ += config_.train.batch_size;
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, inputs, targets);
+  const auto actions_end = Clock::now();
   int64_t traced = trace_ ? TraceRecorder::now() : 0;
   // Adds the span from the last traced instant to now as a `kind` event.
   const auto trace = [&](TraceKind kind) {
@@ -169,7 +170,14 @@ StepResult StepRunner::run(int64_t step) {
     clearGradients(params_);
   }
   trace(TraceKind::kOptimizer);
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto end = Clock::now();
+  result.seconds = std::chrono::duration<double>(end - start).count();
+  result.tail_s = std::chrono::duration<double>(end - actions_end).count();
+  for (size_t k = 0; k < result.action_s.size(); ++k) {
+    result.action_s[k] = stats.compute_count[k] > 0
+                             ? stats.compute_s[k] / static_cast<double>(stats.compute_count[k])
+                             : std::nan("");
+  }
   result.rss_mb = currentRssMb();
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);

@@ -8,6 +8,7 @@
 // loss or the gradient norm is not finite, in which case the step applies nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +46,10 @@ struct StepResult {
   bool finite = true;
   std::string nonfinite;
   int stop_signal = 0;  // a signal some rank received before the step's all-reduce; 0: none
+  // This rank's own: the mean seconds of its F, B, I and W actions (NaN for a kind it did
+  // not run), and the step's tail after its actions (gradient sync, all-reduce, optimizer).
+  std::array<double, 4> action_s{};
+  double tail_s = 0;
 };
 
 class StepRunner {

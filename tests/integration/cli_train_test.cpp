@@ -58,6 +58,8 @@ TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
   EXPECT_GT(json.at("tokens_per_s").get<double>(), 0);
   EXPECT_GT(json.at("measured_step_s").get<double>(), 0);
   EXPECT_GT(json.at("predicted_makespan_s").get<double>(), 0);
+  EXPECT_GT(json.at("predicted_step_s").get<double>(),
+            json.at("predicted_makespan_s").get<double>());
   ASSERT_EQ(json.at("ranks").size(), 2u);
   for (int rank = 0; rank < 2; ++rank) {
     const nlohmann::json& entry = json.at("ranks").at(rank);
@@ -66,6 +68,10 @@ TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
     EXPECT_GT(entry.at("busy_s").get<double>(), 0);
     EXPECT_GE(entry.at("idle_s").get<double>(), 0);
     EXPECT_GT(entry.at("peak_rss_mb").get<double>(), 0);
+    EXPECT_GT(entry.at("action_costs_s").at("F").get<double>(), 0);
+    EXPECT_GT(entry.at("action_costs_s").at("B").get<double>(), 0);
+    EXPECT_EQ(entry.at("action_costs_s").at("W").get<double>(), 0);  // 1F1B runs no W
+    EXPECT_GT(entry.at("tail_s").get<double>(), 0);
   }
   std::remove(metrics.c_str());
 }

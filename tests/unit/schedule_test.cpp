@@ -116,6 +116,28 @@ TEST(Schedules, ZeroBubbleVLeavesLessThanHalfOfInterleavedsBubble) {
             std::string::npos);
 }
 
+// Measured per-stage costs (ActionCosts::per_stage, what train's prediction uses): equal
+// ones give the uniform makespan; a bottleneck last stage of 1F1B on 2 stages gives
+// F0 + M (F1 + B1) + B0, the last stage busy from its first forward to its last backward.
+TEST(Schedules, PerStageCostsGiveTheBottleneckFormula) {
+  for (int M = 2; M <= 8; ++M) {
+    ActionCosts uniform;
+    ActionCosts same = uniform;
+    same.per_stage = {{1, 2, 1, 1}, {1, 2, 1, 1}};
+    ScheduleOptions o;
+    o.schedule = "1f1b";
+    o.stages = 2;
+    o.microbatches = M;
+    const PipelineSchedule s = buildSchedule(registry(), o);
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, same).makespan,
+                     simulateSchedule(s.request, s.ranks, uniform).makespan);
+    ActionCosts slow_last = uniform;
+    slow_last.per_stage = {{1, 2, 0, 0}, {3, 5, 0, 0}};
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, slow_last).makespan, 1 + M * (3 + 5) + 2)
+        << "M=" << M;
+  }
+}
+
 TEST(Schedules, CsvRoundTripIsIdentity) {
   for (const auto& [name, stages, per_rank] : {std::tuple<std::string, int, int>{"gpipe", 4, 1},
                                                {"1f1b", 5, 1},

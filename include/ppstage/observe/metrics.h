@@ -2,6 +2,7 @@
 // back by `ppstage compare-runs`, and the process measurements behind it.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct RankMetrics {
   // steps after warm-up (growthPer100Steps).
   double max_step_rss_mb = 0;
   double rss_growth_mb_per_100_steps = 0;
+  // This rank's mean F, B, I, W seconds (0 for a kind it does not run) and its tail after
+  // its actions (gradient sync, all-reduce, optimizer): medians over the steps after the
+  // first.
+  std::array<double, 4> action_s{};
+  double tail_s = 0;
 };
 
 // Compilation over the whole job.
@@ -74,10 +80,13 @@ struct RunMetrics {
   double final_loss = 0;
   double tokens_per_s = 0;     // median over steps
   double measured_step_s = 0;  // median over steps
-  // The schedule simulator's makespan with this run's measured action costs (per kind,
-  // the median over steps of the mean per action)
-  // (steps after the first, which includes the compile/profiling runs).
+  // The schedule simulator's makespan with the costs every stage measured (its ranks'
+  // action_s), and the predicted step: that makespan plus the tail of the rank that ends
+  // its actions last (Note [Predicted step] in src/train/run_summary.cpp).
   double predicted_makespan_s = 0;
+  double predicted_step_s = 0;
+  // Per kind over all ranks, the median over steps of the mean per action (steps after
+  // the first, which includes the compile/profiling runs).
   double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs
   std::vector<RankMetrics> ranks;
   CompileMetrics compile;

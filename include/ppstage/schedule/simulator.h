@@ -9,6 +9,7 @@
 // get stuck waiting is a deadlock.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,12 @@ struct ActionCosts {
   double input_grad = 1;   // I
   double weight_grad = 1;  // W
   double comm = 0;         // from a SEND to its data being usable by the receiver
+  // When not empty, stage s's compute costs, per stage (what a run measured), in place of
+  // the four above: forward, backward, input_grad, weight_grad.
+  std::vector<std::array<double, 4>> per_stage;
 
-  double of(ActionKind kind) const;  // communication actions take no rank time
+  double of(ActionKind kind) const;             // communication actions take no rank time
+  double of(ActionKind kind, int stage) const;  // per_stage's when set
   // "1,2,1,1" (F,B,I,W). Throws ppstage::Error.
   static ActionCosts parse(const std::string& text);
 };
