@@ -13,6 +13,10 @@
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
+#   scripts/bench.sh schedules every built-in schedule in every compile mode on gpt-small at
+#                              pp 2 (M 8): step, predicted step, measured / predicted,
+#                              (I+W)/B against 1F1B's B (each over its run's F), peak in
+#                              flight, speed-up over one process; one run each
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -244,6 +248,51 @@ for pid in sorted({pid for pid, _ in steps}):
 PY
 }
 
+bench_schedules() {
+  local steps=${PPSTAGE_BENCH_STEPS:-12} out=/tmp/ppstage_bench_sched
+  local base=(--config configs/gpt-small.ini --train.steps "$steps" --train.threads 1
+              --output.log_every 0)
+  # PPSTAGE_BENCH_REPORT_ONLY=1: the table again from the last runs' files.
+  for mode in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || echo none stage block); do
+    "$ppstage" train "${base[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
+      --compile.mode "$mode" --output.metrics_json "${out}_one_$mode.json" > /dev/null
+    for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
+      local layout=(--pipeline.stages 2)
+      [[ $schedule == interleaved-1f1b ]] && layout=(--pipeline.stages 4)
+      [[ $schedule == zb-v ]] && layout=(--pipeline.stages 4 --pipeline.placement v)
+      mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train "${base[@]}" \
+        "${layout[@]}" --pipeline.schedule "$schedule" --pipeline.microbatches 8 \
+        --compile.mode "$mode" --output.metrics_json "${out}_${schedule}_$mode.json" > /dev/null
+      "$ppstage" schedule "${layout[@]}" --pipeline.stages_per_rank $(( ${layout[1]} / 2 )) \
+        --pipeline.schedule "$schedule" --pipeline.microbatches 8 --json \
+        > "${out}_${schedule}_sim.json"
+    done
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+load = lambda name: json.load(open(f"{out}_{name}.json"))
+print("| mode | schedule | step s | predicted step s | measured / predicted | (I+W) / B | peak in flight (stage 0) | speed-up over one process |")
+print("|---|---|---|---|---|---|---|---|")
+for mode in ["none", "stage", "block"]:
+    one = load(f"one_{mode}")["measured_step_s"]
+    # B of the same stages (1F1B's for 2 stages, interleaved 1F1B's for zb-v's 4), over
+    # F in each run: the forwards are the same work, so the ratio does not move with the
+    # machine's speed from one run to the next
+    cost = lambda run, kind: sum(r["action_costs_s"][kind] for r in run["ranks"])
+    b_of = lambda name: cost(load(f"{name}_{mode}"), "B") / cost(load(f"{name}_{mode}"), "F")
+    b = {"zb-h1": b_of("1f1b"), "zb-v": b_of("interleaved-1f1b")}
+    for schedule in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"]:
+        run = load(f"{schedule}_{mode}")
+        iw = (cost(run, "I") + cost(run, "W")) / cost(run, "F")
+        peak = load(f"{schedule}_sim")["peak_inflight"][0]
+        print("| %s | %s | %.3f | %.3f | %.3f | %s | %d | %.2f |" % (
+            mode, schedule, run["measured_step_s"], run["predicted_step_s"],
+            run["measured_step_s"] / run["predicted_step_s"],
+            "%.3f" % (iw / b[schedule]) if iw > 0 else "", peak, one / run["measured_step_s"]))
+PY
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
@@ -252,5 +301,7 @@ case "$what" in
   checkpoint) bench_checkpoint ;;
   memory) bench_memory ;;
   trace) bench_trace ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace" >&2; exit 2 ;;
+  schedules) bench_schedules ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules" >&2
+     exit 2 ;;
 esac
