@@ -73,6 +73,9 @@ std::vector<ActionList> zeroBubbleVSchedule(const ScheduleRequest& request) {
       v.inputGrad(kUp);
       v.weightGrad(kUp);
     }
+    // The up stage never runs ahead of the down one (the steady state begins with 2P-r-1
+    // down forwards done against P up ones, and r <= P-1), so only the down stage's F can
+    // run out first.
     while (v.forwardsLeft(kDown) || v.forwardsLeft(kUp)) {
       if (v.forwardsLeft(kDown)) v.forward(kDown);
       v.inputGrad(kDown);

@@ -109,6 +109,74 @@ struct SplitBackward::Impl {
   edge_list weight_edges;
   std::vector<bool> has_edge;  // per weight: whether it is in the graph at all
   bool input_done = false;
+
+  // The weights' accumulators: W's outputs.
+  std::unordered_set<Node*> findWeights(const std::vector<at::Tensor>& weights) {
+    std::unordered_set<Node*> nodes;
+    for (const at::Tensor& w : weights) {
+      const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(w);
+      has_edge.push_back(accumulator != nullptr);
+      if (accumulator) {
+        nodes.insert(accumulator.get());
+        weight_edges.emplace_back(accumulator, 0);
+      }
+    }
+    return nodes;
+  }
+
+  // Hooks the frontier: nodes of I's region with an edge to a node outside it that leads
+  // to a weight. Roots outside I's region start W themselves.
+  void hookFrontier(const GraphReach& graph, const std::vector<at::Tensor>& roots,
+                    const std::vector<at::Tensor>& grads) {
+    for (Node* node : graph.order) {
+      if (!graph.reach.at(node).input) continue;
+      for (const Edge& edge : node->next_edges()) {
+        if (!edge.function) continue;
+        const GraphReach::Reach& child = graph.reach.at(edge.function.get());
+        if (!child.input && child.weight) {
+          auto capture = std::make_shared<Capture>();
+          node->add_pre_hook(std::make_unique<CapturePreHook>(capture));
+          frontier.emplace_back(graph.owner.at(node), capture);
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < roots.size(); ++i) {
+      const Edge root = torch::autograd::impl::gradient_edge(roots[i]);
+      const GraphReach::Reach& reach = graph.reach.at(root.function.get());
+      if (!reach.input && reach.weight) {
+        this->roots.push_back(root);
+        root_grads.push_back(grads[i]);
+      }
+    }
+  }
+
+  // After I, which ran its whole region: W starts at the frontier with what arrived there,
+  // the frontier's edges into the region are cut so that W runs none of it again, and the
+  // rest of the region lets go of what it saved for backward (activations I needed).
+  void cutFrontier(const GraphReach& graph) {
+    std::unordered_set<Node*> kept;
+    for (auto& [node, capture] : frontier) {
+      PPSTAGE_INTERNAL_ASSERT(capture->seen, "I did not run a node of its region (", node->name(),
+                              "): W would miss its weights' gradients");
+      capture->armed = false;
+      kept.insert(node.get());
+      // Directly, not through set_next_edge: that one refuses nodes with parents, to keep
+      // topological numbers decreasing, which dropping an edge cannot break.
+      for (Edge& edge : node->next_edges()) {
+        if (edge.function && graph.reach.at(edge.function.get()).input) edge = Edge();
+      }
+      for (size_t i = 0; i < capture->grads.size(); ++i) {
+        if (!capture->grads[i].defined()) continue;
+        roots.emplace_back(node, static_cast<uint32_t>(i));
+        root_grads.push_back(capture->grads[i]);
+      }
+      capture->grads.clear();
+    }
+    for (Node* node : graph.order) {
+      if (graph.reach.at(node).input && kept.count(node) == 0) node->release_variables();
+    }
+  }
 };
 
 SplitBackward::SplitBackward() : impl_(std::make_unique<Impl>()) {}
@@ -120,66 +188,28 @@ std::vector<at::Tensor> SplitBackward::inputGradients(const std::vector<at::Tens
                                                       const std::vector<at::Tensor>& weights) {
   Impl& impl = *impl_;
   PPSTAGE_INTERNAL_ASSERT(!impl.input_done, "SplitBackward: I twice");
+  PPSTAGE_INTERNAL_ASSERT(roots.size() == root_grads.size(), "SplitBackward: ", roots.size(),
+                          " roots and ", root_grads.size(), " gradients");
   impl.input_done = true;
-  std::unordered_set<Node*> input_nodes, weight_nodes;
-  for (const at::Tensor& t : inputs) input_nodes.insert(gradientNode(t));
-  for (const at::Tensor& w : weights) {
-    const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(w);
-    impl.has_edge.push_back(accumulator != nullptr);
-    if (accumulator) {
-      weight_nodes.insert(accumulator.get());
-      impl.weight_edges.emplace_back(accumulator, 0);
-    }
+  std::unordered_set<Node*> input_nodes;
+  for (const at::Tensor& t : inputs) {
+    PPSTAGE_INTERNAL_ASSERT(t.is_leaf(), "SplitBackward: an input that is not a leaf");
+    if (Node* node = gradientNode(t)) input_nodes.insert(node);
   }
-  input_nodes.erase(nullptr);
   std::vector<std::shared_ptr<Node>> root_nodes;
-  for (const at::Tensor& r : roots) root_nodes.push_back(r.grad_fn());
-  const GraphReach graph(root_nodes, input_nodes, weight_nodes);
-
-  // The frontier: nodes of I's region with an edge to a node outside it that leads to a
-  // weight. Roots outside I's region start W themselves.
-  for (Node* node : graph.order) {
-    if (!graph.reach.at(node).input) continue;
-    for (const Edge& edge : node->next_edges()) {
-      if (!edge.function) continue;
-      const GraphReach::Reach& child = graph.reach.at(edge.function.get());
-      if (!child.input && child.weight) {
-        auto capture = std::make_shared<Capture>();
-        node->add_pre_hook(std::make_unique<CapturePreHook>(capture));
-        impl.frontier.emplace_back(graph.owner.at(node), capture);
-        break;
-      }
-    }
-  }
   for (size_t i = 0; i < roots.size(); ++i) {
-    Node* node = root_nodes[i].get();
-    if (node != nullptr && !graph.reach.at(node).input && graph.reach.at(node).weight) {
-      impl.roots.push_back(torch::autograd::impl::gradient_edge(roots[i]));
-      impl.root_grads.push_back(root_grads[i]);
-    }
+    PPSTAGE_INTERNAL_ASSERT(roots[i].grad_fn() && root_grads[i].defined(), "SplitBackward: root ",
+                            i, " is a leaf or has no gradient");
+    root_nodes.push_back(roots[i].grad_fn());
   }
-
+  const GraphReach graph(root_nodes, input_nodes, impl.findWeights(weights));
+  impl.hookFrontier(graph, roots, root_grads);
   std::vector<at::Tensor> grads(inputs.size());
   if (!input_nodes.empty() && !roots.empty()) {
     grads = torch::autograd::grad(roots, inputs, root_grads, /*retain_graph=*/true,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   }
-  // I is done with its region: cut the frontier's edges into it, so that W's engine runs
-  // none of it again, and start W at the frontier with what arrived there.
-  for (auto& [node, capture] : impl.frontier) {
-    capture->armed = false;
-    // Directly, not through set_next_edge: that one refuses nodes with parents, to keep
-    // topological numbers decreasing, which dropping an edge cannot break.
-    for (Edge& edge : node->next_edges()) {
-      if (edge.function && graph.reach.at(edge.function.get()).input) edge = Edge();
-    }
-    for (size_t i = 0; capture->seen && i < capture->grads.size(); ++i) {
-      if (!capture->grads[i].defined()) continue;
-      impl.roots.emplace_back(node, static_cast<uint32_t>(i));
-      impl.root_grads.push_back(capture->grads[i]);
-    }
-    capture->grads.clear();
-  }
+  impl.cutFrontier(graph);
   return grads;
 }
 

@@ -22,6 +22,12 @@ double ActionCosts::of(ActionKind kind) const {
   }
 }
 
+// per_stage's entries are F, B, I, W in ActionKind's order.
+static_assert(static_cast<int>(ActionKind::kForward) == 0 &&
+              static_cast<int>(ActionKind::kBackward) == 1 &&
+              static_cast<int>(ActionKind::kBackwardInput) == 2 &&
+              static_cast<int>(ActionKind::kBackwardWeight) == 3);
+
 double ActionCosts::of(ActionKind kind, int stage) const {
   if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind);
   return per_stage.at(static_cast<size_t>(stage))[static_cast<size_t>(kind)];

@@ -116,14 +116,14 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
 
 // Note [Predicted step]
 // What the step should take, from what the run measured: the simulator runs the schedule
-// with every stage's own F, B, I and W costs (the mean of its ranks' medians: stages
-// differ, a first stage whose input needs no gradient has an I of nothing and a W of a
-// whole backward, the last carries the head and the loss), which gives the makespan of
-// the actions. After them comes the tail: the gradient sync, the step's all-reduce and the
-// optimizer. Every rank measures its own tail from the end of its actions, but a rank that
-// ends early waits in the sync for the others, which the makespan already counts; the
-// rank that ends last does not, so the smallest tail is the step's. Transfers are not in
-// it: on one machine a message takes well under a millisecond.
+// with every stage's own F, B, I and W costs (the mean of its ranks' medians; a rank with
+// several stages measures the mean over them, which each of them gets: stages differ, a first stage
+// whose input needs no gradient has an I of nothing and a W of a whole backward, the last carries
+// the head and the loss), which gives the makespan of the actions. After them comes the tail: the
+// gradient sync, the step's all-reduce and the optimizer. Every rank measures its own tail from the
+// end of its actions, but a rank that ends early waits in the sync for the others, which the
+// makespan already counts; the rank that ends last does not, so the smallest tail is the step's.
+// Transfers are not in it: on one machine a message takes well under a millisecond.
 void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
                    const RunRecord& record, const std::vector<RankSummary>& summaries,
                    RunMetrics& m) {
@@ -131,10 +131,12 @@ void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
   m.backward_s = median(record.action_s[1]);
   m.input_grad_s = median(record.action_s[2]);
   m.weight_grad_s = median(record.action_s[3]);
+  PPSTAGE_INTERNAL_ASSERT(static_cast<int>(summaries.size()) == topology.worldSize(),
+                          summaries.size(), " rank summaries for ", topology.worldSize(), " ranks");
   ActionCosts measured;
   measured.per_stage.assign(static_cast<size_t>(topology.numStages()), {});
   std::vector<int> owners(measured.per_stage.size(), 0);
-  double tail = summaries.empty() ? 0 : summaries[0].tail_s;
+  double tail = summaries[0].tail_s;
   for (int rank = 0; rank < topology.worldSize(); ++rank) {
     const RankSummary& theirs = summaries[static_cast<size_t>(rank)];
     tail = std::min(tail, theirs.tail_s);

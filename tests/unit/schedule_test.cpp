@@ -101,16 +101,18 @@ TEST(Schedules, ZeroBubbleVLeavesLessThanHalfOfInterleavedsBubble) {
       EXPECT_LE(v.peak_inflight[0], 2 * P) << "P=" << P << " M=" << M;
     }
   }
-  // Any micro-batch count schedules (fewer than 2P - 1 as if padded), and the layout is
-  // checked.
-  for (int M = 1; M < 4; ++M) {
-    ScheduleOptions o;
-    o.schedule = "zb-v";
-    o.stages = 6;
-    o.microbatches = M;
-    o.stages_per_rank = 2;
-    o.placement = Placement::kV;
-    EXPECT_NO_THROW(buildSchedule(registry(), o)) << "M=" << M;
+  // Any micro-batch count schedules (fewer than 2P - 1 as if padded) on any rank count,
+  // and the layout is checked.
+  for (int P = 1; P <= 3; ++P) {
+    for (int M = 1; M <= 3; ++M) {
+      ScheduleOptions o;
+      o.schedule = "zb-v";
+      o.stages = 2 * P;
+      o.microbatches = M;
+      o.stages_per_rank = 2;
+      o.placement = Placement::kV;
+      EXPECT_NO_THROW(buildSchedule(registry(), o)) << "P=" << P << " M=" << M;
+    }
   }
   EXPECT_NE(errorOf([] { build("zb-v", 4, 4, 2); }).find("--pipeline.placement v"),
             std::string::npos);

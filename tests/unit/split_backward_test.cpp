@@ -127,6 +127,27 @@ TEST(SplitBackward, AWeightUsedThreeTimes) {
   expectSplitEqualsOneBackward(forward, {x}, {w, b}, "a weight used three times");
 }
 
+// Several roots: one computed from another, one outside I's region (it depends on a
+// weight only), with gradients flowing into each.
+TEST(SplitBackward, SeveralRootsOneOutsideTheInputsRegion) {
+  at::manual_seed(1);
+  const at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  const at::Tensor w1 = at::randn({8, 8}).requires_grad_(true);
+  const at::Tensor w2 = at::randn({8, 3}).requires_grad_(true);
+  const std::vector<at::Tensor> grads{at::randn({4, 8}), at::randn({4, 3}), at::randn({3})};
+  const auto roots = [&] {
+    const at::Tensor a = x.mm(w1);
+    return std::vector<at::Tensor>{a, at::tanh(a).mm(w2), (w2 * w2).sum(0)};
+  };
+  const std::vector<at::Tensor> one = torch::autograd::grad(roots(), {x, w1, w2}, grads);
+  SplitBackward split;
+  std::vector<at::Tensor> two = split.inputGradients(roots(), grads, {x}, {w1, w2});
+  const std::vector<at::Tensor> w = split.weightGradients();
+  two.insert(two.end(), w.begin(), w.end());
+  ASSERT_EQ(two.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(two[i], one[i])) << "gradient " << i;
+}
+
 TEST(SplitBackward, GptStagesInEveryCompileMode) {
   for (CompileMode mode : {CompileMode::kNone, CompileMode::kStage, CompileMode::kBlock}) {
     checkGptStage(1, mode);

@@ -20,6 +20,9 @@
 // The split follows the autograd graph as it is: in compile modes stage and block a
 // compiled graph is one node (DifferentiableGraphBackward), which runs its whole backward
 // graph whichever outputs are wanted, so there I + W still costs about two backwards.
+// After I, the nodes of I's region other than the frontier release what they saved (the
+// activations only I needed), so between I and W a micro-batch holds the frontier's saved
+// tensors (a weight op's input) and the gradients captured there.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -37,8 +40,12 @@ class SplitBackward {
   SplitBackward& operator=(const SplitBackward&) = delete;
 
   // I: the gradients of `inputs` (undefined where none reaches one) from `roots` and the
-  // gradients flowing into them (`root_grads`, one each). Keeps what W needs of the graph,
-  // and the graph itself. Once; throws c10::Error when autograd fails.
+  // gradients flowing into them (`root_grads`, one each, defined). Keeps what W needs of
+  // the graph, and lets the rest of I's region free what it saved. Once; throws c10::Error
+  // when autograd fails. The inputs are leaves (received or handed-over activations), the
+  // roots outputs of the graph (not leaves); the graph carries no hooks of its own (they
+  // would run again in W). Not thread-safe; a split whose W never runs frees everything
+  // with the graph.
   std::vector<at::Tensor> inputGradients(const std::vector<at::Tensor>& roots,
                                          const std::vector<at::Tensor>& root_grads,
                                          const std::vector<at::Tensor>& inputs,
