@@ -10,12 +10,23 @@
 #include "ppstage/comm/mpi_session.h"
 
 namespace ppstage::cli {
+namespace {
+
+// "ppstage: error: <message>" in one write: std::cerr is unbuffered, and under mpirun a line
+// written in pieces can be split by the other stream's output (the run's last stdout lines).
+void printErrorLine(const std::string& message) {
+  const std::string line = "ppstage: error: " + message + "\n";
+  std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+  std::cerr.flush();
+}
+
+}  // namespace
 
 int runCommand(const std::function<int()>& body) {
   try {
     return body();
   } catch (const JobError& e) {
-    if (e.reportsHere()) std::cerr << "ppstage: error: " << e.what() << std::endl;
+    if (e.reportsHere()) printErrorLine(e.what());
     return e.exitCode();
   } catch (...) {
     const Failure failure = failureOf(std::current_exception());
@@ -24,8 +35,7 @@ int runCommand(const std::function<int()>& body) {
       if (c == '\n' || c == '\r') c = ' ';
     }
     const int rank = mpiWorldRank();
-    std::cerr << "ppstage: error: " << (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : "")
-              << line << std::endl;
+    printErrorLine((rank >= 0 ? "[rank " + std::to_string(rank) + "] " : "") + line);
     if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, failure.exit_code);
     return failure.exit_code;
   }

@@ -191,21 +191,22 @@ std::vector<at::Tensor> SplitBackward::inputGradients(const std::vector<at::Tens
   PPSTAGE_INTERNAL_ASSERT(roots.size() == root_grads.size(), "SplitBackward: ", roots.size(),
                           " roots and ", root_grads.size(), " gradients");
   impl.input_done = true;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    PPSTAGE_INTERNAL_ASSERT(root_grads[i].defined(), "SplitBackward: root ", i, " has no gradient");
+    // A leaf root is a stage input passed straight through to an output: its accumulator
+    // (made here when no op used the input, before the inputs' nodes are looked up).
+    root_nodes.push_back(torch::autograd::impl::gradient_edge(roots[i]).function);
+  }
   std::unordered_set<Node*> input_nodes;
   for (const at::Tensor& t : inputs) {
     PPSTAGE_INTERNAL_ASSERT(t.is_leaf(), "SplitBackward: an input that is not a leaf");
     if (Node* node = gradientNode(t)) input_nodes.insert(node);
   }
-  std::vector<std::shared_ptr<Node>> root_nodes;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    PPSTAGE_INTERNAL_ASSERT(roots[i].grad_fn() && root_grads[i].defined(), "SplitBackward: root ",
-                            i, " is a leaf or has no gradient");
-    root_nodes.push_back(roots[i].grad_fn());
-  }
   const GraphReach graph(root_nodes, input_nodes, impl.findWeights(weights));
   impl.hookFrontier(graph, roots, root_grads);
   std::vector<at::Tensor> grads(inputs.size());
-  if (!input_nodes.empty() && !roots.empty()) {
+  if (!inputs.empty() && !roots.empty()) {
     grads = torch::autograd::grad(roots, inputs, root_grads, /*retain_graph=*/true,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   }

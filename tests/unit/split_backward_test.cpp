@@ -128,17 +128,18 @@ TEST(SplitBackward, AWeightUsedThreeTimes) {
 }
 
 // Several roots: one computed from another, one outside I's region (it depends on a
-// weight only), with gradients flowing into each.
+// weight only), one an input itself, with gradients flowing into each.
 TEST(SplitBackward, SeveralRootsOneOutsideTheInputsRegion) {
   at::manual_seed(1);
   const at::Tensor x = at::randn({4, 8}).requires_grad_(true);
   const at::Tensor w1 = at::randn({8, 8}).requires_grad_(true);
   const at::Tensor w2 = at::randn({8, 3}).requires_grad_(true);
-  const std::vector<at::Tensor> grads{at::randn({4, 8}), at::randn({4, 3}), at::randn({3})};
+  std::vector<at::Tensor> grads{at::randn({4, 8}), at::randn({4, 3}), at::randn({3})};
   const auto roots = [&] {
     const at::Tensor a = x.mm(w1);
-    return std::vector<at::Tensor>{a, at::tanh(a).mm(w2), (w2 * w2).sum(0)};
+    return std::vector<at::Tensor>{a, at::tanh(a).mm(w2), (w2 * w2).sum(0), x};
   };
+  grads.push_back(at::randn({4, 8}));  // x itself is a root: an input passed through
   const std::vector<at::Tensor> one = torch::autograd::grad(roots(), {x, w1, w2}, grads);
   SplitBackward split;
   std::vector<at::Tensor> two = split.inputGradients(roots(), grads, {x}, {w1, w2});
@@ -146,6 +147,59 @@ TEST(SplitBackward, SeveralRootsOneOutsideTheInputsRegion) {
   two.insert(two.end(), w.begin(), w.end());
   ASSERT_EQ(two.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(two[i], one[i])) << "gradient " << i;
+}
+
+// Every stage of a Hugging Face GPT-2 (a TorchScript fixture) cut into 8, the inputs
+// coming from the stages before it: with 8 stages some pass an input straight through.
+TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
+  const Config config = test::fixtureConfig("hf_gpt2.pt");
+  Stages s = splitInto(loadModel(config.model, config.train), 8, 2);
+  CompileCache cache(CompileMode::kNone);
+  std::vector<at::Tensor> values{makeExampleInput(s.model.input, 2, 1)};
+  for (const StageModule& stage : s.stages) {
+    CompiledStage compiled(stage.graph, cache, "gpt2 stage");
+    std::vector<at::Tensor> inputs, with_grad;
+    for (size_t i = 0; i < values.size(); ++i) {
+      inputs.push_back(values[i].detach());
+      if (stage.inputs.at(i).meta.requires_grad)
+        with_grad.push_back(inputs.back().requires_grad_(true));
+    }
+    // As the executor runs it: every output that requires grad is a root, with a gradient
+    // of its own (as received from the next stage).
+    const auto roots = [&] {
+      std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+      for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
+      std::vector<at::Tensor> out;
+      for (const c10::IValue& v : compiled.run(args)) {
+        if (v.toTensor().requires_grad()) out.push_back(v.toTensor());
+      }
+      return out;
+    };
+    const std::vector<at::Tensor> weights = weightsOf(stage);
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& r : roots()) grads.push_back(at::randn_like(r));
+    std::vector<at::Tensor> wrt(with_grad);
+    wrt.insert(wrt.end(), weights.begin(), weights.end());
+    const std::vector<at::Tensor> one =
+        torch::autograd::grad(roots(), wrt, grads, false, false, /*allow_unused=*/true);
+    SplitBackward split;
+    std::vector<at::Tensor> two = split.inputGradients(roots(), grads, with_grad, weights);
+    const std::vector<at::Tensor> w = split.weightGradients();
+    two.insert(two.end(), w.begin(), w.end());
+    ASSERT_EQ(two.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      ASSERT_EQ(two[i].defined(), one[i].defined()) << "stage " << stage.index << " gradient " << i;
+      if (one[i].defined()) {
+        EXPECT_TRUE(at::equal(two[i], one[i]))
+            << "stage " << stage.index << " gradient " << i << " (of " << with_grad.size()
+            << " inputs) differs by " << test::maxRelDiff(two[i], one[i]);
+      }
+    }
+    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
+    values.clear();
+    for (const c10::IValue& out : compiled.run(args)) values.push_back(out.toTensor().detach());
+  }
 }
 
 TEST(SplitBackward, GptStagesInEveryCompileMode) {

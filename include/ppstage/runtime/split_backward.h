@@ -42,10 +42,10 @@ class SplitBackward {
   // I: the gradients of `inputs` (undefined where none reaches one) from `roots` and the
   // gradients flowing into them (`root_grads`, one each, defined). Keeps what W needs of
   // the graph, and lets the rest of I's region free what it saved. Once; throws c10::Error
-  // when autograd fails. The inputs are leaves (received or handed-over activations), the
-  // roots outputs of the graph (not leaves); the graph carries no hooks of its own (they
-  // would run again in W). Not thread-safe; a split whose W never runs frees everything
-  // with the graph.
+  // when autograd fails. The inputs are leaves (received or handed-over activations); a
+  // root may be one of them (an input passed straight through); the graph carries no hooks
+  // of its own (they would run again in W). Not thread-safe; a split whose W never runs frees
+  // everything with the graph.
   std::vector<at::Tensor> inputGradients(const std::vector<at::Tensor>& roots,
                                          const std::vector<at::Tensor>& root_grads,
                                          const std::vector<at::Tensor>& inputs,
