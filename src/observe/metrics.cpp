@@ -13,6 +13,15 @@
 
 namespace ppstage {
 
+namespace {
+
+// {"F": f, "B": b, "I": i, "W": w}: seconds per action of each compute kind.
+nlohmann::json costsJson(double f, double b, double i, double w) {
+  return {{"F", f}, {"B", b}, {"I", i}, {"W", w}};
+}
+
+}  // namespace
+
 std::string metricsToJson(const RunMetrics& m) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMetrics& r : m.ranks) {
@@ -29,8 +38,7 @@ std::string metricsToJson(const RunMetrics& m) {
          {"respecializations", r.respecializations},
          {"max_step_rss_mb", r.max_step_rss_mb},
          {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
-         {"action_costs_s",
-          {{"F", r.action_s[0]}, {"B", r.action_s[1]}, {"I", r.action_s[2]}, {"W", r.action_s[3]}}},
+         {"action_costs_s", costsJson(r.action_s[0], r.action_s[1], r.action_s[2], r.action_s[3])},
          {"tail_s", r.tail_s}});
   }
   nlohmann::json checkpoints = nlohmann::json::array();
@@ -63,8 +71,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"measured_step_s", m.measured_step_s},
       {"predicted_makespan_s", m.predicted_makespan_s},
       {"predicted_step_s", m.predicted_step_s},
-      {"action_costs_s",
-       {{"F", m.forward_s}, {"B", m.backward_s}, {"I", m.input_grad_s}, {"W", m.weight_grad_s}}},
+      {"action_costs_s", costsJson(m.forward_s, m.backward_s, m.input_grad_s, m.weight_grad_s)},
       {"ranks", ranks},
       {"compile",
        {{"mode", m.compile.mode},

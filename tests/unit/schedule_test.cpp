@@ -83,19 +83,24 @@ TEST(Schedules, ZeroBubbleH1CutsTheBubbleToAThirdWithoutMoreMemory) {
   }
 }
 
+// zb-v on P ranks (two stages each, in a V) with M micro-batches.
+ScheduleOptions zbV(int P, int M) {
+  ScheduleOptions o;
+  o.schedule = "zb-v";
+  o.stages = 2 * P;
+  o.microbatches = M;
+  o.stages_per_rank = 2;
+  o.placement = Placement::kV;
+  return o;
+}
+
 // ZB-V (Note [ZB-V order]): with F = I = W, under half the bubble of interleaved 1F1B on
 // the same ranks and stages, with 2P micro-batches at most alive on the first stage.
 TEST(Schedules, ZeroBubbleVLeavesLessThanHalfOfInterleavedsBubble) {
   const ActionCosts costs;  // F = I = W = 1, B = 2
   for (int P = 2; P <= 4; ++P) {
     for (int M = 2 * P; M <= 4 * P; M += P) {
-      ScheduleOptions o;
-      o.schedule = "zb-v";
-      o.stages = 2 * P;
-      o.microbatches = M;
-      o.stages_per_rank = 2;
-      o.placement = Placement::kV;
-      const auto v = buildSchedule(registry(), o).simulation;
+      const auto v = buildSchedule(registry(), zbV(P, M)).simulation;
       const auto interleaved = build("interleaved-1f1b", 2 * P, M, 2, costs).simulation;
       EXPECT_LT(v.bubble_fraction, 0.5 * interleaved.bubble_fraction) << "P=" << P << " M=" << M;
       EXPECT_LE(v.peak_inflight[0], 2 * P) << "P=" << P << " M=" << M;
@@ -105,13 +110,7 @@ TEST(Schedules, ZeroBubbleVLeavesLessThanHalfOfInterleavedsBubble) {
   // and the layout is checked.
   for (int P = 1; P <= 3; ++P) {
     for (int M = 1; M <= 3; ++M) {
-      ScheduleOptions o;
-      o.schedule = "zb-v";
-      o.stages = 2 * P;
-      o.microbatches = M;
-      o.stages_per_rank = 2;
-      o.placement = Placement::kV;
-      EXPECT_NO_THROW(buildSchedule(registry(), o)) << "P=" << P << " M=" << M;
+      EXPECT_NO_THROW(buildSchedule(registry(), zbV(P, M))) << "P=" << P << " M=" << M;
     }
   }
   EXPECT_NE(errorOf([] { build("zb-v", 4, 4, 2); }).find("--pipeline.placement v"),
