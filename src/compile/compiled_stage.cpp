@@ -6,7 +6,10 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include <c10/core/GradMode.h>
+
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -37,12 +40,31 @@ std::string signatureOf(const std::vector<c10::IValue>& args, bool dynamic) {
   return out.str();
 }
 
+// How `args` enter autograd, when it records (grad mode on, a tensor requiring grad): a
+// weight is a stage parameter, a stage graph input past its `num_inputs` boundary inputs.
+std::optional<AutodiffInputs> autodiffInputs(const std::vector<c10::IValue>& args,
+                                             const std::vector<torch::jit::Value*>& graph_inputs,
+                                             const torch::jit::Graph& stage, size_t num_inputs) {
+  if (!c10::GradMode::is_enabled()) return std::nullopt;
+  AutodiffInputs autodiff;
+  bool any = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool requires = args[i].isTensor() && args[i].toTensor().requires_grad();
+    const torch::jit::Value* v = graph_inputs.at(i);
+    any = any || requires;
+    autodiff.requires_grad.push_back(requires);
+    autodiff.weight.push_back(v->node() == stage.param_node() && v->offset() >= num_inputs);
+  }
+  if (!any) return std::nullopt;
+  return autodiff;
+}
+
 }  // namespace
 
 CompileCache::Lookup CompileCache::runner(const std::string& structure,
                                           const std::string& signature,
                                           const std::shared_ptr<torch::jit::Graph>& graph,
-                                          const std::string& name) {
+                                          const std::string& name, const AutodiffInputs* autodiff) {
   const std::string key = signature + "\n" + structure;
   const auto it = runners_.find(key);
   if (it != runners_.end()) {
@@ -50,7 +72,14 @@ CompileCache::Lookup CompileCache::runner(const std::string& structure,
     return {it->second.get(), false};
   }
   ++stats_.graphs_compiled;
-  auto runner = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/true);
+  std::unique_ptr<GraphRunner> runner;
+  if (autodiff != nullptr) {  // a simple executor over the regions, each optimized inside
+    const std::shared_ptr<torch::jit::Graph> split = splitAutodiff(graph, *autodiff);
+    split_graphs_ += countSplitGraphs(*split);
+    runner = std::make_unique<GraphRunner>(split, name, /*profiling=*/false);
+  } else {
+    runner = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/true);
+  }
   GraphRunner* made = runner.get();
   runners_.emplace(key, std::move(runner));
   return {made, true};
@@ -88,7 +117,7 @@ void countNodes(const torch::jit::Block* block, CompileStats& stats) {
 
 void CompileCache::countOptimizedGraphs() {
   stats_.fusion_groups = 0;
-  stats_.differentiable_graphs = 0;
+  stats_.differentiable_graphs = split_graphs_;
   for (const auto& [key, runner] : runners_) {
     if (const auto graph = runner->optimizedGraph()) countNodes(graph->block(), stats_);
   }
@@ -100,9 +129,14 @@ void setShapeStrategy(bool dynamic) {
   torch::jit::setFusionStrategy(strategy);
 }
 
-CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileCache& cache,
-                             const std::string& name, std::vector<GraphSegment> segments)
-    : graph_(graph), cache_(cache), name_(name), segments_(std::move(segments)) {
+CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
+                             CompileCache& cache, const std::string& name,
+                             std::vector<GraphSegment> segments)
+    : graph_(graph),
+      num_inputs_(num_inputs),
+      cache_(cache),
+      name_(name),
+      segments_(std::move(segments)) {
   if (cache.mode() == CompileMode::kNone) {
     simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
   }
@@ -116,10 +150,15 @@ CompiledStage::~CompiledStage() = default;
 
 GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
                                  const std::shared_ptr<torch::jit::Graph>& graph,
-                                 const std::vector<c10::IValue>& args) {
+                                 const std::vector<c10::IValue>& args,
+                                 const std::vector<torch::jit::Value*>& graph_inputs) {
   std::string signature = signatureOf(args, cache_.dynamicShapes());
+  const std::optional<AutodiffInputs> autodiff =
+      autodiffInputs(args, graph_inputs, *graph_, num_inputs_);
+  if (autodiff) signature = "autodiff;" + signature;
   if (binding.runner != nullptr && signature == binding.signature) return *binding.runner;
-  const CompileCache::Lookup found = cache_.runner(structure, signature, graph, name_);
+  const CompileCache::Lookup found =
+      cache_.runner(structure, signature, graph, name_, autodiff ? &*autodiff : nullptr);
   // Bound before and compiled again: the inputs changed (a shape, with static shapes).
   if (binding.runner != nullptr && found.compiled) cache_.respecialized(name_, signature);
   binding.runner = found.runner;
@@ -132,7 +171,7 @@ std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
     case CompileMode::kNone: return simple_->run(std::move(inputs));
     case CompileMode::kStage:
       // The stage's own identity is the key: stages are never shared.
-      return bind(whole_, name_, graph_, inputs).run(std::move(inputs));
+      return bind(whole_, name_, graph_, inputs, graph_->inputs().vec()).run(std::move(inputs));
     case CompileMode::kBlock: break;
   }
   std::unordered_map<const torch::jit::Value*, c10::IValue> env;
@@ -149,7 +188,8 @@ std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
     std::vector<c10::IValue> args;
     args.reserve(seg.inputs.size());
     for (torch::jit::Value* v : seg.inputs) args.push_back(value(v));
-    std::vector<c10::IValue> outs = bind(bindings_[k], seg.structure, seg.graph, args).run(args);
+    std::vector<c10::IValue> outs =
+        bind(bindings_[k], seg.structure, seg.graph, args, seg.inputs).run(args);
     for (size_t i = 0; i < outs.size(); ++i) env[seg.outputs[i]] = std::move(outs[i]);
   }
   std::vector<c10::IValue> outputs;

@@ -91,7 +91,7 @@ void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
     stage.module = &module;
     for (const ModuleCall& call : plan.split.graph.calls) stage.call_paths.push_back(call.path);
     stage.compiled = std::make_unique<CompiledStage>(
-        module.graph, *plan.compile_cache, "stage " + std::to_string(s),
+        module.graph, module.inputs.size(), *plan.compile_cache, "stage " + std::to_string(s),
         mode == CompileMode::kBlock ? segmentStage(module, plan.split.graph, blocks)
                                     : std::vector<GraphSegment>{});
     stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);

@@ -68,8 +68,8 @@ CompileStats blockStats(int64_t layers) {
   const StageModule& stage = s.stages[0];
   const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
   CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
-  CompiledStage none(stage.graph, none_cache, "none");
-  CompiledStage block(stage.graph, block_cache, "block",
+  CompiledStage none(stage.graph, stage.inputs.size(), none_cache, "none");
+  CompiledStage block(stage.graph, stage.inputs.size(), block_cache, "block",
                       segmentStage(stage, s.graph, findBlocks(s.graph, "")));
   expectSame(forwardBackward(block, stage, input, 3), forwardBackward(none, stage, input, 1),
              "gpt block mode, " + std::to_string(layers) + " layers");
@@ -123,8 +123,8 @@ def forward(self, x):
 
   CompileCache none_cache(CompileMode::kNone);
   CompileCache block_cache(CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/1);
-  CompiledStage none(stage.graph, none_cache, "none");
-  CompiledStage compiled(stage.graph, block_cache, "block", segments);
+  CompiledStage none(stage.graph, stage.inputs.size(), none_cache, "none");
+  CompiledStage compiled(stage.graph, stage.inputs.size(), block_cache, "block", segments);
   // As a received activation: requiring grad, like every block's input after the first.
   const at::Tensor input = makeExampleInput(s.model.input, 4, 2).requires_grad_(true);
   expectSame(forwardBackward(compiled, stage, input, 3), forwardBackward(none, stage, input, 1),
@@ -150,7 +150,7 @@ def forward(self, x):
   // Dynamic shapes: one executor per block type takes every batch size.
   setShapeStrategy(true);
   CompileCache dynamic_cache(CompileMode::kBlock, 0, 1, /*dynamic_shapes=*/true);
-  CompiledStage dynamic(stage.graph, dynamic_cache, "dynamic", segments);
+  CompiledStage dynamic(stage.graph, stage.inputs.size(), dynamic_cache, "dynamic", segments);
   forwardBackward(dynamic, stage, input, 3);
   expectSame(forwardBackward(dynamic, stage, wider, 2), forwardBackward(none, stage, wider, 1),
              "dynamic shapes, new batch size");

@@ -91,7 +91,7 @@ void checkGptStage(int index, CompileMode mode) {
   CompileCache none_cache(CompileMode::kNone), cache(mode);
   std::vector<at::Tensor> inputs{tokens};
   if (index == 1) {
-    CompiledStage first(s.stages[0].graph, none_cache, "stage 0");
+    CompiledStage first(s.stages[0].graph, s.stages[0].inputs.size(), none_cache, "stage 0");
     std::vector<c10::IValue> args{tokens};
     for (const StageParameter& p : s.stages[0].parameters) args.emplace_back(p.value);
     inputs = {first.run(args).at(0).toTensor().detach().requires_grad_(true)};
@@ -100,7 +100,7 @@ void checkGptStage(int index, CompileMode mode) {
   const std::vector<GraphSegment> segments =
       mode == CompileMode::kBlock ? segmentStage(stage, s.graph, findBlocks(s.graph, ""))
                                   : std::vector<GraphSegment>{};
-  CompiledStage compiled(stage.graph, cache, "gpt stage", segments);
+  CompiledStage compiled(stage.graph, stage.inputs.size(), cache, "gpt stage", segments);
   const std::string what = "gpt stage " + std::to_string(index) + ", compile " + toString(mode);
   const auto forward = [&] { return forwardLoss(compiled, stage, inputs); };
   const std::vector<at::Tensor> weights = weightsOf(stage);
@@ -157,7 +157,7 @@ TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
   CompileCache cache(CompileMode::kNone);
   std::vector<at::Tensor> values{makeExampleInput(s.model.input, 2, 1)};
   for (const StageModule& stage : s.stages) {
-    CompiledStage compiled(stage.graph, cache, "gpt2 stage");
+    CompiledStage compiled(stage.graph, stage.inputs.size(), cache, "gpt2 stage");
     std::vector<at::Tensor> inputs, with_grad;
     for (size_t i = 0; i < values.size(); ++i) {
       inputs.push_back(values[i].detach());

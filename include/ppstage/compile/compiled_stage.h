@@ -11,6 +11,10 @@
 //          CompileCache, keyed by the segment's structure and its inputs' types (and
 //          sizes, unless shapes are dynamic), so identical blocks share one executor:
 //          compile work grows with the number of distinct blocks, not with depth.
+//
+// When autograd records (grad mode on, an input requiring grad), stage and block run the
+// graph, or each segment, differentiated ahead of time with its backward cut into input
+// and weight gradients (split_autodiff.h), so that an I/W split costs one backward.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "ppstage/compile/segments.h"
+#include "ppstage/compile/split_autodiff.h"
 #include "ppstage/config/config.h"
 #include "ppstage/graph/graph_runner.h"
 
@@ -73,9 +78,11 @@ class CompileCache {
     bool compiled;  // made now (a miss), not found
   };
   // The runner for graphs printing as `structure`, for inputs of `signature`; made from a
-  // copy of `graph` (counted as compiled) or found (a hit).
+  // copy of `graph` (counted as compiled) or found (a hit). With `autodiff`, one that runs
+  // `graph` split for autograd (splitAutodiff); `signature` must then say so.
   Lookup runner(const std::string& structure, const std::string& signature,
-                const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name);
+                const std::shared_ptr<torch::jit::Graph>& graph, const std::string& name,
+                const AutodiffInputs* autodiff = nullptr);
 
   // Counts a re-specialization of `name` (compiled again for inputs `signature`); warns
   // once past the bound.
@@ -90,16 +97,18 @@ class CompileCache {
   bool dynamic_shapes_;
   bool warned_ = false;
   CompileStats stats_;
+  int64_t split_graphs_ = 0;  // differentiable regions of the autodiff runners
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
 };
 
 class CompiledStage {
  public:
-  // `graph` is the stage's (the StageModule keeps it unchanged). `name` appears in
-  // TorchScript's errors ("stage 2"). For block mode, `segments` are the stage's
-  // (segmentStage); `cache` must outlive the stage.
-  CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, CompileCache& cache,
-                const std::string& name, std::vector<GraphSegment> segments = {});
+  // `graph` is the stage's (the StageModule keeps it unchanged): `num_inputs` boundary
+  // inputs, then parameters. `name` appears in TorchScript's errors ("stage 2"). For block
+  // mode, `segments` are the stage's (segmentStage); `cache` must outlive the stage.
+  CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
+                CompileCache& cache, const std::string& name,
+                std::vector<GraphSegment> segments = {});
   ~CompiledStage();
 
   CompileMode mode() const { return cache_.mode(); }
@@ -114,11 +123,15 @@ class CompiledStage {
     std::string signature;
     GraphRunner* runner = nullptr;
   };
+  // `graph_inputs`: the stage graph's values `graph` takes, in order (its parameters are
+  // the weights an autodiff runner gives W).
   GraphRunner& bind(Binding& binding, const std::string& structure,
                     const std::shared_ptr<torch::jit::Graph>& graph,
-                    const std::vector<c10::IValue>& args);
+                    const std::vector<c10::IValue>& args,
+                    const std::vector<torch::jit::Value*>& graph_inputs);
 
   std::shared_ptr<torch::jit::Graph> graph_;
+  size_t num_inputs_;
   CompileCache& cache_;
   std::string name_;
   std::unique_ptr<GraphRunner> simple_;  // none

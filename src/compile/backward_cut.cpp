@@ -1,0 +1,126 @@
+// See backward_cut.h.
+#include "backward_cut.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage::compile_detail {
+
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+// The values of `top` that `node` reads, its blocks' reads included (a backward's GradOf
+// sections are lowered to prim::If blocks).
+void readsOf(Node* node, const Block* top, std::vector<Value*>& out) {
+  for (Value* v : node->inputs()) {
+    if (v->node()->owningBlock() == top) out.push_back(v);
+  }
+  for (Block* b : node->blocks()) {
+    for (Node* inner : b->nodes()) readsOf(inner, top, out);
+    readsOf(b->return_node(), top, out);
+  }
+}
+
+bool isConstant(const Node* n) { return n->kind() == c10::prim::Constant; }
+
+// The top-level nodes `roots` need, stopping at values `stop` says another part computes.
+std::unordered_set<Node*> neededNodes(Graph& g, const std::vector<Value*>& roots,
+                                      const std::function<bool(Node*)>& stop) {
+  std::unordered_set<Value*> needed(roots.begin(), roots.end());
+  std::unordered_set<Node*> nodes;
+  std::vector<Value*> reads;
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    Node* n = *it;
+    bool wanted = false;
+    for (Value* o : n->outputs()) wanted = wanted || needed.count(o) > 0;
+    if (!wanted || stop(n)) continue;
+    nodes.insert(n);
+    reads.clear();
+    readsOf(n, g.block(), reads);
+    needed.insert(reads.begin(), reads.end());
+  }
+  return nodes;
+}
+
+// Copies `nodes` of `from` (in graph order) into `to`; `env` maps values already there and
+// gains the copies' outputs; a value neither maps nor copies goes through `missing`.
+void copyNodes(Graph& from, const std::unordered_set<Node*>& nodes, Graph& to,
+               std::unordered_map<Value*, Value*>& env,
+               const std::function<Value*(Value*)>& missing) {
+  for (Node* n : from.nodes()) {
+    if (nodes.count(n) == 0) continue;
+    Node* copy = to.insertNode(to.createClone(n, [&](Value* v) {
+      const auto it = env.find(v);
+      return it != env.end() ? it->second : missing(v);
+    }));
+    for (size_t i = 0; i < n->outputs().size(); ++i) env[n->output(i)] = copy->output(i);
+  }
+}
+
+}  // namespace
+
+BackwardCut cutBackward(Graph& backward, const std::vector<bool>& weight) {
+  PPSTAGE_INTERNAL_ASSERT(weight.size() == backward.outputs().size(), "one flag per output");
+  BackwardCut cut;
+  std::vector<Value*> input_roots, weight_roots;
+  for (size_t k = 0; k < weight.size(); ++k) {
+    (weight[k] ? cut.weight_outputs : cut.input_outputs).push_back(k);
+    (weight[k] ? weight_roots : input_roots).push_back(backward.outputs()[k]);
+  }
+  const std::unordered_set<Node*> in_i =
+      neededNodes(backward, input_roots, [](Node*) { return false; });
+  const std::unordered_set<Node*> in_w = neededNodes(
+      backward, weight_roots, [&](Node* n) { return in_i.count(n) > 0 && !isConstant(n); });
+
+  // W: its reads from elsewhere become its inputs, in order of first use.
+  cut.weight_graph = std::make_shared<Graph>();
+  std::unordered_map<Value*, Value*> w_env;
+  std::vector<Value*> handoff;
+  const auto take = [&](Value* v) {
+    handoff.push_back(v);
+    Value* input = cut.weight_graph->addInput()->copyMetadata(v);
+    w_env[v] = input;
+    return input;
+  };
+  copyNodes(backward, in_w, *cut.weight_graph, w_env, take);
+  for (Value* v : weight_roots) {
+    const auto it = w_env.find(v);
+    cut.weight_graph->registerOutput(it != w_env.end() ? it->second : take(v));
+  }
+
+  // I: the backward's inputs, its nodes, its gradients, then what W takes that I computes.
+  cut.input_graph = std::make_shared<Graph>();
+  std::unordered_map<Value*, Value*> i_env;
+  std::unordered_map<Value*, size_t> backward_input;
+  for (Value* v : backward.inputs()) {
+    backward_input[v] = backward_input.size();
+    i_env[v] = cut.input_graph->addInput()->copyMetadata(v);
+  }
+  copyNodes(backward, in_i, *cut.input_graph, i_env, [](Value* v) -> Value* {
+    PPSTAGE_INTERNAL_ASSERT(false, "I reads '", v->debugName(), "', which it does not compute");
+    return nullptr;
+  });
+  for (Value* v : input_roots) cut.input_graph->registerOutput(i_env.at(v));
+  size_t from_i = 0;
+  for (Value* v : handoff) {
+    const auto it = backward_input.find(v);
+    if (it != backward_input.end()) {
+      cut.handoff.push_back({true, it->second});
+      continue;
+    }
+    cut.input_graph->registerOutput(i_env.at(v));
+    cut.handoff.push_back({false, from_i++});
+  }
+  return cut;
+}
+
+}  // namespace ppstage::compile_detail
