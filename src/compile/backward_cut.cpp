@@ -2,6 +2,7 @@
 #include "backward_cut.h"
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <functional>
 #include <unordered_map>
@@ -32,10 +33,14 @@ void readsOf(Node* node, const Block* top, std::vector<Value*>& out) {
 
 bool isConstant(const Node* n) { return n->kind() == c10::prim::Constant; }
 
-// The top-level nodes `roots` need, stopping at values `stop` says another part computes.
+// The top-level nodes `roots` need, stopping at values `stop` says another part computes;
+// `needed` gets every value read.
 std::unordered_set<Node*> neededNodes(Graph& g, const std::vector<Value*>& roots,
-                                      const std::function<bool(Node*)>& stop) {
-  std::unordered_set<Value*> needed(roots.begin(), roots.end());
+                                      const std::function<bool(Node*)>& stop,
+                                      std::unordered_set<Value*>* needed_out = nullptr) {
+  std::unordered_set<Value*> local;
+  std::unordered_set<Value*>& needed = needed_out != nullptr ? *needed_out : local;
+  needed.insert(roots.begin(), roots.end());
   std::unordered_set<Node*> nodes;
   std::vector<Value*> reads;
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
@@ -66,16 +71,65 @@ void copyNodes(Graph& from, const std::unordered_set<Node*>& nodes, Graph& to,
   }
 }
 
+// `node`'s outputs `drop` (indices, ascending) removed, with what computed only them.
+void eraseOutputs(Node* node, const std::vector<size_t>& drop) {
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
+    for (Block* b : node->blocks()) b->eraseOutput(*it);
+    node->eraseOutput(*it);
+  }
+  for (Block* b : node->blocks()) torch::jit::EliminateDeadCode(b);
+}
+
+// A backward has one section per forward op (a prim::GradOf, lowered to a prim::If by its
+// executor), computing the gradients of all its inputs together (an mm's, its
+// activation's and its weight's). Where
+// I needs some of an If's outputs (`needed`) and not the others, the If is copied: the
+// original keeps what I needs, the copy (after it) the rest, each with only the nodes of
+// its blocks its outputs need. Nodes both need run twice (a layer norm's one backward op).
+void splitMixedIfs(Graph& g, const std::unordered_set<Value*>& needed) {
+  std::vector<Node*> ifs;
+  for (Node* n : g.nodes()) {
+    const bool section = n->kind() == c10::prim::GradOf || n->kind() == c10::prim::If;
+    if (section && n->outputs().size() > 1) ifs.push_back(n);
+  }
+  for (Node* n : ifs) {
+    std::vector<size_t> for_i, rest;
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      (needed.count(n->output(i)) > 0 ? for_i : rest).push_back(i);
+    }
+    if (for_i.empty() || rest.empty()) continue;
+    Node* copy = g.createClone(n, [](Value* v) { return v; });
+    copy->insertAfter(n);
+    for (const size_t i : rest) n->output(i)->replaceAllUsesWith(copy->output(i));
+    eraseOutputs(n, rest);
+    eraseOutputs(copy, for_i);
+  }
+}
+
 }  // namespace
 
-BackwardCut cutBackward(Graph& backward, const std::vector<bool>& weight) {
-  PPSTAGE_INTERNAL_ASSERT(weight.size() == backward.outputs().size(), "one flag per output");
+BackwardCut cutBackward(Graph& original, const std::vector<bool>& weight) {
+  PPSTAGE_INTERNAL_ASSERT(weight.size() == original.outputs().size(), "one flag per output");
+  const std::shared_ptr<Graph> copy = original.copy();
+  Graph& backward = *copy;
   BackwardCut cut;
-  std::vector<Value*> input_roots, weight_roots;
   for (size_t k = 0; k < weight.size(); ++k) {
     (weight[k] ? cut.weight_outputs : cut.input_outputs).push_back(k);
-    (weight[k] ? weight_roots : input_roots).push_back(backward.outputs()[k]);
   }
+  std::vector<Value*> input_roots, weight_roots;
+  const auto findRoots = [&] {
+    input_roots.clear();
+    weight_roots.clear();
+    for (size_t k = 0; k < weight.size(); ++k) {
+      (weight[k] ? weight_roots : input_roots).push_back(backward.outputs()[k]);
+    }
+  };
+  findRoots();
+  std::unordered_set<Value*> needed_by_i;
+  neededNodes(
+      backward, input_roots, [](Node*) { return false; }, &needed_by_i);
+  splitMixedIfs(backward, needed_by_i);
+  findRoots();  // the split replaced some
   const std::unordered_set<Node*> in_i =
       neededNodes(backward, input_roots, [](Node*) { return false; });
   const std::unordered_set<Node*> in_w = neededNodes(
@@ -109,7 +163,12 @@ BackwardCut cutBackward(Graph& backward, const std::vector<bool>& weight) {
     PPSTAGE_INTERNAL_ASSERT(false, "I reads '", v->debugName(), "', which it does not compute");
     return nullptr;
   });
-  for (Value* v : input_roots) cut.input_graph->registerOutput(i_env.at(v));
+  const auto in_input_graph = [&](Value* v) {
+    const auto it = i_env.find(v);
+    PPSTAGE_INTERNAL_ASSERT(it != i_env.end(), "I does not compute '", v->debugName(), "'");
+    return it->second;
+  };
+  for (Value* v : input_roots) cut.input_graph->registerOutput(in_input_graph(v));
   size_t from_i = 0;
   for (Value* v : handoff) {
     const auto it = backward_input.find(v);
@@ -117,7 +176,7 @@ BackwardCut cutBackward(Graph& backward, const std::vector<bool>& weight) {
       cut.handoff.push_back({true, it->second});
       continue;
     }
-    cut.input_graph->registerOutput(i_env.at(v));
+    cut.input_graph->registerOutput(in_input_graph(v));
     cut.handoff.push_back({false, from_i++});
   }
   return cut;

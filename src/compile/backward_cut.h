@@ -30,9 +30,11 @@ struct BackwardCut {
   std::vector<Source> handoff;
 };
 
-// Cuts `backward` (left unchanged): each node runs in exactly one part, I's being every
-// node its outputs need (constants are copied into W where it needs them too), so I + W
-// does the backward's work once. `weight[k]`: whether output k is a weight's gradient.
+// Cuts `backward` (left unchanged): I's part is every node its outputs need, W's the rest
+// (constants are copied into W where it needs them too), so I + W does the backward's work
+// once, except what a forward op's gradient section computes for both its activation's and
+// its weight's gradient (see splitMixedIfs). `weight[k]`: whether output k is a weight's
+// gradient.
 BackwardCut cutBackward(torch::jit::Graph& backward, const std::vector<bool>& weight);
 
 }  // namespace ppstage::compile_detail

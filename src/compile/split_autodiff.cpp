@@ -22,7 +22,10 @@
 //      the backward reads, and a backward graph), and the backward is cut by dead-code
 //      elimination (backward_cut.cpp): I's graph is everything the activations' gradients
 //      need, and also returns what the weights' gradients read that it computed; W's graph
-//      is the rest. Each node of the backward runs in exactly one of them. Forward, I and W
+//      is the rest. A forward op's gradient section (one prim::GradOf node)
+//      computing both an activation's and a weight's gradient is copied into both, each
+//      copy keeping only what its gradients need (an mm's two products go apart; a layer
+//      norm's one backward op runs in both). Forward, I and W
 //      run through profiling executors of their own, which optimize them as TorchScript
 //      optimizes any graph.
 //   4. A call runs the forward without recording autograd and gives its outputs two
