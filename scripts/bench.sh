@@ -249,11 +249,18 @@ PY
 }
 
 bench_schedules() {
-  local steps=${PPSTAGE_BENCH_STEPS:-12} out=/tmp/ppstage_bench_sched
+  local steps=${PPSTAGE_BENCH_STEPS:-12} rounds=${PPSTAGE_BENCH_ROUNDS:-2}
+  local dir=/tmp/ppstage_bench_sched
   local base=(--config configs/gpt-small.ini --train.steps "$steps" --train.threads 1
               --output.log_every 0)
-  # PPSTAGE_BENCH_REPORT_ONLY=1: the table again from the last runs' files.
-  for mode in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || echo none stage block); do
+  # Rounds interleave every run (this machine drifts by 5-8% from one minute to the next);
+  # the table gives medians over rounds. PPSTAGE_BENCH_REPORT_ONLY=1: the table again from
+  # the last runs' files.
+  mkdir -p "$dir"
+  local round mode
+  for round in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || seq 1 "$rounds"); do
+  for mode in none stage block; do
+    local out="$dir/r$round"
     "$ppstage" train "${base[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
       --compile.mode "$mode" --output.metrics_json "${out}_one_$mode.json" > /dev/null
     for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
@@ -268,28 +275,43 @@ bench_schedules() {
         > "${out}_${schedule}_sim.json"
     done
   done
-  python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
-load = lambda name: json.load(open(f"{out}_{name}.json"))
+  done
+  python3 - "$dir" <<'PY'
+import glob, json, statistics, sys
+dir = sys.argv[1]
+rounds = sorted({p.split("/")[-1].split("_")[0] for p in glob.glob(f"{dir}/r*_one_none.json")})
+load = lambda r, name: json.load(open(f"{dir}/{r}_{name}.json"))
+med = statistics.median
 print("| mode | schedule | step s | predicted step s | measured / predicted | (I+W) / B | peak in flight (stage 0) | speed-up over one process |")
 print("|---|---|---|---|---|---|---|---|")
+cost = lambda run, kind: sum(r["action_costs_s"][kind] for r in run["ranks"])
+zb_over_1f1b = {}
 for mode in ["none", "stage", "block"]:
-    one = load(f"one_{mode}")["measured_step_s"]
     # B of the same stages (1F1B's for 2 stages, interleaved 1F1B's for zb-v's 4), over
     # F in each run: the forwards are the same work, so the ratio does not move with the
     # machine's speed from one run to the next
-    cost = lambda run, kind: sum(r["action_costs_s"][kind] for r in run["ranks"])
-    b_of = lambda name: cost(load(f"{name}_{mode}"), "B") / cost(load(f"{name}_{mode}"), "F")
-    b = {"zb-h1": b_of("1f1b"), "zb-v": b_of("interleaved-1f1b")}
+    b_of = lambda r, name: cost(load(r, f"{name}_{mode}"), "B") / cost(load(r, f"{name}_{mode}"), "F")
     for schedule in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"]:
-        run = load(f"{schedule}_{mode}")
-        iw = (cost(run, "I") + cost(run, "W")) / cost(run, "F")
-        peak = load(f"{schedule}_sim")["peak_inflight"][0]
+        runs = [load(r, f"{schedule}_{mode}") for r in rounds]
+        step = med(run["measured_step_s"] for run in runs)
+        predicted = med(run["predicted_step_s"] for run in runs)
+        ratio = med(run["measured_step_s"] / run["predicted_step_s"] for run in runs)
+        one = med(load(r, f"one_{mode}")["measured_step_s"] / run["measured_step_s"]
+                  for r, run in zip(rounds, runs))
+        iw = ""
+        if schedule.startswith("zb"):
+            base = "1f1b" if schedule == "zb-h1" else "interleaved-1f1b"
+            iw = "%.3f" % med((cost(run, "I") + cost(run, "W")) / cost(run, "F") / b_of(r, base)
+                              for r, run in zip(rounds, runs))
+        peak = load(rounds[0], f"{schedule}_sim")["peak_inflight"][0]
         print("| %s | %s | %.3f | %.3f | %.3f | %s | %d | %.2f |" % (
-            mode, schedule, run["measured_step_s"], run["predicted_step_s"],
-            run["measured_step_s"] / run["predicted_step_s"],
-            "%.3f" % (iw / b[schedule]) if iw > 0 else "", peak, one / run["measured_step_s"]))
+            mode, schedule, step, predicted, ratio, iw, peak, one))
+    zb_over_1f1b[mode] = [load(r, f"zb-h1_{mode}")["measured_step_s"] /
+                          load(r, f"1f1b_{mode}")["measured_step_s"] for r in rounds]
+print()
+print("ZB-H1 step / 1F1B step, each round (runs back to back) and the median:")
+for mode, ratios in zb_over_1f1b.items():
+    print("- %s: %s; median %.3f" % (mode, ", ".join("%.3f" % x for x in ratios), med(ratios)))
 PY
 }
 

@@ -74,8 +74,15 @@ CompileCache::Lookup CompileCache::runner(const std::string& structure,
   ++stats_.graphs_compiled;
   std::unique_ptr<GraphRunner> runner;
   if (autodiff != nullptr) {  // a simple executor over the regions, each optimized inside
-    const std::shared_ptr<torch::jit::Graph> split = splitAutodiff(graph, *autodiff);
+    std::string eager_why;
+    const std::shared_ptr<torch::jit::Graph> split = splitAutodiff(graph, *autodiff, &eager_why);
     split_graphs_ += countSplitGraphs(*split);
+    if (!eager_why.empty() && !warned_eager_) {
+      warned_eager_ = true;
+      std::cerr << "ppstage: warning: [rank " << rank_ << "] " << name
+                << ": a region TorchScript cannot differentiate runs with eager autograd ("
+                << eager_why << ")" << std::endl;
+    }
     runner = std::make_unique<GraphRunner>(split, name, /*profiling=*/false);
   } else {
     runner = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/true);

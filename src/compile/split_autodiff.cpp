@@ -41,11 +41,14 @@
 // mode none; the regions are optimized inside. In block mode each segment is split this
 // way and identical blocks share the split graph, and so its forward, I and W executors.
 // With grad mode off (or nothing requiring grad) the stage's graph runs as before, on one
-// profiling executor. A backward's second run over one forward (retain_graph) is refused.
+// profiling executor. A region differentiate fails on is put back inline and records eager
+// autograd (the rank warns once). A backward's second run over one forward (retain_graph)
+// is refused.
 #include "ppstage/compile/split_autodiff.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/create_autodiff_subgraphs.h>
+#include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include "ppstage/core/error.h"
@@ -59,15 +62,11 @@ using torch::jit::Node;
 using torch::jit::Value;
 namespace jit = torch::jit;
 
-// `type` (a Tensor, or a list or optional of Tensors) with requires_grad set.
+// `type` with requires_grad set, where it is a Tensor. A list keeps its type (lists are
+// invariant: a Tensor[] of refined tensors would no longer match aten::cat's schema), and
+// so counts as requiring grad.
 c10::TypePtr withRequiresGrad(const c10::TypePtr& type, bool requires_grad) {
   if (const auto t = type->cast<c10::TensorType>()) return t->withRequiresGrad(requires_grad);
-  if (const auto list = type->cast<c10::ListType>()) {
-    return c10::ListType::create(withRequiresGrad(list->getElementType(), requires_grad));
-  }
-  if (const auto opt = type->cast<c10::OptionalType>()) {
-    return c10::OptionalType::create(withRequiresGrad(opt->getElementType(), requires_grad));
-  }
   return type;
 }
 
@@ -94,28 +93,38 @@ void propagateRequiresGrad(jit::Block* block) {
   }
 }
 
-// The DifferentiableGraph node `dg` replaced by a split_graph node.
-void toSplitGraph(jit::Graph& graph, Node* dg, const std::vector<bool>& weight_input) {
-  Node* split = graph.create(compile_detail::splitGraphKind(), dg->inputs(), dg->outputs().size());
-  split->g_(c10::attr::Subgraph, dg->g(c10::attr::Subgraph));
+// The DifferentiableGraph node `dg` replaced by a split_graph node; false (and `dg` put
+// back inline, to record eager autograd) where TorchScript cannot differentiate it.
+bool toSplitGraph(jit::Graph& graph, Node* dg, const std::vector<bool>& weight_input,
+                  std::string& why) {
   std::vector<int64_t> weight;
   for (Value* v : dg->inputs()) {
     const bool is_input = v->node() == graph.param_node();
     weight.push_back(is_input && weight_input.at(v->offset()) ? 1 : 0);
   }
-  split->is_(compile_detail::weightAttr(), weight);
+  c10::IValue gradient;
+  try {
+    gradient = compile_detail::makeSplitGradient(dg->g(c10::attr::Subgraph), std::move(weight));
+  } catch (const std::exception& e) {
+    why = e.what();
+    jit::SubgraphUtils::unmergeSubgraph(dg);
+    return false;
+  }
+  Node* split = graph.create(compile_detail::splitGraphKind(), dg->inputs(), dg->outputs().size());
+  split->ival_(compile_detail::gradientAttr(), gradient);
   split->insertBefore(dg);
   for (size_t i = 0; i < dg->outputs().size(); ++i) {
     split->output(i)->copyMetadata(dg->output(i));
     dg->output(i)->replaceAllUsesWith(split->output(i));
   }
   dg->destroy();
+  return true;
 }
 
 }  // namespace
 
 std::shared_ptr<jit::Graph> splitAutodiff(const std::shared_ptr<jit::Graph>& graph,
-                                          const AutodiffInputs& inputs) {
+                                          const AutodiffInputs& inputs, std::string* eager_why) {
   compile_detail::registerSplitGraphOperator();
   std::shared_ptr<jit::Graph> g = graph->copy();
   PPSTAGE_INTERNAL_ASSERT(inputs.requires_grad.size() == g->inputs().size() &&
@@ -126,7 +135,12 @@ std::shared_ptr<jit::Graph> splitAutodiff(const std::shared_ptr<jit::Graph>& gra
     v->setType(withRequiresGrad(v->type(), inputs.requires_grad[i]));
   }
   propagateRequiresGrad(g->block());
-  for (Node* dg : jit::CreateAutodiffSubgraphs(g)) toSplitGraph(*g, dg, inputs.weight);
+  for (Node* dg : jit::CreateAutodiffSubgraphs(g)) {
+    std::string why;
+    if (!toSplitGraph(*g, dg, inputs.weight, why) && eager_why != nullptr && eager_why->empty()) {
+      *eager_why = why.substr(0, why.find('\n'));
+    }
+  }
   return g;
 }
 

@@ -18,7 +18,7 @@
 namespace ppstage::compile_detail {
 
 c10::Symbol splitGraphKind() { return c10::Symbol::fromQualString("ppstage::split_graph"); }
-c10::Symbol weightAttr() { return c10::Symbol::attr("weight_inputs"); }
+c10::Symbol gradientAttr() { return c10::Symbol::attr("split_gradient"); }
 
 namespace {
 
@@ -313,14 +313,31 @@ void SplitGradient::run(Stack& stack) {
   for (size_t i = 0; i < gradient_.f_real_outputs; ++i) stack.push_back(std::move(outputs[i]));
 }
 
+namespace {
+
+// What a split_graph node's attribute holds.
+struct SplitGradientCapsule : torch::CustomClassHolder {
+  std::shared_ptr<SplitGradient> split;
+};
+
+}  // namespace
+
+c10::IValue makeSplitGradient(const std::shared_ptr<torch::jit::Graph>& region,
+                              std::vector<int64_t> weight) {
+  auto capsule = c10::make_intrusive<SplitGradientCapsule>();
+  capsule->split = std::make_shared<SplitGradient>(region, std::move(weight));
+  return c10::IValue::make_capsule(std::move(capsule));
+}
+
 void registerSplitGraphOperator() {
   static std::once_flag once;
   std::call_once(once, [] {
     torch::jit::registerOperator(torch::jit::Operator(
         splitGraphKind(),
         [](const torch::jit::Node* node) -> torch::jit::Operation {
-          auto split =
-              std::make_shared<SplitGradient>(node->g(c10::attr::Subgraph), node->is(weightAttr()));
+          const auto capsule = c10::static_intrusive_pointer_cast<SplitGradientCapsule>(
+              node->ival(gradientAttr()).toCapsule());
+          std::shared_ptr<SplitGradient> split = capsule->split;
           return [split](Stack& stack) { split->run(stack); };
         },
         c10::AliasAnalysisKind::CONSERVATIVE));

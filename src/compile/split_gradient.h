@@ -15,15 +15,20 @@ struct Graph;
 
 namespace ppstage::compile_detail {
 
-// The node kind splitAutodiff gives a region, and its attribute saying which of the
-// region's inputs are weights (an int per input).
+// The node kind splitAutodiff gives a region, and its attribute holding the region's
+// SplitGradient (makeSplitGradient's capsule).
 c10::Symbol splitGraphKind();
-c10::Symbol weightAttr();
+c10::Symbol gradientAttr();
+
+// `region` (a DifferentiableGraph's subgraph) differentiated and its backward cut, as an
+// IValue capsule for a split_graph node's gradientAttr; `weight[i]` says whether region
+// input i is a weight. Throws (c10::Error or std::runtime_error) when TorchScript cannot
+// differentiate it.
+c10::IValue makeSplitGradient(const std::shared_ptr<torch::jit::Graph>& region,
+                              std::vector<int64_t> weight);
 
 // Registers split_graph with TorchScript's operators; once per process, before a graph
 // holding one first runs (splitAutodiff calls it).
 void registerSplitGraphOperator();
-
-class SplitGradient;
 
 }  // namespace ppstage::compile_detail

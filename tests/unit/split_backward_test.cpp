@@ -5,9 +5,11 @@
 // input needs no gradient, and for a weight used twice on the input path; in compile
 // modes none, stage and block.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/ir/irparser.h>
 #include <torch/script.h>
 #include <functional>
 
@@ -199,6 +201,65 @@ TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
     for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
     values.clear();
     for (const c10::IValue& out : compiled.run(args)) values.push_back(out.toTensor().detach());
+  }
+}
+
+// How many aten::mm calls this thread makes while `run` runs (RecordFunction observes every
+// op the dispatcher runs, JIT executors' included).
+int64_t matrixProducts(const std::function<void()>& run) {
+  static thread_local int64_t count = 0;
+  count = 0;
+  const at::CallbackHandle handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string(fn.name()) == "aten::mm") ++count;
+        return nullptr;
+      }));
+  run();
+  at::removeCallback(handle);
+  return count;
+}
+
+// Two matrix products, tanh between: one backward runs four products (each product's
+// activation and weight gradients). The split's I must run only the two activation ones
+// and W only the two weight ones, in every compile mode: an I/W split that costs one B.
+// In stage mode this is the compiled split (Note [Compiled backward and the I/W split]):
+// the product's gradient section is cut in two.
+TEST(SplitBackward, IAndWRunOnlyTheirOwnMatrixProducts) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+    graph(%x : Tensor, %w1 : Tensor, %w2 : Tensor):
+      %h : Tensor = aten::mm(%x, %w1)
+      %a : Tensor = aten::tanh(%h)
+      %y : Tensor = aten::mm(%a, %w2)
+      return (%y))IR",
+                      graph.get());
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({8, 16}).requires_grad_(true);
+  const at::Tensor w1 = at::randn({16, 16}).mul_(0.2).requires_grad_(true);
+  const at::Tensor w2 = at::randn({16, 4}).requires_grad_(true);
+  for (CompileMode mode : {CompileMode::kNone, CompileMode::kStage}) {
+    CompileCache cache(mode);
+    CompiledStage compiled(graph, 1, cache, "mlp");
+    const auto forward = [&] {
+      const at::Tensor y = compiled.run({x, w1, w2}).at(0).toTensor();
+      return (y * y).sum();
+    };
+    for (int warm = 0; warm < 3; ++warm) torch::autograd::grad({forward()}, {x, w1, w2});
+    const at::Tensor loss = forward();
+    std::vector<at::Tensor> one;
+    const int64_t b = matrixProducts([&] { one = torch::autograd::grad({loss}, {x, w1, w2}); });
+    const at::Tensor again = forward();
+    SplitBackward split;
+    std::vector<at::Tensor> two, w;
+    const int64_t i = matrixProducts([&] {
+      two = split.inputGradients({again}, {at::ones_like(again)}, {x}, {w1, w2});
+    });
+    const int64_t wp = matrixProducts([&] { w = split.weightGradients(); });
+    EXPECT_EQ(b, 4) << toString(mode);
+    EXPECT_EQ(i, 2) << toString(mode) << ": I runs " << i << " products";
+    EXPECT_EQ(wp, 2) << toString(mode) << ": W runs " << wp << " products";
+    two.insert(two.end(), w.begin(), w.end());
+    for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(at::equal(two[k], one[k])) << toString(mode) << k;
   }
 }
 

@@ -96,6 +96,7 @@ class CompileCache {
   int64_t max_respecializations_;
   bool dynamic_shapes_;
   bool warned_ = false;
+  bool warned_eager_ = false;
   CompileStats stats_;
   int64_t split_graphs_ = 0;  // differentiable regions of the autodiff runners
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;

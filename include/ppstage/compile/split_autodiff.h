@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace torch::jit {
@@ -27,10 +28,12 @@ struct AutodiffInputs {
 // executor without recording autograd, and gives its outputs two autograd nodes: one runs
 // the input-gradient graph (the activations' gradients, and what the weights' need), the
 // other the weight-gradient graph. What lies between regions (ops without a symbolic
-// gradient, such as ppstage's keyed dropout) records autograd as eager ops do. Throws
-// c10::Error when TorchScript cannot differentiate a region.
+// gradient, such as ppstage's keyed dropout) records autograd as eager ops do, and so does
+// a region TorchScript fails to differentiate: `eager_why`, when given and empty, gets the
+// first such failure's message.
 std::shared_ptr<torch::jit::Graph> splitAutodiff(const std::shared_ptr<torch::jit::Graph>& graph,
-                                                 const AutodiffInputs& inputs);
+                                                 const AutodiffInputs& inputs,
+                                                 std::string* eager_why = nullptr);
 
 // How many split_graph nodes `graph` (a splitAutodiff result) holds.
 int64_t countSplitGraphs(const torch::jit::Graph& graph);
