@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ppstage/compile/split_autodiff.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -162,7 +163,11 @@ GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
   std::string signature = signatureOf(args, cache_.dynamicShapes());
   const std::optional<AutodiffInputs> autodiff =
       autodiffInputs(args, graph_inputs, *graph_, num_inputs_);
-  if (autodiff) signature = "autodiff;" + signature;
+  if (autodiff) {  // which inputs are weights decides the cut: part of the key
+    std::string weights = "autodiff weights ";
+    for (const bool w : autodiff->weight) weights += w ? '1' : '0';
+    signature = weights + ";" + signature;
+  }
   if (binding.runner != nullptr && signature == binding.signature) return *binding.runner;
   const CompileCache::Lookup found =
       cache_.runner(structure, signature, graph, name_, autodiff ? &*autodiff : nullptr);

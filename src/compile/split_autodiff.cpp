@@ -17,25 +17,26 @@
 //      are weights (stage parameters). Ops without one stay between regions and record
 //      autograd as eager ops do: ppstage's keyed dropout, masked_fill with a scalar,
 //      slicing, list unpacking.
-//   3. When its executor first runs a split_graph node (split_gradient.cpp), the region is
-//      differentiated (torch::jit::differentiate: a forward graph that also returns what
-//      the backward reads, and a backward graph), and the backward is cut by dead-code
-//      elimination (backward_cut.cpp): I's graph is everything the activations' gradients
-//      need, and also returns what the weights' gradients read that it computed; W's graph
-//      is the rest. A forward op's gradient section (one prim::GradOf node)
-//      computing both an activation's and a weight's gradient is copied into both, each
-//      copy keeping only what its gradients need (an mm's two products go apart; a layer
-//      norm's one backward op runs in both). Forward, I and W
-//      run through profiling executors of their own, which optimize them as TorchScript
-//      optimizes any graph.
+//   3. As the node is made (split_gradient.cpp), the region is differentiated
+//      (torch::jit::differentiate: a forward graph that also returns what the backward
+//      reads, and a backward graph), and the backward is cut by dead-code elimination
+//      (backward_cut.cpp): I's graph is everything the activations' gradients need, and
+//      also returns what the weights' gradients read that it computed; W's graph is the
+//      rest. A forward op's gradient section (one prim::GradOf node) computing both an
+//      activation's and a weight's gradient is copied into both, each copy keeping only
+//      what its gradients need (an mm's two products go apart; a layer norm's one backward
+//      op runs in both). Forward, I and W run through profiling executors of their own,
+//      which optimize them as TorchScript optimizes any graph. (CreateAutodiffSubgraphs
+//      keeps a region's outputs from aliasing its inputs, which the nodes below rely on.)
 //   4. A call runs the forward without recording autograd and gives its outputs two
 //      autograd nodes: I's (edges to the activations' producers, and one to W's node,
 //      carrying a token) and W's (edges to the weights' accumulators). One backward runs
 //      both, in that order. The I/W split (Note [Eager I/W split]) needs nothing of its
 //      own: I's node reaches the stage input, so it is in I's region, and W's does not;
-//      the edge between them is a frontier edge. I runs I's node, which keeps what W reads;
-//      when W runs the engine from the frontier, I's node returns what it returned before
-//      without running again, and W's node runs W's graph.
+//      the edge between them is a frontier edge. I runs I's node, which keeps what W reads
+//      and the gradients that engine run did not take (the token, and any edge towards a
+//      weight through eager ops); when W runs the engine from the frontier, I's node
+//      returns those without running again, and W's node runs W's graph.
 //
 // The top-level graph (regions and what lies between) runs on a simple executor, as in
 // mode none; the regions are optimized inside. In block mode each segment is split this
@@ -50,6 +51,8 @@
 #include <torch/csrc/jit/passes/create_autodiff_subgraphs.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 #include <torch/csrc/jit/runtime/operator.h>
+
+#include <algorithm>
 
 #include "ppstage/core/error.h"
 #include "split_gradient.h"
@@ -97,15 +100,14 @@ void propagateRequiresGrad(jit::Block* block) {
 // back inline, to record eager autograd) where TorchScript cannot differentiate it.
 bool toSplitGraph(jit::Graph& graph, Node* dg, const std::vector<bool>& weight_input,
                   std::string& why) {
-  std::vector<int64_t> weight;
+  std::vector<bool> weight;
   for (Value* v : dg->inputs()) {
-    const bool is_input = v->node() == graph.param_node();
-    weight.push_back(is_input && weight_input.at(v->offset()) ? 1 : 0);
+    weight.push_back(v->node() == graph.param_node() && weight_input.at(v->offset()));
   }
   c10::IValue gradient;
   try {
     gradient = compile_detail::makeSplitGradient(dg->g(c10::attr::Subgraph), std::move(weight));
-  } catch (const std::exception& e) {
+  } catch (const compile_detail::NotDifferentiable& e) {
     why = e.what();
     jit::SubgraphUtils::unmergeSubgraph(dg);
     return false;
@@ -144,11 +146,19 @@ std::shared_ptr<jit::Graph> splitAutodiff(const std::shared_ptr<jit::Graph>& gra
   return g;
 }
 
-int64_t countSplitGraphs(const jit::Graph& graph) {
+namespace {
+
+int64_t countIn(const jit::Block* block) {
   int64_t count = 0;
-  for (const Node* n : graph.nodes())
+  for (const Node* n : block->nodes()) {
     count += n->kind() == compile_detail::splitGraphKind() ? 1 : 0;
+    for (const jit::Block* b : n->blocks()) count += countIn(b);
+  }
   return count;
 }
+
+}  // namespace
+
+int64_t countSplitGraphs(const jit::Graph& graph) { return countIn(graph.block()); }
 
 }  // namespace ppstage

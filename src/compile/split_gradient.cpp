@@ -27,19 +27,36 @@ using torch::autograd::variable_list;
 using torch::jit::Stack;
 
 // Autograd passes gradients as flat tensor lists; a graph value is a Tensor or a Tensor[]
-// (aten::split's). `shape`: -1 for a tensor, n for a list of n.
+// (aten::split's). A value's shape: -1 for a tensor, n for a list of n.
+int64_t shapeOf(const c10::IValue& v) {
+  return v.isTensorList() ? static_cast<int64_t>(v.toTensorList().size()) : -1;
+}
+
 void flatten(const c10::IValue& v, variable_list& out) {
   if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
-  } else if (v.isTensor()) {
-    out.push_back(v.toTensor());
   } else {
-    out.emplace_back();  // None: no gradient (an input no formula differentiates)
+    out.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
   }
 }
 
-int64_t shapeOf(const c10::IValue& v) {
-  return v.isTensorList() ? static_cast<int64_t>(v.toTensorList().size()) : -1;
+// A gradient for a value of `shape`, flattened: None, or one undefined tensor standing for
+// a whole list (a gradient section whose gradients were all undefined returns
+// AutogradZero), become as many undefined tensors as the value has.
+void flattenAs(const c10::IValue& grad, int64_t shape, variable_list& out) {
+  if (grad.isTensorList()) {
+    PPSTAGE_INTERNAL_ASSERT(shapeOf(grad) == shape, "a list gradient of ", shapeOf(grad),
+                            " tensors for a value of shape ", shape);
+    flatten(grad, out);
+    return;
+  }
+  const bool defined = grad.isTensor() && grad.toTensor().defined();
+  PPSTAGE_INTERNAL_ASSERT(!defined || shape < 0, "one tensor as the gradient of a list");
+  if (shape < 0) {
+    out.push_back(defined ? grad.toTensor() : at::Tensor());
+    return;
+  }
+  for (int64_t i = 0; i < shape; ++i) out.emplace_back();
 }
 
 std::vector<c10::IValue> unflatten(variable_list&& flat, const std::vector<int64_t>& shape) {
@@ -77,17 +94,22 @@ bool requiresGrad(const c10::IValue& v) {
 // What one call's two nodes share.
 struct CallState {
   std::vector<c10::IValue> captures;  // the backward's saved values; I consumes them
-  std::vector<int64_t> vjp_shape;     // how the outputs' gradients arrive (see flatten)
+  std::vector<int64_t> vjp_shape;     // the shapes of the outputs whose gradients I takes
+  std::vector<int64_t> input_shape;   // the shapes of the inputs whose gradients I gives
+  std::vector<int64_t> weight_shape;  // the same for W
+  c10::Device device = at::kCPU;      // where W's token lives (the region's inputs' device)
   std::vector<c10::IValue> handoff;   // what W reads, from I until W
-  variable_list input_grads;          // what I returned, from I until W
-  bool waiting_for_w = false;
+  variable_list kept_grads;           // I's gradients the engine did not take then
+  bool input_ran = false;
+  bool weight_ran = false;
 };
 
 }  // namespace
 
 class SplitGradient : public std::enable_shared_from_this<SplitGradient> {
  public:
-  SplitGradient(const std::shared_ptr<torch::jit::Graph>& region, std::vector<int64_t> weight);
+  // `gradient`: the region differentiated; `weight[i]`: whether region input i is a weight.
+  SplitGradient(torch::jit::Gradient gradient, std::vector<bool> weight);
 
   // Replaces the region's inputs at the top of `stack` by its outputs. With grad mode on
   // and an input that requires grad, the outputs get the two nodes below.
@@ -108,30 +130,39 @@ class SplitGradient : public std::enable_shared_from_this<SplitGradient> {
                   const std::shared_ptr<CallState>& state);
 
   torch::jit::Gradient gradient_;
-  std::vector<int64_t> weight_;  // per region input
+  std::vector<bool> weight_;  // per region input
   BackwardCut cut_;
   std::unique_ptr<GraphRunner> forward_, input_backward_, weight_backward_;
 };
 
 namespace {
 
-// Zeros where a graph gave no gradient to an edge that takes one (as TorchScript's
-// DifferentiableGraphBackward does).
+// Zeros where a graph gave no gradient to an edge this engine run takes (as TorchScript's
+// DifferentiableGraphBackward does). Called inside apply.
 variable_list filled(variable_list grads, const torch::autograd::Node& node) {
-  for (size_t i = 0; i < grads.size() && i < node.num_outputs(); ++i) {
+  PPSTAGE_INTERNAL_ASSERT(grads.size() == node.num_outputs(), grads.size(), " gradients for ",
+                          node.num_outputs(), " edges");
+  for (size_t i = 0; i < grads.size(); ++i) {
     const Edge& edge = node.next_edge(i);
-    if (!grads[i].defined() && edge.is_valid()) {
+    if (!grads[i].defined() && edge.is_valid() && node.task_should_compute_output(i)) {
       grads[i] = edge.function->input_metadata(edge.input_nr).zeros_like();
     }
   }
   return grads;
 }
 
+void refuseCreateGraph() {
+  TORCH_CHECK(!c10::GradMode::is_enabled(),
+              "compile modes stage and block do not differentiate a backward again "
+              "(create_graph); use compile mode none");
+}
+
 // I of one call: runs the input-gradient graph, returns the activations' gradients and,
 // when the call has weights, a token to its WeightGradients node, and keeps what W reads.
 // Called again in the W of an I/W split (the engine runs W from here, see
-// Note [Eager I/W split]): I ran, so it returns what it returned then (the edges into I's
-// region are cut by then; an edge outside it, towards a weight, still takes its gradient).
+// Note [Eager I/W split]): I ran, so it returns the gradients that engine run of I did not
+// take (towards a weight outside I's region, and W's token); the others went upstream,
+// and their edges are cut by then.
 class InputGradients : public torch::autograd::Node {
  public:
   InputGradients(std::shared_ptr<SplitGradient> owner, std::shared_ptr<CallState> state)
@@ -139,8 +170,9 @@ class InputGradients : public torch::autograd::Node {
   std::string name() const override { return "ppstage::SplitGraphInputBackward"; }
 
   variable_list apply(variable_list&& grads) override {
+    refuseCreateGraph();
     CallState& s = *state_;
-    if (s.waiting_for_w) return s.input_grads;
+    if (s.input_ran) return filled(std::move(s.kept_grads), *this);
     TORCH_CHECK(!released_,
                 "a compiled graph's backward ran twice over one forward; compile modes stage "
                 "and block keep no graph for a second backward (retain_graph)");
@@ -161,12 +193,14 @@ class InputGradients : public torch::autograd::Node {
       }
     }
     variable_list result;
-    for (size_t k = 0; k < num_grads; ++k) flatten(outs[k], result);
-    if (cut.weight_outputs.empty()) return filled(std::move(result), *this);
-    result.push_back(at::zeros({}));  // W's token
-    s.input_grads = filled(std::move(result), *this);
-    s.waiting_for_w = true;
-    return s.input_grads;
+    for (size_t k = 0; k < num_grads; ++k) flattenAs(outs[k], s.input_shape[k], result);
+    if (!cut.weight_outputs.empty()) result.push_back(at::zeros({}, at::TensorOptions(s.device)));
+    s.input_ran = true;
+    s.kept_grads.resize(result.size());
+    for (size_t i = 0; i < result.size(); ++i) {
+      if (!task_should_compute_output(i)) s.kept_grads[i] = result[i];
+    }
+    return filled(std::move(result), *this);
   }
 
   void release_variables() override {
@@ -188,21 +222,22 @@ class WeightGradients : public torch::autograd::Node {
   std::string name() const override { return "ppstage::SplitGraphWeightBackward"; }
 
   variable_list apply(variable_list&& /*token*/) override {
+    refuseCreateGraph();
     CallState& s = *state_;
-    TORCH_CHECK(s.waiting_for_w,
-                "a compiled graph's weight gradients ran before its input "
-                "gradients, or twice over one forward");
+    TORCH_CHECK(s.input_ran && !s.weight_ran,
+                "a compiled graph's weight gradients ran before its input gradients, or "
+                "twice over one forward");
     std::vector<c10::IValue> outs = owner_->weightBackward(std::move(s.handoff));
+    s.weight_ran = true;
     release_variables();
     variable_list result;
-    for (const c10::IValue& v : outs) flatten(v, result);
+    for (size_t k = 0; k < outs.size(); ++k) flattenAs(outs[k], s.weight_shape[k], result);
     return filled(std::move(result), *this);
   }
 
   void release_variables() override {
     state_->handoff.clear();
-    state_->input_grads.clear();
-    state_->waiting_for_w = false;
+    state_->kept_grads.clear();
   }
 
  private:
@@ -245,15 +280,11 @@ void untuple(torch::jit::Graph& backward) {
 
 }  // namespace
 
-SplitGradient::SplitGradient(const std::shared_ptr<torch::jit::Graph>& region,
-                             std::vector<int64_t> weight)
-    : weight_(std::move(weight)) {
-  std::shared_ptr<torch::jit::Graph> copy = region->copy();  // differentiate takes it over
-  gradient_ = torch::jit::differentiate(copy);
+SplitGradient::SplitGradient(torch::jit::Gradient gradient, std::vector<bool> weight)
+    : gradient_(std::move(gradient)), weight_(std::move(weight)) {
   untuple(*gradient_.df);
   std::vector<bool> weight_output;
-  for (const size_t input : gradient_.df_output_vjps)
-    weight_output.push_back(weight_.at(input) != 0);
+  for (const size_t input : gradient_.df_output_vjps) weight_output.push_back(weight_.at(input));
   cut_ = cutBackward(*gradient_.df, weight_output);
   forward_ = std::make_unique<GraphRunner>(gradient_.f, "split forward", /*profiling=*/true);
   input_backward_ =
@@ -266,14 +297,20 @@ void SplitGradient::recordCall(std::vector<c10::IValue>& inputs, std::vector<c10
                                const std::shared_ptr<CallState>& state) {
   auto input_node = std::make_shared<InputGradients>(shared_from_this(), state);
   for (const size_t k : cut_.input_outputs) {
-    addEdges(*input_node, inputs[gradient_.df_output_vjps[k]]);
+    const c10::IValue& input = inputs[gradient_.df_output_vjps[k]];
+    state->input_shape.push_back(shapeOf(input));
+    addEdges(*input_node, input);
   }
   if (!cut_.weight_outputs.empty()) {
     auto weight_node = std::make_shared<WeightGradients>(shared_from_this(), state);
     for (const size_t k : cut_.weight_outputs) {
-      addEdges(*weight_node, inputs[gradient_.df_output_vjps[k]]);
+      const c10::IValue& input = inputs[gradient_.df_output_vjps[k]];
+      state->weight_shape.push_back(shapeOf(input));
+      addEdges(*weight_node, input);
+      if (input.isTensor() && input.toTensor().defined()) state->device = input.toTensor().device();
     }
-    const uint32_t token = weight_node->add_input_metadata(at::zeros({}));
+    const uint32_t token =
+        weight_node->add_input_metadata(at::zeros({}, at::TensorOptions(state->device)));
     input_node->add_next_edge(Edge(std::move(weight_node), token));
   }
   for (const size_t i : gradient_.df_input_vjps) {
@@ -323,9 +360,16 @@ struct SplitGradientCapsule : torch::CustomClassHolder {
 }  // namespace
 
 c10::IValue makeSplitGradient(const std::shared_ptr<torch::jit::Graph>& region,
-                              std::vector<int64_t> weight) {
+                              std::vector<bool> weight) {
+  std::shared_ptr<torch::jit::Graph> copy = region->copy();  // differentiate takes it over
+  torch::jit::Gradient gradient;
+  try {
+    gradient = torch::jit::differentiate(copy);
+  } catch (const std::exception& e) {  // c10::Error, or the std::runtime_error autodiff throws
+    throw NotDifferentiable(e.what());
+  }
   auto capsule = c10::make_intrusive<SplitGradientCapsule>();
-  capsule->split = std::make_shared<SplitGradient>(region, std::move(weight));
+  capsule->split = std::make_shared<SplitGradient>(std::move(gradient), std::move(weight));
   return c10::IValue::make_capsule(std::move(capsule));
 }
 

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
-#include <ATen/core/stack.h>
 
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 namespace torch::jit {
@@ -20,12 +20,16 @@ namespace ppstage::compile_detail {
 c10::Symbol splitGraphKind();
 c10::Symbol gradientAttr();
 
+// What makeSplitGradient throws when TorchScript cannot differentiate a region.
+struct NotDifferentiable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // `region` (a DifferentiableGraph's subgraph) differentiated and its backward cut, as an
 // IValue capsule for a split_graph node's gradientAttr; `weight[i]` says whether region
-// input i is a weight. Throws (c10::Error or std::runtime_error) when TorchScript cannot
-// differentiate it.
+// input i is a weight. Throws NotDifferentiable.
 c10::IValue makeSplitGradient(const std::shared_ptr<torch::jit::Graph>& region,
-                              std::vector<int64_t> weight);
+                              std::vector<bool> weight);
 
 // Registers split_graph with TorchScript's operators; once per process, before a graph
 // holding one first runs (splitAutodiff calls it).

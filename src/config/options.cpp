@@ -123,7 +123,8 @@ void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
       "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
       "empty: balance automatically");
   add("pipeline.balance", po::value(&p.balance)->default_value(p.balance, toString(p.balance)),
-      "what automatic splitting balances across stages: params | flops");
+      "what automatic splitting balances across stages: params | flops | time (each unit's "
+      "forward and backward, measured on the example batch)");
   desc.add(section);
 }
 

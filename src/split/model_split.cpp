@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -27,11 +28,16 @@ class Stopwatch {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-}  // namespace
+struct Prepared {
+  ModelSplit split;
+  ValueShapes shapes;
+};
 
-ModelSplit splitModel(const Config& config) {
-  Stopwatch watch;
-  ModelSplit split{loadModel(config.model, config.train), {}, {}, {}, {}, {}, {}};
+// Load, capture and the example run: what planning starts from.
+Prepared prepare(const Config& config, Stopwatch& watch) {
+  Prepared prepared{{loadModel(config.model, config.train), {}, {}, {}, {}, {}, {}}, {}};
+  ModelSplit& split = prepared.split;
+  ValueShapes& shapes = prepared.shapes;
   split.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
   split.graph = captureModel(
@@ -39,7 +45,6 @@ ModelSplit splitModel(const Config& config) {
       makeExampleInput(split.model.input, std::min<int64_t>(config.train.batch_size, 2), seed));
   split.timings.capture_s = watch.lap();
   split.example_input = makeExampleInput(split.model.input, config.train.batch_size, seed);
-  ValueShapes shapes;
   try {
     const auto make_input = [&](int64_t batch) {
       return makeExampleInput(split.model.input, batch, seed);
@@ -55,12 +60,39 @@ ModelSplit splitModel(const Config& config) {
                        describeModelFailure(split.graph, split.example_input, errorMessage(e))));
   }
   split.timings.shapes_s = watch.lap();
-  split.plan = planStages(split.graph, shapes, config.pipeline);
+  return prepared;
+}
+
+bool balancesByTime(const PipelineConfig& pipeline) {
+  return pipeline.balance == Balance::kTime && pipeline.split_points.empty();
+}
+
+}  // namespace
+
+UnitSeconds measureUnitSeconds(const Config& config) {
+  Stopwatch watch;
+  const Prepared p = prepare(config, watch);
+  return measureUnitSeconds(p.split.graph, findUnits(p.split.graph, p.shapes), p.shapes,
+                            p.split.example_input);
+}
+
+ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds) {
+  Stopwatch watch;
+  Prepared prepared = prepare(config, watch);
+  ModelSplit& split = prepared.split;
+  const ValueShapes& shapes = prepared.shapes;
+  std::optional<UnitSeconds> measured;
+  if (balancesByTime(config.pipeline) && unit_seconds == nullptr) {
+    measured = measureUnitSeconds(split.graph, findUnits(split.graph, shapes), shapes,
+                                  split.example_input);
+    unit_seconds = &*measured;
+  }
+  split.plan = planStages(split.graph, shapes, config.pipeline, unit_seconds);
   split.timings.plan_s = watch.lap();
   split.stages = extractStages(split.graph, split.plan, shapes);
   split.ties = findTiedParameters(split.graph, split.stages);
   split.timings.extract_s = watch.lap();
-  return split;
+  return std::move(prepared.split);
 }
 
 }  // namespace ppstage

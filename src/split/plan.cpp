@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ppstage/core/error.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage {
 
@@ -137,8 +138,52 @@ StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
   return plan;
 }
 
+std::vector<StageRange> partitioned(const std::vector<double>& costs, size_t stages) {
+  std::vector<StageRange> ranges;
+  size_t begin = 0;
+  for (size_t start : balancedPartition(costs, stages)) {
+    ranges.push_back(StageRange{begin, start});
+    begin = start;
+  }
+  ranges.push_back(StageRange{begin, costs.size()});
+  return ranges;
+}
+
+// The slowest stage's cost over the mean stage's.
+double imbalanceOf(const std::vector<StageRange>& stages, const std::vector<double>& costs) {
+  double total = 0, slowest = 0;
+  for (const StageRange& s : stages) {
+    double sum = 0;
+    for (size_t u = s.first_unit; u < s.end_unit; ++u) sum += costs[u];
+    total += sum;
+    slowest = std::max(slowest, sum);
+  }
+  return total > 0 ? slowest * static_cast<double>(stages.size()) / total : 1;
+}
+
+// The simulator's makespan for `config`'s schedule over `stages` with the measured
+// seconds (I and W half a B each); 0 where the schedule cannot be built for this layout.
+double predictedMakespan(const std::vector<StageRange>& stages, const UnitSeconds& seconds,
+                         const PipelineConfig& config) {
+  ScheduleOptions options = scheduleOptionsFor(config, static_cast<int>(stages.size()),
+                                               static_cast<int>(config.stages_per_rank));
+  for (const StageRange& s : stages) {
+    double f = 0, b = 0;
+    for (size_t u = s.first_unit; u < s.end_unit; ++u) {
+      f += seconds.forward[u];
+      b += seconds.backward[u];
+    }
+    options.costs.per_stage.push_back({f, b, b / 2, b / 2});
+  }
+  try {
+    return buildSchedule(makeScheduleRegistry(config.schedule_plugin), options).simulation.makespan;
+  } catch (const Error&) {
+    return 0;  // the run itself reports what is wrong with the schedule
+  }
+}
+
 StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
-                       const PipelineConfig& config) {
+                       const PipelineConfig& config, const UnitSeconds* seconds) {
   StagePlan plan;
   plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
@@ -146,26 +191,40 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
                 " but the model has only ", plan.units.size(), " splittable units (",
                 listPaths(plan.units), ")");
-  std::vector<double> costs;
+  std::vector<double> params, flops;
   for (const SplitUnit& unit : plan.units) {
-    costs.push_back(config.balance == Balance::kFlops ? unit.flops
-                                                      : static_cast<double>(unit.num_params));
+    params.push_back(static_cast<double>(unit.num_params));
+    flops.push_back(unit.flops);
   }
-  size_t begin = 0;
-  for (size_t start : balancedPartition(costs, stages)) {
-    plan.stages.push_back(StageRange{begin, start});
-    begin = start;
+  if (config.balance != Balance::kTime) {
+    plan.stages = partitioned(config.balance == Balance::kFlops ? flops : params, stages);
+    return plan;
   }
-  plan.stages.push_back(StageRange{begin, plan.units.size()});
+  PPSTAGE_INTERNAL_ASSERT(seconds != nullptr && seconds->forward.size() == plan.units.size(),
+                          "balance by time needs every unit's measured seconds");
+  StagePlan::TimeBalance time;
+  for (size_t u = 0; u < plan.units.size(); ++u) time.unit_seconds.push_back(seconds->of(u));
+  const std::vector<StageRange> by_params = partitioned(params, stages);
+  plan.stages = partitioned(time.unit_seconds, stages);
+  time.params_imbalance = imbalanceOf(by_params, time.unit_seconds);
+  time.imbalance = imbalanceOf(plan.stages, time.unit_seconds);
+  time.params_predicted_s = predictedMakespan(by_params, *seconds, config);
+  time.predicted_s = predictedMakespan(plan.stages, *seconds, config);
+  if (time.params_predicted_s > 0 && time.params_predicted_s < time.predicted_s) {
+    plan.stages = by_params;  // the slowest stage is not all the schedule waits on
+    time.imbalance = time.params_imbalance;
+    time.predicted_s = time.params_predicted_s;
+  }
+  plan.time_balance = std::move(time);
   return plan;
 }
 
 }  // namespace
 
 StagePlan planStages(const ModelGraph& model, const ValueShapes& shapes,
-                     const PipelineConfig& config) {
+                     const PipelineConfig& config, const UnitSeconds* unit_seconds) {
   if (!config.split_points.empty()) return planAtSplitPoints(model, shapes, config);
-  return planBalanced(model, shapes, config);
+  return planBalanced(model, shapes, config, unit_seconds);
 }
 
 }  // namespace ppstage

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iomanip>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -138,7 +140,7 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
 }
 
 // Everything local: no collective, so that runAgreed can report any rank's failure.
-JobPlan planLocally(const Config& config, int rank, int world) {
+JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
   JobPlan plan(jobTopology(config.pipeline, config.train, world).atRank(rank));
   const Topology& topology = plan.topology;
   checkOutputPaths(config, topology);
@@ -156,7 +158,7 @@ JobPlan planLocally(const Config& config, int rank, int world) {
 
   Config split_config = config;
   split_config.pipeline.stages = topology.numStages();
-  plan.split = splitModel(split_config);
+  plan.split = splitModel(split_config, unit_seconds);
   plan.loss = resolveLossKind(config.train.loss, plan.split.model.input.dtype);
 
   const DataRequest request = dataRequestOf(plan.split, plan.loss, config.train);
@@ -182,9 +184,52 @@ BatchLayout batchLayout(int64_t batch_size, int dp, int microbatches) {
   return layout;
 }
 
+namespace {
+
+std::string encodeSeconds(const UnitSeconds& seconds) {
+  std::ostringstream out;
+  out << std::setprecision(17) << seconds.forward.size();
+  for (const double s : seconds.forward) out << " " << s;
+  for (const double s : seconds.backward) out << " " << s;
+  return out.str();
+}
+
+UnitSeconds decodeSeconds(const std::string& text) {
+  std::istringstream in(text);
+  size_t n = 0;
+  in >> n;
+  UnitSeconds seconds{std::vector<double>(n), std::vector<double>(n)};
+  for (double& s : seconds.forward) in >> s;
+  for (double& s : seconds.backward) in >> s;
+  PPSTAGE_INTERNAL_ASSERT(!in.fail(), "unit seconds from rank 0: '", text, "'");
+  return seconds;
+}
+
+// --pipeline.balance time: rank 0 measures the units (the others wait, so that its
+// timings are not shared with them), and every rank plans with its seconds, so that all
+// cut the same stages.
+std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator& world) {
+  if (config.pipeline.balance != Balance::kTime || !config.pipeline.split_points.empty()) {
+    return std::nullopt;
+  }
+  std::string mine;
+  runAgreed(world, [&] {
+    if (world.rank() != 0) return;
+    at::set_num_threads(config.train.threads > 0 ? static_cast<int>(config.train.threads)
+                                                 : autoThreads(world.size()));
+    mine = encodeSeconds(measureUnitSeconds(config));
+  });
+  return decodeSeconds(allGatherStrings(world, mine).at(0));
+}
+
+}  // namespace
+
 JobPlan planJob(const Config& config, Communicator& world) {
+  const std::optional<UnitSeconds> seconds = agreedUnitSeconds(config, world);
   std::optional<JobPlan> plan;
-  runAgreed(world, [&] { plan.emplace(planLocally(config, world.rank(), world.size())); });
+  runAgreed(world, [&] {
+    plan.emplace(planLocally(config, world.rank(), world.size(), seconds ? &*seconds : nullptr));
+  });
   return std::move(*plan);
 }
 

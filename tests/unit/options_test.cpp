@@ -56,7 +56,7 @@ TEST(Options, BadValuesAreErrors) {
   EXPECT_THROW(parse({"--model.layers", "many"}, config), Error);
   EXPECT_THROW(parse({"--no.such_option", "1"}, config), Error);
   Config balance;  // a named choice is checked as it is parsed
-  EXPECT_THROW(parse({"--pipeline.balance", "time"}, balance), Error);
+  EXPECT_THROW(parse({"--pipeline.balance", "seconds"}, balance), Error);
   Config stages;
   ASSERT_TRUE(parse({"--pipeline.stages", "3", "--pipeline.split_points", "a"}, stages));
   EXPECT_THROW(validate(stages.pipeline), Error);

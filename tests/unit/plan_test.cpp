@@ -217,5 +217,50 @@ TEST(Extract, RejectsAValueThatDependsOnTensorData) {
   EXPECT_NE(error.find("stage 1"), std::string::npos) << error;
 }
 
+// Balance by time with given seconds: the DP over the measured costs (a slow head moves
+// the cut towards it), the imbalance before (the params plan's, with the same seconds) and
+// after, and the simulator's makespans, which the plan kept the better of.
+TEST(Balance, TimeBalanceCutsByMeasuredSecondsAndReportsTheImbalance) {
+  const Captured c = capture(test::builtinConfig("gpt", 4));
+  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
+  ASSERT_EQ(unitPaths(units).back(), "lm_head");
+  UnitSeconds seconds;
+  for (const SplitUnit& u : units) {  // layers cost 1 + 2, the head 3.5 + 7, the rest nothing
+    const bool layer = u.path.rfind("layers.", 0) == 0;
+    const double f = layer ? 1 : u.path == "lm_head" ? 3.5 : 0;
+    seconds.forward.push_back(f);
+    seconds.backward.push_back(2 * f);
+  }
+  PipelineConfig pipeline;
+  pipeline.stages = 2;
+  pipeline.microbatches = 4;
+  pipeline.balance = Balance::kTime;
+  const StagePlan plan = planStages(c.graph, c.shapes, pipeline, &seconds);
+  ASSERT_TRUE(plan.time_balance.has_value());
+  // wte, wpe, layers.0-3, ln_f, lm_head: the 4 layers (12 s) then the head (10.5 s) is the
+  // best cut, against a mean of 11.25 s; any plan the params balance makes is no better.
+  EXPECT_EQ(plan.units[plan.stages[1].first_unit].path, "ln_f");
+  EXPECT_NEAR(plan.time_balance->imbalance, 12.0 / 11.25, 1e-9);
+  EXPECT_GE(plan.time_balance->params_imbalance, plan.time_balance->imbalance - 1e-12);
+  EXPECT_GT(plan.time_balance->predicted_s, 0);
+  EXPECT_LE(plan.time_balance->predicted_s, plan.time_balance->params_predicted_s);
+  EXPECT_EQ(plan.method, "time");
+}
+
+// Measured on the real model: one positive forward time per unit, and a backward for
+// every unit with parameters.
+TEST(Balance, MeasuredUnitSecondsCoverEveryUnit) {
+  const Captured c = capture(test::builtinConfig("gpt", 2));
+  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
+  const UnitSeconds seconds =
+      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInput(c.model.input, 2, 0), 1);
+  ASSERT_EQ(seconds.forward.size(), units.size());
+  ASSERT_EQ(seconds.backward.size(), units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    EXPECT_GT(seconds.forward[u], 0) << units[u].path;
+    if (units[u].num_params > 0) EXPECT_GT(seconds.backward[u], 0) << units[u].path;
+  }
+}
+
 }  // namespace
 }  // namespace ppstage

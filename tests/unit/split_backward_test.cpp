@@ -263,6 +263,38 @@ TEST(SplitBackward, IAndWRunOnlyTheirOwnMatrixProducts) {
   }
 }
 
+// A weight reaching a compiled region through ops left outside it (chunk, then a list
+// unpack, which has no symbolic gradient): the region has no weights of its own, and its
+// I node, on the frontier, gives the weight's gradient in W, from what it computed in I.
+TEST(SplitBackward, AWeightThroughEagerOpsIntoACompiledRegion) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+    graph(%x : Tensor, %w : Tensor):
+      %two : int = prim::Constant[value=2]()
+      %one : int = prim::Constant[value=1]()
+      %parts : Tensor[] = aten::chunk(%w, %two, %one)
+      %a : Tensor, %b : Tensor = prim::ListUnpack(%parts)
+      %h : Tensor = aten::mm(%x, %a)
+      %t : Tensor = aten::tanh(%h)
+      %y : Tensor = aten::mm(%t, %b)
+      return (%y))IR",
+                      graph.get());
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  const at::Tensor w = at::randn({8, 16}).mul_(0.3).requires_grad_(true);
+  for (CompileMode mode : {CompileMode::kNone, CompileMode::kStage}) {
+    CompileCache cache(mode);
+    CompiledStage compiled(graph, 1, cache, "chunked");
+    const auto forward = [&] {
+      const at::Tensor y = compiled.run({x, w}).at(0).toTensor();
+      return (y * y).sum();
+    };
+    for (int warm = 0; warm < 3; ++warm) torch::autograd::grad({forward()}, {x, w});
+    expectSplitEqualsOneBackward(forward, {x}, {w},
+                                 std::string("chunked weight, ") + toString(mode));
+  }
+}
+
 TEST(SplitBackward, GptStagesInEveryCompileMode) {
   for (CompileMode mode : {CompileMode::kNone, CompileMode::kStage, CompileMode::kBlock}) {
     checkGptStage(1, mode);

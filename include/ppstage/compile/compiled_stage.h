@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "ppstage/compile/segments.h"
-#include "ppstage/compile/split_autodiff.h"
 #include "ppstage/config/config.h"
 #include "ppstage/graph/graph_runner.h"
 
@@ -34,6 +33,8 @@ struct Graph;
 }  // namespace torch::jit
 
 namespace ppstage {
+
+struct AutodiffInputs;
 
 // What compiling cost on one rank.
 struct CompileStats {

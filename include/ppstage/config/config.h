@@ -22,7 +22,7 @@ namespace ppstage {
 enum class InputDtype { kInt64, kFloat32 };  // token ids | float samples
 
 // --pipeline.balance: what automatic splitting makes equal across stages.
-enum class Balance { kParams, kFlops };
+enum class Balance { kParams, kFlops, kTime };
 
 // --compile.mode (see include/ppstage/compile/compiled_stage.h).
 enum class CompileMode { kNone, kStage, kBlock };
@@ -51,8 +51,8 @@ struct Choices<InputDtype> {
 template <>
 struct Choices<Balance> {
   static constexpr const char* kOption = "pipeline.balance";
-  static constexpr std::pair<Balance, const char*> kNames[] = {{Balance::kParams, "params"},
-                                                               {Balance::kFlops, "flops"}};
+  static constexpr std::pair<Balance, const char*> kNames[] = {
+      {Balance::kParams, "params"}, {Balance::kFlops, "flops"}, {Balance::kTime, "time"}};
 };
 template <>
 struct Choices<CompileMode> {

@@ -34,8 +34,13 @@ struct ModelSplit {
   SplitTimings timings;
 };
 
-// Loads (or builds) the model of `config`, captures it and cuts it into stages.
-// Throws ppstage::Error for anything the user can fix.
-ModelSplit splitModel(const Config& config);
+// Loads (or builds) the model of `config`, captures it and cuts it into stages. Balancing
+// by time uses `unit_seconds` when given (what every rank of a job agreed on), else
+// measures here. Throws ppstage::Error for anything the user can fix.
+ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds = nullptr);
+
+// --pipeline.balance time: load, capture and measure every unit of `config`'s model on its
+// example batch (measureUnitSeconds), without planning.
+UnitSeconds measureUnitSeconds(const Config& config);
 
 }  // namespace ppstage

@@ -1,0 +1,105 @@
+// See include/ppstage/split/unit_times.h.
+#include "ppstage/split/unit_times.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/core/error.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/split/stage_plan.h"
+
+namespace ppstage {
+
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0 : xs[xs.size() / 2];
+}
+
+// One forward and backward of `stage` on `values` (the previous unit's outputs, or the
+// model's input); returns its outputs, detached, for the next unit.
+std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compiled,
+                                 const std::vector<at::Tensor>& values, double& forward_s,
+                                 double& backward_s) {
+  std::vector<c10::IValue> args;
+  std::vector<at::Tensor> wrt;
+  for (size_t i = 0; i < stage.inputs.size(); ++i) {
+    at::Tensor input = values.at(i).detach();
+    if (stage.inputs[i].meta.requires_grad) wrt.push_back(input.requires_grad_(true));
+    args.emplace_back(input);
+  }
+  for (const StageParameter& p : stage.parameters) {
+    args.emplace_back(p.value);
+    if (p.value.requires_grad()) wrt.push_back(p.value);
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<c10::IValue> outputs = compiled.run(std::move(args));
+  forward_s = secondsSince(start);
+  std::vector<at::Tensor> roots, grads, next;
+  for (const c10::IValue& v : outputs) {
+    const at::Tensor& t = v.toTensor();
+    next.push_back(t.detach());
+    if (!t.requires_grad()) continue;
+    roots.push_back(t);
+    grads.push_back(at::ones_like(t));
+  }
+  start = std::chrono::steady_clock::now();
+  if (!roots.empty() && !wrt.empty()) {
+    torch::autograd::grad(roots, wrt, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                          /*allow_unused=*/true);
+  }
+  backward_s = secondsSince(start);
+  return next;
+}
+
+}  // namespace
+
+UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
+                               const ValueShapes& shapes, const at::Tensor& example_input,
+                               int runs) {
+  StagePlan per_unit;
+  per_unit.units = units;
+  per_unit.method = "units";
+  for (size_t u = 0; u < units.size(); ++u) per_unit.stages.push_back(StageRange{u, u + 1});
+  std::vector<StageModule> stages;
+  try {
+    stages = extractStages(model, per_unit, shapes);
+  } catch (const Error& e) {
+    throw Error(detail::concat("--pipeline.balance time runs every unit on its own, and a unit ",
+                               "boundary cannot be cut: ", e.what(), "; balance by params or ",
+                               "flops, or give --pipeline.split_points"));
+  }
+  CompileCache cache(CompileMode::kNone);
+  std::vector<std::unique_ptr<CompiledStage>> compiled;
+  for (const StageModule& stage : stages) {
+    compiled.push_back(std::make_unique<CompiledStage>(stage.graph, stage.inputs.size(), cache,
+                                                       "unit " + stage.modules.front()));
+  }
+  std::vector<std::vector<double>> forward(units.size()), backward(units.size());
+  for (int run = 0; run < runs; ++run) {
+    std::vector<at::Tensor> values{example_input};
+    for (size_t u = 0; u < stages.size(); ++u) {
+      double f = 0, b = 0;
+      values = timeUnit(stages[u], *compiled[u], values, f, b);
+      forward[u].push_back(f);
+      backward[u].push_back(b);
+    }
+  }
+  UnitSeconds seconds;
+  for (size_t u = 0; u < units.size(); ++u) {
+    seconds.forward.push_back(median(forward[u]));
+    seconds.backward.push_back(median(backward[u]));
+  }
+  return seconds;
+}
+
+}  // namespace ppstage
