@@ -16,7 +16,12 @@
 #   scripts/bench.sh schedules every built-in schedule in every compile mode on gpt-small at
 #                              pp 2 (M 8): step, predicted step, measured / predicted,
 #                              (I+W)/B against 1F1B's B (each over its run's F), peak in
-#                              flight, speed-up over one process; one run each
+#                              flight, speed-up over one process; medians of
+#                              PPSTAGE_BENCH_ROUNDS (2) interleaved rounds, and ZB-H1 / 1F1B
+#                              per round
+#   scripts/bench.sh balance   --pipeline.balance time against params on gpt-small with
+#                              vocab 4096 and 16384 at pp 2 (1F1B, M 8): step of each and
+#                              the stage-time imbalance of both plans, in rounds (3)
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
@@ -315,6 +320,36 @@ for mode, ratios in zb_over_1f1b.items():
 PY
 }
 
+# --pipeline.balance time against params: gpt-small with a wider vocabulary (its tied LM
+# head grows with it) on 2 ranks, 1F1B, M 8; rounds interleave the two.
+bench_balance() {
+  local steps=${PPSTAGE_BENCH_STEPS:-10} rounds=${PPSTAGE_BENCH_ROUNDS:-3}
+  local dir=/tmp/ppstage_bench_balance vocab balance round
+  mkdir -p "$dir"
+  echo "| vocab | round | params: step s | time: step s | time / params | imbalance by params | imbalance by time |"
+  echo "|---|---|---|---|---|---|---|"
+  for vocab in 4096 16384; do
+    for round in $(seq 1 "$rounds"); do
+      for balance in params time; do
+        mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train \
+          --config configs/gpt-small.ini --model.vocab_size "$vocab" --train.steps "$steps" \
+          --train.threads 1 --output.log_every 0 --pipeline.stages 2 \
+          --pipeline.microbatches 8 --pipeline.balance "$balance" \
+          --output.metrics_json "$dir/${vocab}_${balance}_$round.json" > "$dir/${vocab}_${balance}_$round.log"
+      done
+      python3 - "$dir" "$vocab" "$round" <<'PY'
+import json, re, sys
+dir, vocab, round = sys.argv[1:]
+step = lambda b: json.load(open(f"{dir}/{vocab}_{b}_{round}.json"))["measured_step_s"]
+line = [l for l in open(f"{dir}/{vocab}_time_{round}.log") if "stage-time imbalance" in l][0]
+before, after = re.findall(r"([0-9.]+) balanced by params, ([0-9.]+) now", line)[0]
+print("| %s | %s | %.3f | %.3f | %.3f | %s | %s |" % (vocab, round, step("params"), step("time"),
+      step("time") / step("params"), before, after))
+PY
+    done
+  done
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
@@ -324,6 +359,7 @@ case "$what" in
   memory) bench_memory ;;
   trace) bench_trace ;;
   schedules) bench_schedules ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules" >&2
+  balance) bench_balance ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules|balance" >&2
      exit 2 ;;
 esac

@@ -275,6 +275,27 @@ TEST(TrainCli, ThePlanTableCountsTheParametersOfEveryRanksStages) {
   for (const std::string& count : params) EXPECT_NE(count, "0") << r.out;
 }
 
+// Balanced by time on 2 ranks: rank 0 measures, both plan with its seconds (a plan the
+// ranks disagreed on would fail the boundary check or hang), and the log gives the
+// imbalance of the params plan and of the time plan, the latter no worse.
+TEST(TrainCli, BalanceByTimePlansTheSameStagesOnEveryRank) {
+  const Result r = runPpstage(
+      "train" + config("gpt-tiny.ini") + " --train.steps 2 --pipeline.balance time", mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string key = "stage-time imbalance (slowest stage over the mean, measured): ";
+  const size_t at = r.out.find(key);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double before = 0, after = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at + key.size(), "%lf balanced by params, %lf now",
+                        &before, &after),
+            2)
+      << r.out;
+  EXPECT_GE(before, 1.0);
+  EXPECT_GE(after, 1.0);
+  EXPECT_LE(after, before + 1e-9) << "the DP over the same seconds cannot do worse";
+  EXPECT_NE(r.out.find("balanced by time"), std::string::npos) << r.out;
+}
+
 TEST(TrainCli, AnRnnsInterLayerDropoutIsRefused) {
   const Result r = runPpstage("train --model.name " + fixture("lstm_dropout.pt") +
                                   " --model.vocab_size 16 --model.seq_len 16 --train.steps 1",
