@@ -262,13 +262,17 @@ bench_schedules() {
   # the table gives medians over rounds. PPSTAGE_BENCH_REPORT_ONLY=1: the table again from
   # the last runs' files.
   mkdir -p "$dir"
+  # PPSTAGE_BENCH_MODES and PPSTAGE_BENCH_SCHEDULES narrow the runs (more rounds of fewer).
+  local modes=${PPSTAGE_BENCH_MODES:-none stage block}
+  local schedules=${PPSTAGE_BENCH_SCHEDULES:-gpipe 1f1b interleaved-1f1b zb-h1 zb-v}
+  [[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || rm -f "$dir"/r*_*.json
   local round mode
   for round in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || seq 1 "$rounds"); do
-  for mode in none stage block; do
+  for mode in $modes; do
     local out="$dir/r$round"
     "$ppstage" train "${base[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
       --compile.mode "$mode" --output.metrics_json "${out}_one_$mode.json" > /dev/null
-    for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
+    for schedule in $schedules; do
       local layout=(--pipeline.stages 2)
       [[ $schedule == interleaved-1f1b ]] && layout=(--pipeline.stages 4)
       [[ $schedule == zb-v ]] && layout=(--pipeline.stages 4 --pipeline.placement v)
@@ -281,22 +285,22 @@ bench_schedules() {
     done
   done
   done
-  python3 - "$dir" <<'PY'
+  python3 - "$dir" "$modes" "$schedules" <<'PY'
 import glob, json, statistics, sys
-dir = sys.argv[1]
-rounds = sorted({p.split("/")[-1].split("_")[0] for p in glob.glob(f"{dir}/r*_one_none.json")})
+dir, modes, schedules = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+rounds = sorted({p.split("/")[-1].split("_")[0] for p in glob.glob(f"{dir}/r*_one_{modes[0]}.json")})
 load = lambda r, name: json.load(open(f"{dir}/{r}_{name}.json"))
 med = statistics.median
 print("| mode | schedule | step s | predicted step s | measured / predicted | (I+W) / B | peak in flight (stage 0) | speed-up over one process |")
 print("|---|---|---|---|---|---|---|---|")
 cost = lambda run, kind: sum(r["action_costs_s"][kind] for r in run["ranks"])
 zb_over_1f1b = {}
-for mode in ["none", "stage", "block"]:
+for mode in modes:
     # B of the same stages (1F1B's for 2 stages, interleaved 1F1B's for zb-v's 4), over
     # F in each run: the forwards are the same work, so the ratio does not move with the
     # machine's speed from one run to the next
     b_of = lambda r, name: cost(load(r, f"{name}_{mode}"), "B") / cost(load(r, f"{name}_{mode}"), "F")
-    for schedule in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"]:
+    for schedule in schedules:
         runs = [load(r, f"{schedule}_{mode}") for r in rounds]
         step = med(run["measured_step_s"] for run in runs)
         predicted = med(run["predicted_step_s"] for run in runs)
@@ -304,15 +308,16 @@ for mode in ["none", "stage", "block"]:
         one = med(load(r, f"one_{mode}")["measured_step_s"] / run["measured_step_s"]
                   for r, run in zip(rounds, runs))
         iw = ""
-        if schedule.startswith("zb"):
-            base = "1f1b" if schedule == "zb-h1" else "interleaved-1f1b"
+        base = "1f1b" if schedule == "zb-h1" else "interleaved-1f1b"
+        if schedule.startswith("zb") and base in schedules:
             iw = "%.3f" % med((cost(run, "I") + cost(run, "W")) / cost(run, "F") / b_of(r, base)
                               for r, run in zip(rounds, runs))
         peak = load(rounds[0], f"{schedule}_sim")["peak_inflight"][0]
         print("| %s | %s | %.3f | %.3f | %.3f | %s | %d | %.2f |" % (
             mode, schedule, step, predicted, ratio, iw, peak, one))
-    zb_over_1f1b[mode] = [load(r, f"zb-h1_{mode}")["measured_step_s"] /
-                          load(r, f"1f1b_{mode}")["measured_step_s"] for r in rounds]
+    if "zb-h1" in schedules and "1f1b" in schedules:
+        zb_over_1f1b[mode] = [load(r, f"zb-h1_{mode}")["measured_step_s"] /
+                              load(r, f"1f1b_{mode}")["measured_step_s"] for r in rounds]
 print()
 print("ZB-H1 step / 1F1B step, each round (runs back to back) and the median:")
 for mode, ratios in zb_over_1f1b.items():

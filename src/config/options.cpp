@@ -124,7 +124,7 @@ void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
       "empty: balance automatically");
   add("pipeline.balance", po::value(&p.balance)->default_value(p.balance, toString(p.balance)),
       "what automatic splitting balances across stages: params | flops | time (each unit's "
-      "forward and backward, measured on the example batch)");
+      "forward and backward, measured on one micro-batch, the loss included)");
   desc.add(section);
 }
 

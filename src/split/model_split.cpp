@@ -1,6 +1,8 @@
 // See include/ppstage/split/model_split.h.
 #include "ppstage/split/model_split.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "ppstage/core/text.h"
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/value_shapes.h"
+#include "ppstage/runtime/loss.h"
 
 namespace ppstage {
 
@@ -67,13 +70,35 @@ bool balancesByTime(const PipelineConfig& pipeline) {
   return pipeline.balance == Balance::kTime && pipeline.split_points.empty();
 }
 
+// One micro-batch of the example input: what each action of the run computes on (time is
+// not linear in the batch: a wide head's logits outgrow the caches).
+at::Tensor microBatchInput(const Config& config, const ModelSplit& split) {
+  const int64_t stages = std::max<int64_t>(config.pipeline.stages, 1);
+  const int64_t microbatches =
+      config.pipeline.microbatches > 0 ? config.pipeline.microbatches : 2 * stages;
+  const int64_t batch = std::max<int64_t>(
+      1, config.train.batch_size / (microbatches * std::max<int64_t>(1, config.train.dp)));
+  return makeExampleInput(split.model.input, batch, static_cast<uint64_t>(config.train.seed));
+}
+
+// The run's loss against placeholder targets (class 0, or zeros): the work is the same.
+UnitLoss trainingLoss(const Config& config, const ModelSplit& split) {
+  const LossKind kind = resolveLossKind(config.train.loss, split.model.input.dtype);
+  return [kind](const at::Tensor& output) {
+    const at::Tensor target = kind == LossKind::kCrossEntropy
+                                  ? at::zeros(output.sizes().slice(0, output.dim() - 1), at::kLong)
+                                  : at::zeros_like(output);
+    return computeLoss(kind, output, target.detach());
+  };
+}
+
 }  // namespace
 
 UnitSeconds measureUnitSeconds(const Config& config) {
   Stopwatch watch;
   const Prepared p = prepare(config, watch);
   return measureUnitSeconds(p.split.graph, findUnits(p.split.graph, p.shapes), p.shapes,
-                            p.split.example_input);
+                            microBatchInput(config, p.split), trainingLoss(config, p.split));
 }
 
 ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds) {
@@ -84,7 +109,7 @@ ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds) {
   std::optional<UnitSeconds> measured;
   if (balancesByTime(config.pipeline) && unit_seconds == nullptr) {
     measured = measureUnitSeconds(split.graph, findUnits(split.graph, shapes), shapes,
-                                  split.example_input);
+                                  microBatchInput(config, split), trainingLoss(config, split));
     unit_seconds = &*measured;
   }
   split.plan = planStages(split.graph, shapes, config.pipeline, unit_seconds);

@@ -162,19 +162,17 @@ double imbalanceOf(const std::vector<StageRange>& stages, const std::vector<doub
 }
 
 // The simulator's makespan for `config`'s schedule over `stages` with the measured
-// seconds (I and W half a B each), a micro-batch costing the example batch's seconds over
-// the micro-batch count (as if time were linear in the batch; data parallelism not
-// counted); 0 where the schedule cannot be built for this layout.
+// seconds (one micro-batch's; I and W half a B each); 0 where the schedule cannot be built
+// for this layout.
 double predictedMakespan(const std::vector<StageRange>& stages, const UnitSeconds& seconds,
                          const PipelineConfig& config) {
   ScheduleOptions options = scheduleOptionsFor(config, static_cast<int>(stages.size()),
                                                static_cast<int>(config.stages_per_rank));
-  const double per_microbatch = 1.0 / std::max(1, options.microbatches);
   for (const StageRange& s : stages) {
     double f = 0, b = 0;
     for (size_t u = s.first_unit; u < s.end_unit; ++u) {
-      f += seconds.forward[u] * per_microbatch;
-      b += seconds.backward[u] * per_microbatch;
+      f += seconds.forward[u];
+      b += seconds.backward[u];
     }
     options.costs.per_stage.push_back({f, b, b / 2, b / 2});
   }

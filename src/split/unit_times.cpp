@@ -27,9 +27,10 @@ double median(std::vector<double> xs) {
 
 // One forward and backward of `stage` on `values` (the previous unit's outputs, or the
 // model's input); returns its outputs, detached, for the next unit.
+// With `loss` (the last unit), the backward starts from the loss of its first output.
 std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compiled,
-                                 const std::vector<at::Tensor>& values, double& forward_s,
-                                 double& backward_s) {
+                                 const std::vector<at::Tensor>& values, const UnitLoss& loss,
+                                 double& forward_s, double& backward_s) {
   std::vector<c10::IValue> args;
   std::vector<at::Tensor> wrt;
   for (size_t i = 0; i < stage.inputs.size(); ++i) {
@@ -43,14 +44,19 @@ std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compil
   }
   auto start = std::chrono::steady_clock::now();
   std::vector<c10::IValue> outputs = compiled.run(std::move(args));
+  const at::Tensor loss_value = loss ? loss(outputs.at(0).toTensor()) : at::Tensor();
   forward_s = secondsSince(start);
   std::vector<at::Tensor> roots, grads, next;
   for (const c10::IValue& v : outputs) {
     const at::Tensor& t = v.toTensor();
     next.push_back(t.detach());
-    if (!t.requires_grad()) continue;
+    if (!t.requires_grad() || loss_value.defined()) continue;
     roots.push_back(t);
     grads.push_back(at::ones_like(t));
+  }
+  if (loss_value.defined() && loss_value.requires_grad()) {
+    roots.push_back(loss_value);
+    grads.push_back(at::ones_like(loss_value));
   }
   start = std::chrono::steady_clock::now();
   if (!roots.empty() && !wrt.empty()) {
@@ -65,7 +71,7 @@ std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compil
 
 UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
                                const ValueShapes& shapes, const at::Tensor& example_input,
-                               int runs) {
+                               const UnitLoss& loss, int runs) {
   StagePlan per_unit;
   per_unit.units = units;
   per_unit.method = "units";
@@ -89,7 +95,8 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
     std::vector<at::Tensor> values{example_input};
     for (size_t u = 0; u < stages.size(); ++u) {
       double f = 0, b = 0;
-      values = timeUnit(stages[u], *compiled[u], values, f, b);
+      const bool last = u + 1 == stages.size();
+      values = timeUnit(stages[u], *compiled[u], values, last ? loss : UnitLoss(), f, b);
       forward[u].push_back(f);
       backward[u].push_back(b);
     }

@@ -286,8 +286,8 @@ TEST(TrainCli, BalanceByTimePlansTheSameStagesOnEveryRank) {
   const size_t at = r.out.find(key);
   ASSERT_NE(at, std::string::npos) << r.out;
   double before = 0, after = 0;
-  ASSERT_EQ(std::sscanf(r.out.c_str() + at + key.size(), "%lf balanced by params, %lf now",
-                        &before, &after),
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at + key.size(), "%lf balanced by params, %lf now", &before,
+                        &after),
             2)
       << r.out;
   EXPECT_GE(before, 1.0);

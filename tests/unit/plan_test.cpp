@@ -253,7 +253,7 @@ TEST(Balance, MeasuredUnitSecondsCoverEveryUnit) {
   const Captured c = capture(test::builtinConfig("gpt", 2));
   const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
   const UnitSeconds seconds =
-      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInput(c.model.input, 2, 0), 1);
+      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInput(c.model.input, 2, 0), {}, 1);
   ASSERT_EQ(seconds.forward.size(), units.size());
   ASSERT_EQ(seconds.backward.size(), units.size());
   for (size_t u = 0; u < units.size(); ++u) {

@@ -17,9 +17,11 @@
 // its weight outputs, and nothing of I's region runs again. Gradients reaching a weight
 // from several frontier nodes add up in the engine as in one backward.
 //
-// The split follows the autograd graph as it is: in compile modes stage and block a
-// compiled graph is one node (DifferentiableGraphBackward), which runs its whole backward
-// graph whichever outputs are wanted, so there I + W still costs about two backwards.
+// The split follows the autograd graph as it is. In compile modes stage and block each
+// compiled region records two nodes of its own, an input-gradient one and a
+// weight-gradient one (Note [Compiled backward and the I/W split] in
+// src/compile/split_autodiff.cpp), so the same walk splits them and I + W costs one
+// backward there too.
 // After I, the nodes of I's region other than the frontier release what they saved (the
 // activations only I needed), so between I and W a micro-batch holds the frontier's saved
 // tensors (a weight op's input) and the gradients captured there.

@@ -40,7 +40,7 @@ struct ModelSplit {
 ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds = nullptr);
 
 // --pipeline.balance time: load, capture and measure every unit of `config`'s model on its
-// example batch (measureUnitSeconds), without planning.
+// micro-batch, the training loss included (measureUnitSeconds), without planning.
 UnitSeconds measureUnitSeconds(const Config& config);
 
 }  // namespace ppstage

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 #include "ppstage/graph/model_graph.h"
@@ -24,13 +25,17 @@ struct UnitSeconds {
 // first one also warms up allocators and caches).
 constexpr int kUnitProfileRuns = 3;
 
-// Cuts `model` once per unit and runs the units in order on `example_input` (the batch
-// the plan's shapes are for), forward and backward with eager autograd, `runs` times, in
-// this process on its intra-op threads. Returns each unit's median. Throws ppstage::Error
+// The training loss of the model's first output (the last stage computes it, so the last
+// unit's time includes it); empty: the backward starts from ones.
+using UnitLoss = std::function<at::Tensor(const at::Tensor& output)>;
+
+// Cuts `model` once per unit and runs the units in order on `example_input` (the runtime
+// gives one micro-batch of the example input), forward and backward with eager autograd, `runs`
+// times, in this process on its intra-op threads. Returns each unit's median. Throws ppstage::Error
 // where a unit boundary cannot be cut (extractStages: a value that is not a tensor, and
 // cannot be recomputed, would cross it).
 UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
                                const ValueShapes& shapes, const at::Tensor& example_input,
-                               int runs = kUnitProfileRuns);
+                               const UnitLoss& loss = {}, int runs = kUnitProfileRuns);
 
 }  // namespace ppstage
