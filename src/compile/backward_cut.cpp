@@ -82,10 +82,10 @@ void eraseOutputs(Node* node, const std::vector<size_t>& drop) {
 
 // A backward has one section per forward op (a prim::GradOf, lowered to a prim::If by its
 // executor), computing the gradients of all its inputs together (an mm's, its
-// activation's and its weight's). Where
-// I needs some of an If's outputs (`needed`) and not the others, the If is copied: the
-// original keeps what I needs, the copy (after it) the rest, each with only the nodes of
-// its blocks its outputs need. Nodes both need run twice (a layer norm's one backward op).
+// activation's and its weight's). Where I needs some of a section's outputs (`needed`) and
+// not the others, the section is copied: the original keeps what I needs, the copy (after
+// it) the rest, each with only the nodes of its blocks its outputs need. Nodes both need
+// run twice (a layer norm's one backward op).
 void splitMixedIfs(Graph& g, const std::unordered_set<Value*>& needed) {
   std::vector<Node*> ifs;
   for (Node* n : g.nodes()) {

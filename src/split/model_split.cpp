@@ -92,13 +92,16 @@ UnitLoss trainingLoss(const Config& config, const ModelSplit& split) {
   };
 }
 
+UnitSeconds measureUnits(const Config& config, const Prepared& p) {
+  return measureUnitSeconds(p.split.graph, findUnits(p.split.graph, p.shapes), p.shapes,
+                            microBatchInput(config, p.split), trainingLoss(config, p.split));
+}
+
 }  // namespace
 
 UnitSeconds measureUnitSeconds(const Config& config) {
   Stopwatch watch;
-  const Prepared p = prepare(config, watch);
-  return measureUnitSeconds(p.split.graph, findUnits(p.split.graph, p.shapes), p.shapes,
-                            microBatchInput(config, p.split), trainingLoss(config, p.split));
+  return measureUnits(config, prepare(config, watch));
 }
 
 ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds) {
@@ -108,8 +111,7 @@ ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds) {
   const ValueShapes& shapes = prepared.shapes;
   std::optional<UnitSeconds> measured;
   if (balancesByTime(config.pipeline) && unit_seconds == nullptr) {
-    measured = measureUnitSeconds(split.graph, findUnits(split.graph, shapes), shapes,
-                                  microBatchInput(config, split), trainingLoss(config, split));
+    measured = measureUnits(config, prepared);
     unit_seconds = &*measured;
   }
   split.plan = planStages(split.graph, shapes, config.pipeline, unit_seconds);

@@ -4,11 +4,11 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include <algorithm>
 #include <chrono>
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/core/error.h"
+#include "ppstage/observe/metrics.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 
@@ -18,11 +18,6 @@ namespace {
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs.empty() ? 0 : xs[xs.size() / 2];
 }
 
 // One forward and backward of `stage` on `values` (the previous unit's outputs, or the
