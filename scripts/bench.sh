@@ -18,7 +18,13 @@
 #                              (I+W)/B against 1F1B's B (each over its run's F), peak in
 #                              flight, speed-up over one process; medians of
 #                              PPSTAGE_BENCH_ROUNDS (2) interleaved rounds, and ZB-H1 / 1F1B
-#                              per round
+#                              per round. Each round also runs the peer, a hand-written
+#                              2-process 1F1B of the same gpt in PyTorch on gloo
+#                              (scripts/peers/, whose losses and parameter count
+#                              scripts/peers/check_reference.sh checks against ppstage's
+#                              first), against which the table's steps are compared;
+#                              ppstage's 1F1B also runs cut where the peer cuts
+#                              (layers.4) for a like-for-like figure
 #   scripts/bench.sh balance   --pipeline.balance time against params on gpt-small with
 #                              vocab 4096 and 16384 at pp 2 (1F1B, M 8): step of each and
 #                              the stage-time imbalance of both plans, in rounds (3)
@@ -266,8 +272,23 @@ bench_schedules() {
   local modes=${PPSTAGE_BENCH_MODES:-none stage block}
   local schedules=${PPSTAGE_BENCH_SCHEDULES:-gpipe 1f1b interleaved-1f1b zb-h1 zb-v}
   [[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || rm -f "$dir"/r*_*.json
+  # The peer (PPSTAGE_BENCH_PEER=0: without): checked equal to ppstage once, then timed in
+  # every round, on gpt-small as saved by scripts/peers/gpt.py.
+  local peer=${PPSTAGE_BENCH_PEER:-1}
+  if [[ $peer == 1 && -z ${PPSTAGE_BENCH_REPORT_ONLY:-} ]]; then
+    PPSTAGE="$ppstage" STEPS=4 scripts/peers/check_reference.sh > "$dir/peer_check.log" ||
+      { cat "$dir/peer_check.log" >&2; exit 1; }
+    tail -n 1 "$dir/peer_check.log"
+  fi
   local round mode
   for round in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || seq 1 "$rounds"); do
+  if [[ $peer == 1 ]]; then
+    /usr/bin/python3 scripts/peers/gpt_1f1b_gloo.py --save "$dir/peer_gpt_small.pt" \
+      --steps "$steps" --json "$dir/r${round}_peer.json" > /dev/null
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train "${base[@]}" \
+      --pipeline.stages 2 --pipeline.split_points layers.4 --pipeline.schedule 1f1b \
+      --pipeline.microbatches 8 --output.metrics_json "$dir/r${round}_1f1b_cut.json" > /dev/null
+  fi
   for mode in $modes; do
     local out="$dir/r$round"
     "$ppstage" train "${base[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
@@ -322,6 +343,30 @@ print()
 print("ZB-H1 step / 1F1B step, each round (runs back to back) and the median:")
 for mode, ratios in zb_over_1f1b.items():
     print("- %s: %s; median %.3f" % (mode, ", ".join("%.3f" % x for x in ratios), med(ratios)))
+# Against the peer: the steady step (the median after the first) of both, each round.
+steady = lambda times: med(times[1:])
+if all(glob.glob(f"{dir}/{r}_peer.json") for r in rounds):
+    peer = [steady(load(r, "peer")["step_time_s"]) for r in rounds]
+    cut = med(p / steady(load(r, "1f1b_cut")["step_time_s"]) for r, p in zip(rounds, peer))
+    print()
+    print("The peer (hand-written 1F1B, PyTorch on gloo): median step %.3f s; ppstage 1F1B "
+          "cut where it cuts (layers.4, compile none) %.2fx its speed" % (med(peer), cut))
+    for mode in modes:
+        speedups = {s: med(p / steady(load(r, f"{s}_{mode}")["step_time_s"])
+                           for r, p in zip(rounds, peer)) for s in schedules}
+        best = max(speedups, key=speedups.get)
+        line = "- %s: " % mode
+        if "1f1b" in speedups:
+            line += "1F1B %.2fx the peer's speed, " % speedups["1f1b"]
+        print(line + "best %s %.2fx" % (best, speedups[best]))
+if "1f1b" in schedules:
+    M = 8
+    print()
+    print("1F1B's speed-up over one process against the ideal 2M/(M+1) = %.3f:" % (2 * M / (M + 1)))
+    for mode in modes:
+        one = med(steady(load(r, f"one_{mode}")["step_time_s"]) /
+                  steady(load(r, f"1f1b_{mode}")["step_time_s"]) for r in rounds)
+        print("- %s: %.2f, %.3f of the ideal" % (mode, one, one / (2 * M / (M + 1))))
 PY
 }
 

@@ -254,6 +254,10 @@ void addCommOptions(po::options_description& desc, CommConfig& c) {
   add("comm.timeout_s", po::value(&c.timeout_s)->default_value(c.timeout_s),
       "seconds any wait for another rank may take before the job ends with an error naming "
       "the rank, stage and micro-batch (a dead or stuck peer)");
+  add("comm.receives_ahead", po::value(&c.receives_ahead)->default_value(c.receives_ahead),
+      "post each receive as early as the receive buffers allow (one more per stage and "
+      "direction than the schedule keeps in flight); false: just before the compute that "
+      "needs it");
   desc.add(section);
 }
 

@@ -20,6 +20,11 @@ nlohmann::json costsJson(double f, double b, double i, double w) {
   return {{"F", f}, {"B", b}, {"I", i}, {"W", w}};
 }
 
+// {"SEND_F": ..., "RECV_F": ..., "SEND_B": ..., "RECV_B": ...}: seconds waited per kind.
+nlohmann::json waitsJson(const std::array<double, 4>& w) {
+  return {{"SEND_F", w[0]}, {"RECV_F", w[1]}, {"SEND_B", w[2]}, {"RECV_B", w[3]}};
+}
+
 }  // namespace
 
 std::string metricsToJson(const RunMetrics& m) {
@@ -39,8 +44,12 @@ std::string metricsToJson(const RunMetrics& m) {
          {"max_step_rss_mb", r.max_step_rss_mb},
          {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
          {"action_costs_s", costsJson(r.action_s[0], r.action_s[1], r.action_s[2], r.action_s[3])},
-         {"tail_s", r.tail_s}});
+         {"tail_s", r.tail_s},
+         {"wait_s", waitsJson(r.wait_s)},
+         {"receive_buffers", r.receive_buffers}});
   }
+  nlohmann::json stage_costs = nlohmann::json::array();
+  for (const auto& c : m.stage_action_s) stage_costs.push_back(costsJson(c[0], c[1], c[2], c[3]));
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const CheckpointRecord& c : m.checkpoints) {
     checkpoints.push_back({{"path", c.path}, {"seconds", c.seconds}});
@@ -71,7 +80,9 @@ std::string metricsToJson(const RunMetrics& m) {
       {"measured_step_s", m.measured_step_s},
       {"predicted_makespan_s", m.predicted_makespan_s},
       {"predicted_step_s", m.predicted_step_s},
+      {"comm_s", m.comm_s},
       {"action_costs_s", costsJson(m.forward_s, m.backward_s, m.input_grad_s, m.weight_grad_s)},
+      {"stage_action_costs_s", stage_costs},
       {"ranks", ranks},
       {"compile",
        {{"mode", m.compile.mode},

@@ -18,7 +18,9 @@
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/observe/trace.h"
 #include "ppstage/runtime/split_backward.h"
+#include "ppstage/schedule/early_receives.h"
 #include "ppstage/split/stage_module.h"
+#include "receive_buffers.h"
 
 namespace ppstage {
 
@@ -29,6 +31,9 @@ using Clock = std::chrono::steady_clock;
 // What one (stage, micro-batch) keeps between its actions.
 struct MicroBatchState {
   std::vector<at::Tensor> inputs;  // received or handed over; leaves for autograd
+  // The pool buffers its RECV_F and RECV_B received into (inputs alias the first; output_grads
+  // are the second), given back when the micro-batch is done.
+  std::vector<at::Tensor> input_buffers, grad_buffers;
   std::vector<std::shared_ptr<Work>> input_works;
   std::vector<at::Tensor> outputs;       // forward's outputs (autograd roots)
   at::Tensor loss;                       // last stage: the scaled loss
@@ -41,6 +46,16 @@ struct MicroBatchState {
 };
 
 int kindIndex(ActionKind kind) { return static_cast<int>(kind); }
+// SEND_F, RECV_F, SEND_B, RECV_B -> 0..3 (StepStats::wait_s).
+size_t waitIndex(ActionKind kind) {
+  return static_cast<size_t>(kind) - static_cast<size_t>(ActionKind::kSendForward);
+}
+
+ReceivePosting postingFor(const Communicator& comm) {
+  ReceivePosting posting;
+  posting.keep_communication_order = comm.matchesInPostingOrder();
+  return posting;
+}
 
 int64_t nanoseconds(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -62,16 +77,30 @@ struct Executor::Impl {
   ExecutorOptions options;
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
   std::vector<PendingSend> sends;
+  std::unique_ptr<ReceiveBuffers> receive_buffers;
   StepStats stats;
   int64_t step = 0;
 
-  Impl(Communicator& c, const Topology& t, std::vector<LocalStage> s, ActionList a,
+  Impl(Communicator& c, const Topology& t, std::vector<LocalStage> s, const ActionList& a,
        ExecutorOptions o)
-      : comm(c), topology(t), stages(std::move(s)), actions(std::move(a)), options(o) {}
+      : comm(c),
+        topology(t),
+        stages(std::move(s)),
+        actions(o.receives_ahead ? postReceivesEarly(a, postingFor(c)) : a),
+        options(o) {
+    std::map<ReceivePool, BoundarySpec> specs;
+    for (const LocalStage& stage : stages) {
+      specs[{stage.module->index, ActionKind::kRecvForward}] = stage.input_spec;
+      specs[{stage.module->index, ActionKind::kRecvBackward}] = stage.output_spec;
+    }
+    receive_buffers = std::make_unique<ReceiveBuffers>(actions, specs, o.microbatch_size);
+  }
 
-  LocalStage& local(int stage) {
-    for (LocalStage& s : stages) {
-      if (s.module->index == stage) return s;
+  LocalStage& local(int stage) { return stages[localPosition(stage)]; }
+  // Where `stage` is among this rank's stages.
+  size_t localPosition(int stage) const {
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (stages[i].module->index == stage) return i;
     }
     PPSTAGE_INTERNAL_FAIL("stage ", stage, " does not run on rank ", topology.rank());
   }
@@ -85,8 +114,11 @@ struct Executor::Impl {
   void waitAll(std::vector<std::shared_ptr<Work>>& works, const Action& recv) {
     if (works.empty()) return;
     const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
+    const auto begin = Clock::now();
     for (const auto& work : works) work->wait(comm.options().timeout);
     works.clear();
+    stats.wait_s[waitIndex(recv.kind)] +=
+        std::chrono::duration<double>(Clock::now() - begin).count();
     if (options.trace != nullptr) {
       options.trace->add(TraceKind::kWait, recv, start, TraceRecorder::now());
     }
@@ -97,9 +129,12 @@ struct Executor::Impl {
     for (size_t i = 0; i < sends.size();) {
       const Action action = sends[i].action;
       const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
+      const auto begin = Clock::now();
       for (; i < sends.size() && sends[i].action == action; ++i) {
         sends[i].work->wait(comm.options().timeout);
       }
+      stats.wait_s[waitIndex(action.kind)] +=
+          std::chrono::duration<double>(Clock::now() - begin).count();
       if (options.trace != nullptr) {
         options.trace->add(TraceKind::kWait, action, start, TraceRecorder::now());
       }
@@ -111,10 +146,12 @@ struct Executor::Impl {
 
   void recvForward(int s, int m) {
     MicroBatchState& st = state(s, m);
-    LocalStage& stage = local(s);
-    st.inputs = allocateReceiveBuffers(stage.input_spec, options.microbatch_size);
-    for (size_t i = 0; i < st.inputs.size(); ++i) {
-      st.input_works.push_back(comm.recv(st.inputs[i], topology.prevRank(s),
+    st.input_buffers = receive_buffers->take({s, ActionKind::kRecvForward});
+    st.inputs.clear();
+    for (size_t i = 0; i < st.input_buffers.size(); ++i) {
+      // An alias: forward makes it an autograd leaf, the pool's buffer stays a plain tensor.
+      st.inputs.push_back(st.input_buffers[i].detach());
+      st.input_works.push_back(comm.recv(st.input_buffers[i], topology.prevRank(s),
                                          {MessageKind::kActivation, s, m, static_cast<int>(i)}));
     }
   }
@@ -132,13 +169,13 @@ struct Executor::Impl {
   void recvBackward(int s, int m) {
     MicroBatchState& st = state(s, m);
     const BoundarySpec& spec = local(s).output_spec;
-    std::vector<at::Tensor> buffers = allocateReceiveBuffers(spec, options.microbatch_size);
+    st.grad_buffers = receive_buffers->take({s, ActionKind::kRecvBackward});
     st.output_grads.assign(spec.tensors.size(), at::Tensor());
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
       if (!spec.tensors[i].requires_grad) continue;
-      st.output_grads[i] = buffers[i];
+      st.output_grads[i] = st.grad_buffers[i];
       st.output_grad_works.push_back(
-          comm.recv(buffers[i], topology.nextRank(s),
+          comm.recv(st.grad_buffers[i], topology.nextRank(s),
                     {MessageKind::kGradient, s + 1, m, static_cast<int>(i)}));
     }
   }
@@ -377,15 +414,24 @@ struct Executor::Impl {
 
   void eraseIfDone(int s, int m) {
     const auto it = states.find({s, m});
-    if (it != states.end() && it->second.weights_done && it->second.input_grads.empty()) {
-      states.erase(it);
-    }
+    if (it == states.end() || !it->second.weights_done || !it->second.input_grads.empty()) return;
+    std::vector<at::Tensor> inputs = std::move(it->second.input_buffers);
+    std::vector<at::Tensor> grads = std::move(it->second.grad_buffers);
+    states.erase(it);  // the state's own handles go first: then only aliases kept elsewhere count
+    if (!inputs.empty())
+      receive_buffers->giveBack({s, ActionKind::kRecvForward}, std::move(inputs));
+    if (!grads.empty()) receive_buffers->giveBack({s, ActionKind::kRecvBackward}, std::move(grads));
   }
 
   void record(const Action& action, Clock::time_point start) {
     const Clock::time_point end = Clock::now();
-    stats.compute_s[kindIndex(action.kind)] += std::chrono::duration<double>(end - start).count();
-    stats.compute_count[kindIndex(action.kind)] += 1;
+    const double seconds = std::chrono::duration<double>(end - start).count();
+    const int k = kindIndex(action.kind);
+    stats.compute_s[k] += seconds;
+    stats.compute_count[k] += 1;
+    const size_t position = localPosition(action.stage);
+    stats.stage_compute_s[position][k] += seconds;
+    stats.stage_compute_count[position][k] += 1;
     if (options.trace != nullptr) {
       options.trace->add(TraceKind::kCompute, action, nanoseconds(start), nanoseconds(end));
     }
@@ -417,6 +463,8 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                             const std::vector<at::Tensor>& targets) {
   Impl& impl = *impl_;
   impl.stats = StepStats{};
+  impl.stats.stage_compute_s.assign(impl.stages.size(), {});
+  impl.stats.stage_compute_count.assign(impl.stages.size(), {});
   impl.step = step;
   if (impl.options.trace != nullptr) impl.options.trace->beginStep(step);
   for (const Action& a : impl.actions) {
@@ -432,10 +480,12 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
     }
   }
   impl.waitForSends();
+  impl.receive_buffers->reclaim();
   PPSTAGE_INTERNAL_ASSERT(impl.states.empty(), impl.states.size(),
                           " micro-batch states left after the step (first: stage ",
                           impl.states.begin()->first.first, " micro-batch ",
                           impl.states.begin()->first.second, ")");
+  impl.stats.receive_buffers_allocated = impl.receive_buffers->allocated();
   return impl.stats;
 }
 

@@ -15,6 +15,7 @@
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
 #include "ppstage/runtime/loss.h"
 
@@ -146,7 +147,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   checkOutputPaths(config, topology);
   plan.threads =
       config.train.threads > 0 ? static_cast<int>(config.train.threads) : autoThreads(world);
-  at::set_num_threads(plan.threads);
+  setComputeThreads(plan.threads);
 
   const ScheduleOptions options =
       scheduleOptionsFor(config.pipeline, topology.numStages(), topology.stagesPerRank());
@@ -215,8 +216,8 @@ std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator&
   std::string mine;
   runAgreed(world, [&] {
     if (world.rank() != 0) return;
-    at::set_num_threads(config.train.threads > 0 ? static_cast<int>(config.train.threads)
-                                                 : autoThreads(world.size()));
+    setComputeThreads(config.train.threads > 0 ? static_cast<int>(config.train.threads)
+                                               : autoThreads(world.size()));
     mine = encodeSeconds(measureUnitSeconds(config));
   });
   return decodeSeconds(allGatherStrings(world, mine).at(0));

@@ -1,6 +1,8 @@
 // See run_summary.h.
 #include "run_summary.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -47,6 +49,10 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
     mine.action_s[k] = record.my_action_s[k].empty() ? 0 : median(record.my_action_s[k]);
   }
   mine.tail_s = record.my_tail_s.empty() ? 0 : median(record.my_tail_s);
+  for (size_t k = 0; k < mine.wait_s.size(); ++k) mine.wait_s[k] = median(record.my_wait_s[k]);
+  mine.receive_buffers_allocated = static_cast<double>(record.receive_buffers_allocated);
+  mine.transfer_s = record.transfers.sum;
+  mine.transfers = static_cast<double>(record.transfers.count);
   return mine;
 }
 
@@ -70,6 +76,8 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
     rm.action_s = theirs.action_s;
     rm.tail_s = theirs.tail_s;
+    rm.wait_s = theirs.wait_s;
+    rm.receive_buffers = static_cast<long long>(theirs.receive_buffers_allocated);
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;
@@ -114,41 +122,65 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   return metrics;
 }
 
+// Every stage's F, B, I and W seconds: the medians over steps its ranks measured, averaged
+// over its data-parallel ranks (0 for a kind it does not run). Collective over `world`.
+std::vector<std::array<double, 4>> stageActionCosts(const Topology& topology,
+                                                    const RunRecord& record, Communicator& world) {
+  const auto stages = static_cast<int64_t>(topology.numStages());
+  // [seconds of stage s, kind k] then [ranks that measured them], each stages x 4.
+  at::Tensor sums = at::zeros({2, stages, 4}, at::kDouble);
+  auto acc = sums.accessor<double, 3>();
+  const std::vector<int> mine = topology.myStages();
+  for (size_t i = 0; i < mine.size() && i < record.my_stage_action_s.size(); ++i) {
+    for (size_t k = 0; k < 4; ++k) {
+      const std::vector<double>& seconds = record.my_stage_action_s[i][k];
+      if (seconds.empty()) continue;
+      acc[0][mine[i]][static_cast<int64_t>(k)] += median(seconds);
+      acc[1][mine[i]][static_cast<int64_t>(k)] += 1;
+    }
+  }
+  world.allReduceSum({sums});
+  std::vector<std::array<double, 4>> costs(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t k = 0; k < 4; ++k) {
+      const double ranks = acc[1][s][k];
+      costs[static_cast<size_t>(s)][static_cast<size_t>(k)] = ranks > 0 ? acc[0][s][k] / ranks : 0;
+    }
+  }
+  return costs;
+}
+
 // Note [Predicted step]
-// What the step should take, from what the run measured: the simulator runs the schedule
-// with every stage's own F, B, I and W costs (the mean of its ranks' medians; a rank with
-// several stages measures the mean over them, which each of them gets: stages differ, a first stage
-// whose input needs no gradient has an I of nothing and a W of a whole backward, the last carries
-// the head and the loss), which gives the makespan of the actions. After them comes the tail: the
-// gradient sync, the step's all-reduce and the optimizer. Every rank measures its own tail from the
-// end of its actions, but a rank that ends early waits in the sync for the others, which the
-// makespan already counts; the rank that ends last does not, so the smallest tail is the step's.
-// Transfers are not in it: on one machine a message takes well under a millisecond.
+// What the step should take, from what the run measured. The simulator runs the schedule
+// with every stage's own F, B, I and W costs (stages differ: a first stage whose input needs
+// no gradient has an I of nothing and a W of a whole backward, the last carries the head and
+// the loss; a rank with two stages measures each), and with every message between ranks
+// arriving one measured transfer after its send (comm/transfer_probe.h), which gives the
+// makespan of the actions. After them comes the tail: the gradient sync, the step's
+// all-reduce and the optimizer. Every rank measures its own tail from the end of its actions,
+// but a rank that ends early waits in the sync for the others, which the makespan already
+// counts; the rank that ends last does not, so the smallest tail is the step's. Left out: the
+// time between actions (posting, bookkeeping, polling a finished receive), about 0.1 ms an action.
 void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
                    const RunRecord& record, const std::vector<RankSummary>& summaries,
-                   RunMetrics& m) {
+                   std::vector<std::array<double, 4>> stage_costs, RunMetrics& m) {
   m.forward_s = median(record.action_s[0]);
   m.backward_s = median(record.action_s[1]);
   m.input_grad_s = median(record.action_s[2]);
   m.weight_grad_s = median(record.action_s[3]);
   PPSTAGE_INTERNAL_ASSERT(static_cast<int>(summaries.size()) == topology.worldSize(),
                           summaries.size(), " rank summaries for ", topology.worldSize(), " ranks");
-  ActionCosts measured;
-  measured.per_stage.assign(static_cast<size_t>(topology.numStages()), {});
-  std::vector<int> owners(measured.per_stage.size(), 0);
-  double tail = summaries[0].tail_s;
-  for (int rank = 0; rank < topology.worldSize(); ++rank) {
-    const RankSummary& theirs = summaries[static_cast<size_t>(rank)];
+  double tail = summaries[0].tail_s, transfer_s = 0, transfers = 0;
+  for (const RankSummary& theirs : summaries) {
     tail = std::min(tail, theirs.tail_s);
-    for (int stage : topology.stagesOf(topology.ppRankOf(rank))) {
-      const auto s = static_cast<size_t>(stage);
-      for (size_t k = 0; k < 4; ++k) measured.per_stage[s][k] += theirs.action_s[k];
-      ++owners[s];
-    }
+    transfer_s += theirs.transfer_s;
+    transfers += theirs.transfers;
   }
-  for (size_t s = 0; s < owners.size(); ++s) {
-    for (double& cost : measured.per_stage[s]) cost /= std::max(owners[s], 1);
-  }
+  ActionCosts measured;
+  measured.per_stage = std::move(stage_costs);
+  measured.comm = transfers > 0 ? transfer_s / transfers : 0;
+  m.comm_s = measured.comm;
+  m.stage_action_s = measured.per_stage;
   m.predicted_makespan_s = simulateSchedule(schedule.request, schedule.ranks, measured).makespan;
   m.predicted_step_s = m.predicted_makespan_s + tail;
 }
@@ -170,8 +202,9 @@ void printSummary(const RunMetrics& m, std::ostream& log) {
       << last << " (mean of the first and last " << window << "), median step "
       << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_step_s
       << " s (actions " << m.predicted_makespan_s << " + tail "
-      << m.predicted_step_s - m.predicted_makespan_s << "), " << std::setprecision(0)
-      << m.tokens_per_s << " tokens/s" << std::defaultfloat << std::setprecision(6) << "\n"
+      << m.predicted_step_s - m.predicted_makespan_s << ", messages " << std::setprecision(3)
+      << m.comm_s * 1e3 << " ms each), " << std::setprecision(0) << m.tokens_per_s << " tokens/s"
+      << std::defaultfloat << std::setprecision(6) << "\n"
       << "compile " << m.compile.mode << ": " << m.compile.graphs_compiled << " graphs compiled, "
       << m.compile.cache_hits << " cache hits, " << m.compile.respecializations
       << " re-specializations, " << m.compile.fusion_groups << " fusion groups, "
@@ -207,6 +240,7 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
     peak_activation_mb[r] = std::max(peak_activation_mb[r], reduced.peak_activation_mb[r]);
   }
   wall_s += result.seconds;
+  receive_buffers_allocated = result.receive_buffers_allocated;
   if (step == 0 && steps > 1) return;  // the first step's costs include warm-up
   for (size_t k = 0; k < action_s.size(); ++k) {
     const StepReduce::KindCost& cost = result.reduced.costs[k];
@@ -214,6 +248,14 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
     if (!std::isnan(result.action_s[k])) my_action_s[k].push_back(result.action_s[k]);
   }
   my_tail_s.push_back(result.tail_s);
+  my_stage_action_s.resize(result.stage_action_s.size());
+  for (size_t i = 0; i < result.stage_action_s.size(); ++i) {
+    for (size_t k = 0; k < 4; ++k) {
+      const double seconds = result.stage_action_s[i][k];
+      if (!std::isnan(seconds)) my_stage_action_s[i][k].push_back(seconds);
+    }
+  }
+  for (size_t k = 0; k < my_wait_s.size(); ++k) my_wait_s[k].push_back(result.wait_s[k]);
 }
 
 RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
@@ -224,7 +266,8 @@ RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& re
     writeParameterFile(config.output.params_dir, world.rank(), namedParameters(plan.my_stages));
   }
   RunMetrics metrics = runMetrics(config, plan, record);
-  addPrediction(plan.schedule, plan.topology, record, summaries, metrics);
+  addPrediction(plan.schedule, plan.topology, record, summaries,
+                stageActionCosts(plan.topology, record, world), metrics);
   addRanks(plan.topology, record, summaries, metrics);
   if (world.rank() == 0) {
     printSummary(metrics, log);

@@ -34,6 +34,15 @@ struct RunRecord {
   // first (StepResult::tail_s).
   std::array<std::vector<double>, 4> my_action_s;
   std::vector<double> my_tail_s;
+  // The same per stage of this rank (increasing stage order) and kind.
+  std::vector<std::array<std::vector<double>, 4>> my_stage_action_s;
+  // This rank's seconds waiting for transfers in every step after the first, per kind:
+  // SEND_F, RECV_F, SEND_B, RECV_B.
+  std::array<std::vector<double>, 4> my_wait_s;
+  int64_t receive_buffers_allocated = 0;  // by this rank's executor, after the last step
+  // The one-way message time of this rank's boundaries (StepRunner::measureTransfers),
+  // measured after the steps, before the summary.
+  TransferSeconds transfers;
   std::vector<double> busy_s;  // compute seconds of every rank, over the run
   // Every rank's largest tensor-memory peaks of a step (StepReduce), MB.
   std::vector<double> peak_allocated_mb;

@@ -35,6 +35,10 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.differentiable_graphs);
   for (auto& seconds : s.action_s) field(seconds);
   field(s.tail_s);
+  for (auto& seconds : s.wait_s) field(seconds);
+  field(s.receive_buffers_allocated);
+  field(s.transfer_s);
+  field(s.transfers);
 }
 
 // The per-rank slot vectors, in packing order.

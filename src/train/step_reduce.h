@@ -64,6 +64,13 @@ struct RankSummary {
   // optimizer).
   std::array<double, 4> action_s{};
   double tail_s = 0;
+  // Medians over the same steps of the seconds waited per step for SEND_F, RECV_F, SEND_B
+  // and RECV_B transfers.
+  std::array<double, 4> wait_s{};
+  double receive_buffers_allocated = 0;
+  // The one-way message times this rank measured (TransferSeconds): their sum and count.
+  double transfer_s = 0;
+  double transfers = 0;
 
   // Every rank's summary, in rank order (collective over `world`: each rank puts `mine`
   // into its slot of one all-reduce).

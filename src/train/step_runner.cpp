@@ -91,6 +91,23 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
                         nonfiniteText(result.grad_norm));
 }
 
+// The boundaries between this rank's stages and other ranks' (transfer_probe.h).
+std::vector<BoundaryLink> remoteLinks(const Topology& topology,
+                                      const std::vector<LocalStage>& stages) {
+  std::vector<BoundaryLink> links;
+  const int last = topology.numStages() - 1;
+  for (const LocalStage& stage : stages) {
+    const int s = stage.module->index;
+    if (s > 0 && !topology.owns(s - 1)) {
+      links.push_back({s, topology.prevRank(s), true, stage.input_spec});
+    }
+    if (s < last && !topology.owns(s + 1)) {
+      links.push_back({s + 1, topology.nextRank(s), false, stage.output_spec});
+    }
+  }
+  return links;
+}
+
 }  // namespace
 
 StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
@@ -112,7 +129,9 @@ StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
     clock_ = std::make_unique<ClockAlignment>(alignClocks(world));
     options.trace = trace_.get();
   }
+  options.receives_ahead = config.comm.receives_ahead;
   const ActionList& actions = plan.schedule.ranks.at(static_cast<size_t>(plan.topology.ppRank()));
+  links_ = remoteLinks(plan.topology, plan.local_stages);
   executor_ = std::make_unique<Executor>(world, plan.topology, std::move(plan.local_stages),
                                          actions, options);
   order_ = std::make_unique<SampleOrder>(plan.data ? plan.data->size() : 0, config.train.seed);
@@ -173,16 +192,29 @@ StepResult StepRunner::run(int64_t step) {
   const auto end = Clock::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
   result.tail_s = std::chrono::duration<double>(end - actions_end).count();
+  const auto mean = [](double seconds, int64_t count) {
+    return count > 0 ? seconds / static_cast<double>(count) : std::nan("");
+  };
   for (size_t k = 0; k < result.action_s.size(); ++k) {
-    result.action_s[k] = stats.compute_count[k] > 0
-                             ? stats.compute_s[k] / static_cast<double>(stats.compute_count[k])
-                             : std::nan("");
+    result.action_s[k] = mean(stats.compute_s[k], stats.compute_count[k]);
   }
+  for (size_t i = 0; i < stats.stage_compute_s.size(); ++i) {
+    std::array<double, 4>& stage = result.stage_action_s.emplace_back();
+    for (size_t k = 0; k < stage.size(); ++k) {
+      stage[k] = mean(stats.stage_compute_s[i][k], stats.stage_compute_count[i][k]);
+    }
+  }
+  result.wait_s = stats.wait_s;
+  result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.rss_mb = currentRssMb();
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);
   return result;
+}
+
+TransferSeconds StepRunner::measureTransfers() {
+  return ppstage::measureTransfers(world_, links_, plan_.batch.microbatch_size);
 }
 
 int64_t StepRunner::writeTrace() {

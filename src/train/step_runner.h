@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/comm/transfer_probe.h"
 #include "step_reduce.h"
 
 namespace torch::optim {
@@ -50,6 +51,11 @@ struct StepResult {
   // not run), and the step's tail after its actions (gradient sync, all-reduce, optimizer).
   std::array<double, 4> action_s{};
   double tail_s = 0;
+  // The same mean seconds per stage of this rank (in increasing stage order).
+  std::vector<std::array<double, 4>> stage_action_s;
+  // Seconds this rank waited for transfers, per kind: SEND_F, RECV_F, SEND_B, RECV_B.
+  std::array<double, 4> wait_s{};
+  int64_t receive_buffers_allocated = 0;  // by this rank's executor so far
 };
 
 class StepRunner {
@@ -78,6 +84,10 @@ class StepRunner {
   int64_t writeTrace();
   bool tracing() const { return trace_ != nullptr; }
 
+  // Collective over the pipeline neighbours: the one-way time of this rank's boundaries'
+  // messages (measureTransfers), for the prediction. Call between steps.
+  TransferSeconds measureTransfers();
+
  private:
   // Tensor bytes when the step began, and their peak through its backwards.
   struct TensorPeak {
@@ -97,6 +107,7 @@ class StepRunner {
   std::unique_ptr<ClockAlignment> clock_;
   std::unique_ptr<Executor> executor_;  // records into *trace_
   std::unique_ptr<SampleOrder> order_;
+  std::vector<BoundaryLink> links_;  // the boundaries to other ranks this rank's stages have
   int64_t samples_seen_ = 0;
 };
 

@@ -118,6 +118,7 @@ class TrainLoop {
  private:
   // However the run ends: the metrics and closing lines, then the trace.
   RunMetrics finish() {
+    record_.transfers = runner_.measureTransfers();
     RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
     if (runner_.tracing()) {
       const int64_t events = runner_.writeTrace();

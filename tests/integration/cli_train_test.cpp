@@ -24,6 +24,10 @@ nlohmann::json readJson(const std::string& path) {
   return nlohmann::json::parse(file);
 }
 
+std::string fixture(const std::string& name) {
+  return std::string(PPSTAGE_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
 double mean(const std::vector<double>& v, size_t begin, size_t end) {
   double sum = 0;
   for (size_t i = begin; i < end; ++i) sum += v[i];
@@ -72,8 +76,37 @@ TEST(TrainCli, LossFallsOnTheEmbeddedTextAndMetricsAreComplete) {
     EXPECT_GT(entry.at("action_costs_s").at("B").get<double>(), 0);
     EXPECT_EQ(entry.at("action_costs_s").at("W").get<double>(), 0);  // 1F1B runs no W
     EXPECT_GT(entry.at("tail_s").get<double>(), 0);
+    EXPECT_EQ(entry.at("receive_buffers").get<int>(), 2);  // 1 in flight + 1 posted ahead
   }
+  EXPECT_GT(json.at("comm_s").get<double>(), 0);
+  EXPECT_EQ(json.at("stage_action_costs_s").size(), 2u);
   std::remove(metrics.c_str());
+}
+
+// U-Net cut in 4 passes its skip connections' values through stages 1 and 2: what such a
+// stage receives, its SEND_F sends on, and MPI's Work holds it to the end of the step. The
+// receive buffers come back then: 3 steps allocate no more than 1.
+TEST(TrainCli, ReceiveBuffersPassedOnComeBackAtTheEndOfTheStep) {
+  std::vector<int64_t> allocated[2];
+  for (int run = 0; run < 2; ++run) {
+    const std::string metrics = testing::TempDir() + "ppstage_unet_buffers.json";
+    const Result r =
+        runPpstage("train --model.name " + fixture("unet.pt") +
+                       " --model.input_dtype float32 --model.input_shape 8,4,32"
+                       " --data.path synthetic --pipeline.stages 4"
+                       " --pipeline.microbatches 4 --train.threads 1"
+                       " --output.log_every 0 --train.steps " +
+                       std::to_string(run == 0 ? 1 : 3) + " --output.metrics_json " + metrics,
+                   mpirun(4));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json json = readJson(metrics);
+    for (const nlohmann::json& rank : json.at("ranks")) {
+      allocated[run].push_back(rank.at("receive_buffers").get<int64_t>());
+    }
+    std::remove(metrics.c_str());
+  }
+  EXPECT_EQ(allocated[0], allocated[1]);
+  EXPECT_EQ(allocated[0].front(), 2) << "rank 0 receives only its gradients";
 }
 
 // A schedule from a plugin and one from a CSV table train like the built-in 1F1B: the
@@ -239,10 +272,6 @@ TEST(TrainCli, HelpListsEveryTrainSection) {
 
 namespace ppstage {
 namespace {
-
-std::string fixture(const std::string& name) {
-  return std::string(PPSTAGE_SOURCE_DIR) + "/tests/fixtures/" + name;
-}
 
 // A model that fails only on a micro-batch of one sample: the one line names the stage,
 // micro-batch and step, the real cause and the module; every rank exits non-zero.

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 
+#include "ppstage/schedule/early_receives.h"
 #include "ppstage/schedule/lowering.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/schedule/plugin_loader.h"
@@ -36,6 +38,12 @@ double totalIdle(const SimulationResult& r) {
 }
 
 using test::errorOf;
+
+std::vector<std::string> strings(const ActionList& list) {
+  std::vector<std::string> out;
+  for (const Action& a : list) out.push_back(toString(a));
+  return out;
+}
 
 TEST(Schedules, GpipeAnd1f1bBubbleIsExactlyTheFormula) {
   for (int S = 2; S <= 8; ++S) {
@@ -156,16 +164,82 @@ TEST(Schedules, CsvRoundTripIsIdentity) {
 
 TEST(Schedules, LoweringAddsTransfersOnlyBetweenRanks) {
   const auto s = build("1f1b", 2, 1);
-  auto strings = [](const ActionList& list) {
-    std::vector<std::string> out;
-    for (const Action& a : list) out.push_back(toString(a));
-    return out;
-  };
   EXPECT_EQ(strings(s.ranks[0]), (std::vector<std::string>{"0F0", "0SEND_F0", "0RECV_B0", "0B0"}));
   EXPECT_EQ(strings(s.ranks[1]), (std::vector<std::string>{"1RECV_F0", "1F0", "1B0", "1SEND_B0"}));
   // Interleaved, 1 rank: every stage on rank 0, no transfers at all.
   const auto single = build("interleaved-1f1b", 2, 2, 2);
   for (const Action& a : single.ranks[0]) EXPECT_TRUE(a.isCompute()) << toString(a);
+}
+
+ActionList filtered(const ActionList& list, bool (*keep)(const Action&)) {
+  ActionList out;
+  std::copy_if(list.begin(), list.end(), std::back_inserter(out), keep);
+  return out;
+}
+bool isReceive(const Action& a) { return a.isReceive(); }
+bool isNotReceive(const Action& a) { return !a.isReceive(); }
+bool isCommunication(const Action& a) { return !a.isCompute(); }
+
+// Receives posted ahead (early_receives.h): on every built-in schedule the RECVs only move
+// earlier, keep their order, and some move; the activations' pools stay within the
+// simulator's peak in-flight count of their stage plus one, the gradients' within the
+// lowered list's peak plus one, and the schedule still validates; with communication
+// order kept (NCCL) no RECV passes a SEND.
+TEST(EarlyReceives, RecvsMoveAheadWithinTheirBuffersAndTheScheduleStillHolds) {
+  std::vector<PipelineSchedule> schedules = {
+      build("gpipe", 2, 8), build("1f1b", 4, 8), build("interleaved-1f1b", 4, 8, 2),
+      build("zb-h1", 2, 8), buildSchedule(registry(), zbV(2, 8))};
+  for (const PipelineSchedule& s : schedules) {
+    int moved = 0;  // RECVs posted ahead of their lowered place, communication reordered
+    for (bool keep_order : {false, true}) {
+      std::vector<ActionList> early;
+      for (const ActionList& list : s.ranks) {
+        ReceivePosting posting;
+        posting.keep_communication_order = keep_order;
+        early.push_back(postReceivesEarly(list, posting));
+        const ActionList& out = early.back();
+        const std::string where = s.name + " rank " + std::to_string(early.size() - 1);
+        EXPECT_EQ(filtered(out, isNotReceive), filtered(list, isNotReceive)) << where;
+        EXPECT_EQ(filtered(out, isReceive), filtered(list, isReceive)) << where;
+        if (keep_order) {
+          EXPECT_EQ(filtered(out, isCommunication), filtered(list, isCommunication)) << where;
+        }
+        const auto before = receiveBuffersHeld(list);
+        for (const auto& [pool, held] : receiveBuffersHeld(out)) {
+          const int bound = pool.second == ActionKind::kRecvForward
+                                ? s.simulation.peak_inflight.at(static_cast<size_t>(pool.first))
+                                : before.at(pool);
+          EXPECT_LE(held, bound + 1) << where << " stage " << pool.first;
+        }
+        // Each RECV is at or before its place in the lowered list (actions are unique).
+        for (size_t i = 0, j = 0; i < list.size(); ++i) {
+          if (!list[i].isReceive()) continue;
+          while (j < out.size() && out[j] != list[i]) ++j;
+          EXPECT_LE(j, i) << where << " " << toString(list[i]);
+          if (j < i && !keep_order) ++moved;
+        }
+      }
+      EXPECT_NO_THROW(simulateSchedule(s.request, early)) << s.name;
+    }
+    EXPECT_GT(moved, 0) << s.name;
+  }
+}
+
+// 1F1B's last stage on 2 ranks holds one micro-batch at a time: with one buffer more, the
+// receive of micro-batch m + 1 is posted before the forward of m, a whole F and B ahead.
+TEST(EarlyReceives, TheLastStageOf1f1bReceivesOneMicroBatchAhead) {
+  const auto s = build("1f1b", 2, 3);
+  EXPECT_EQ(strings(s.ranks[1]),
+            (std::vector<std::string>{"1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1",
+                                      "1B1", "1SEND_B1", "1RECV_F2", "1F2", "1B2", "1SEND_B2"}));
+  EXPECT_EQ(strings(postReceivesEarly(s.ranks[1], {})),
+            (std::vector<std::string>{"1RECV_F0", "1RECV_F1", "1F0", "1B0", "1SEND_B0", "1RECV_F2",
+                                      "1F1", "1B1", "1SEND_B1", "1F2", "1B2", "1SEND_B2"}));
+  // The first stage waits for one gradient at a time: two receives are posted before its
+  // first forward, the third when B0 gives a buffer back.
+  EXPECT_EQ(strings(postReceivesEarly(s.ranks[0], {})),
+            (std::vector<std::string>{"0RECV_B0", "0RECV_B1", "0F0", "0SEND_F0", "0F1", "0SEND_F1",
+                                      "0B0", "0RECV_B2", "0F2", "0SEND_F2", "0B1", "0B2"}));
 }
 
 TEST(Schedules, DeadlockIsRejectedWithTheStuckActionsMarked) {

@@ -19,6 +19,8 @@
 #include "ppstage/data/embedded_text.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/runtime/loss.h"
+#include "ppstage/schedule/early_receives.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/trainer.h"
 #include "support/error_of.h"
@@ -164,14 +166,18 @@ TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {
 
 // Whole runs with ranks as threads: every rank's metrics, rank 0's losses against one
 // process. (Under mpirun, with final parameters: tests/integration/train_numerics.sh.)
-std::vector<double> trainLosses(Config config, int ranks) {
-  std::vector<double> losses;
+RunMetrics trainMetrics(const Config& config, int ranks) {
+  RunMetrics out;
   runRanks(ranks, [&](int rank, Communicator& comm) {
     std::ostringstream log;
     const RunMetrics metrics = train(config, comm, log);
-    if (rank == 0) losses = metrics.losses;
+    if (rank == 0) out = metrics;
   });
-  return losses;
+  return out;
+}
+
+std::vector<double> trainLosses(const Config& config, int ranks) {
+  return trainMetrics(config, ranks).losses;
 }
 
 Config smallRun() {
@@ -215,6 +221,59 @@ TEST(TrainInProcess, ZeroBubbleAndDataParallelRunsMatchOneProcess) {
       EXPECT_NEAR(losses[i], expected[i], 1e-5 * std::abs(expected[i])) << name << " step " << i;
     }
   }
+}
+
+// The executor's receive buffers (runtime/executor.h): 1F1B on 2 ranks keeps one
+// micro-batch in flight per stage, so each rank's one pool holds 2 buffers (one posted
+// ahead), allocated before the first step and never again over 4 steps of 4 micro-batches.
+// U-Net on 4 ranks: a skip connection's value passes through stages 1 and 2, whose sends
+// hold it to the end of the step; those buffers come back then, and no rank allocates
+// beyond its pools. The prediction has every stage's own costs (4 stages on 2 ranks) and
+// a message time.
+TEST(TrainInProcess, ReceiveBuffersAreAllocatedOnceAndTheStepPredictedPerStage) {
+  Config config = smallRun();
+  config.pipeline.microbatches = 4;
+  const RunMetrics four = trainMetrics(config, 2);
+  ASSERT_EQ(four.ranks.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) EXPECT_EQ(four.ranks[r].receive_buffers, 2) << "rank " << r;
+  EXPECT_GT(four.comm_s, 0);
+  // Rank 0 waits for the gradient of micro-batch 0 while rank 1 runs its F and B.
+  EXPECT_GT(four.ranks[0].wait_s[3], 0);  // RECV_B
+
+  Config unet;
+  unet.model.name = test::fixturePath("unet.pt");
+  unet.model.input_dtype = InputDtype::kFloat32;
+  unet.model.input_shape = {8, 4, 32};
+  unet.train.batch_size = 8;
+  unet.pipeline.stages = 4;
+  unet.pipeline.microbatches = 4;
+  unet.train.steps = 3;
+  unet.train.threads = 1;
+  unet.data.path = "synthetic";
+  unet.output.log_every = 0;
+  const RunMetrics skip = trainMetrics(unet, 4);
+  const PipelineSchedule schedule =
+      buildSchedule(makeScheduleRegistry(), scheduleOptionsFor(unet.pipeline, 4, 1));
+  for (size_t r = 0; r < 4; ++r) {
+    int64_t pools = 0;
+    for (const auto& [pool, held] : receiveBuffersHeld(postReceivesEarly(schedule.ranks[r], {}))) {
+      pools += held;
+    }
+    EXPECT_EQ(skip.ranks[r].receive_buffers, pools) << "U-Net rank " << r;
+  }
+
+  Config interleaved = smallRun();
+  interleaved.pipeline.schedule = "interleaved-1f1b";
+  interleaved.pipeline.stages = 4;
+  interleaved.pipeline.microbatches = 4;
+  const RunMetrics m = trainMetrics(interleaved, 2);
+  ASSERT_EQ(m.stage_action_s.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) {
+    EXPECT_GT(m.stage_action_s[s][0], 0) << "F of stage " << s;
+    EXPECT_GT(m.stage_action_s[s][1], 0) << "B of stage " << s;
+  }
+  // The last stage carries the head and the loss: its own forward is not its rank's mean.
+  EXPECT_NE(m.stage_action_s[3][0], m.stage_action_s[1][0]);
 }
 
 }  // namespace

@@ -71,6 +71,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // True where messages match in posting order rather than by tag (NCCL): both ranks must
+  // then post a pair's messages in one order, and a receive may not be posted ahead of
+  // another communication (schedule/early_receives.h).
+  virtual bool matchesInPostingOrder() const { return false; }
   const CommOptions& options() const { return options_; }
 
   virtual std::shared_ptr<Work> send(const at::Tensor& tensor, int dst, MessageTag tag) = 0;

@@ -43,11 +43,12 @@ struct MessageTag {
 // What a control message is for. Exchanges of different purposes between the same ranks
 // never match each other: the channel is the tag's micro-batch field.
 enum class ControlChannel : uint8_t {
-  kBenchmark,     // bench-comm's ping-pongs
-  kGatherLength,  // gatherStrings (comm/agreement.h): a rank's byte count,
-  kGatherBytes,   //   then its bytes
-  kClockPing,     // alignClocks (observe/clock_alignment.h): a rank's ping,
-  kClockPong,     //   rank 0's answer with its clock
+  kBenchmark,      // bench-comm's ping-pongs
+  kGatherLength,   // gatherStrings (comm/agreement.h): a rank's byte count,
+  kGatherBytes,    //   then its bytes
+  kClockPing,      // alignClocks (observe/clock_alignment.h): a rank's ping,
+  kClockPong,      //   rank 0's answer with its clock
+  kTransferProbe,  // measureTransfers (comm/transfer_probe.h): a boundary's ping-pongs
 };
 
 // The tag of a control message on `channel`.

@@ -25,6 +25,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override;
   int size() const override;
+  bool matchesInPostingOrder() const override { return true; }
   std::shared_ptr<Work> send(const at::Tensor& tensor, int dst, MessageTag tag) override;
   std::shared_ptr<Work> recv(const at::Tensor& tensor, int src, MessageTag tag) override;
   std::vector<std::shared_ptr<Work>> batch(const std::vector<P2pOp>& ops) override;

@@ -164,6 +164,9 @@ struct OutputConfig {
 // [comm]: how ranks talk.
 struct CommConfig {
   double timeout_s = 300;  // every blocking wait gives up after this long (a dead peer)
+  // Post receives ahead of the compute that needs them, as far as the receive buffers allow
+  // (schedule/early_receives.h); false: just before it, where the lowering puts them.
+  bool receives_ahead = true;
 };
 
 struct Config {

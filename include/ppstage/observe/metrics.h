@@ -33,6 +33,13 @@ struct RankMetrics {
   // first.
   std::array<double, 4> action_s{};
   double tail_s = 0;
+  // Seconds this rank waited per step for its transfers to complete (medians over the
+  // steps after the first), per kind: SEND_F, RECV_F, SEND_B, RECV_B. A RECV's wait is the
+  // peer's lateness as much as the transfer: the time its F or B could not start.
+  std::array<double, 4> wait_s{};
+  // Receive buffers its executor allocated over the run: its pools, allocated once (see
+  // runtime/executor.h), plus any allocated afresh because a buffer was still in use.
+  long long receive_buffers = 0;
 };
 
 // Compilation over the whole job.
@@ -85,9 +92,16 @@ struct RunMetrics {
   // its actions last (Note [Predicted step] in src/train/run_summary.cpp).
   double predicted_makespan_s = 0;
   double predicted_step_s = 0;
+  // The one-way time of a pipeline message the prediction counts (comm/transfer_probe.h:
+  // the mean over the boundaries); 0 with one rank.
+  double comm_s = 0;
   // Per kind over all ranks, the median over steps of the mean per action (steps after
   // the first, which includes the compile/profiling runs).
   double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs
+  // Per stage: its F, B, I, W seconds the prediction uses (the median over steps of the
+  // mean per action, averaged over the stage's data-parallel ranks; 0 for a kind it does
+  // not run).
+  std::vector<std::array<double, 4>> stage_action_s;
   std::vector<RankMetrics> ranks;
   CompileMetrics compile;
 };

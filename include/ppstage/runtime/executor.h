@@ -2,7 +2,7 @@
 // optimizer step over the stages this rank owns.
 //
 // What each action does, for stage s and micro-batch m:
-//   RECV_F  post receives for s's inputs (buffers sized from the BoundarySpec)
+//   RECV_F  post receives for s's inputs, into buffers of the rank's receive pools
 //   F       wait for the inputs, run the stage forward recording autograd (random ops draw
 //           from the micro-batch's RandomStream); keep the inputs
 //           (autograd leaves) and outputs backward needs. The last stage computes the loss
@@ -18,6 +18,15 @@
 //   SEND_B  post sends of the input gradients
 // A tensor whose BoundarySpec says requires_grad always gets a gradient message (zeros when
 // autograd produced none), so both sides agree on what crosses without looking at values.
+//
+// Receives are posted ahead of where the lowering put them, as far as the receive buffers
+// allow (postReceivesEarly, schedule/early_receives.h; on a communicator that matches in
+// posting order, only ahead of compute). The buffers are allocated once, at construction,
+// one pool per (stage, direction) sized for the most the list holds at once, and reused
+// from step to step: a micro-batch's buffers go back when its last action is done, and
+// one still aliased then (a received value the stage passes on, which its SEND_F holds
+// until the step ends) goes back at the end of the step. Sends are waited for at the end
+// of the step: a send's Work keeps its tensor alive until then.
 //
 // Gradients accumulate over micro-batches; with loss_scale = 1/(M * dp) a pipelined step
 // accumulates what one full-batch step of the mean loss computes.
@@ -63,6 +72,8 @@ struct ExecutorOptions {
   int64_t first_microbatch = 0;  // this replica's first global micro-batch: dp rank x M
   // Records every action, post and wait (--output.trace); null: nothing is recorded.
   TraceRecorder* trace = nullptr;
+  // Receives posted ahead (--comm.receives_ahead); false: where the lowering put them.
+  bool receives_ahead = true;
 };
 
 // What one step cost on this rank.
@@ -73,6 +84,15 @@ struct StepStats {
   // Per compute kind (F, B, I, W, in ActionKind order): seconds and count.
   std::array<double, 4> compute_s{};
   std::array<int64_t, 4> compute_count{};
+  // The same per stage of this rank (in the order of the executor's stages).
+  std::vector<std::array<double, 4>> stage_compute_s;
+  std::vector<std::array<int64_t, 4>> stage_compute_count;
+  // Per communication kind (SEND_F, RECV_F, SEND_B, RECV_B, in ActionKind order): seconds
+  // spent waiting for its transfers to complete.
+  std::array<double, 4> wait_s{};
+  // Receive buffers allocated over the executor's life so far (ReceiveBuffers::allocated):
+  // after the first step it only grows where a buffer was still held when given back.
+  int64_t receive_buffers_allocated = 0;
   double busy_s() const { return compute_s[0] + compute_s[1] + compute_s[2] + compute_s[3]; }
 };
 

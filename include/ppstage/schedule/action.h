@@ -40,6 +40,9 @@ struct Action {
   int microbatch = 0;
 
   bool isCompute() const { return kind <= ActionKind::kBackwardWeight; }
+  bool isReceive() const {
+    return kind == ActionKind::kRecvForward || kind == ActionKind::kRecvBackward;
+  }
   bool operator==(const Action& o) const {
     return kind == o.kind && stage == o.stage && microbatch == o.microbatch;
   }
