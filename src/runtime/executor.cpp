@@ -427,8 +427,6 @@ struct Executor::Impl {
     const Clock::time_point end = Clock::now();
     const double seconds = std::chrono::duration<double>(end - start).count();
     const int k = kindIndex(action.kind);
-    stats.compute_s[k] += seconds;
-    stats.compute_count[k] += 1;
     const size_t position = localPosition(action.stage);
     stats.stage_compute_s[position][k] += seconds;
     stats.stage_compute_count[position][k] += 1;
@@ -485,6 +483,12 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                           " micro-batch states left after the step (first: stage ",
                           impl.states.begin()->first.first, " micro-batch ",
                           impl.states.begin()->first.second, ")");
+  for (size_t i = 0; i < impl.stages.size(); ++i) {
+    for (size_t k = 0; k < 4; ++k) {
+      impl.stats.compute_s[k] += impl.stats.stage_compute_s[i][k];
+      impl.stats.compute_count[k] += impl.stats.stage_compute_count[i][k];
+    }
+  }
   impl.stats.receive_buffers_allocated = impl.receive_buffers->allocated();
   return impl.stats;
 }

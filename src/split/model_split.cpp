@@ -12,6 +12,7 @@
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/runtime/loss.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage {
 
@@ -73,9 +74,8 @@ bool balancesByTime(const PipelineConfig& pipeline) {
 // One micro-batch of the example input: what each action of the run computes on (time is
 // not linear in the batch: a wide head's logits outgrow the caches).
 at::Tensor microBatchInput(const Config& config, const ModelSplit& split) {
-  const int64_t stages = std::max<int64_t>(config.pipeline.stages, 1);
-  const int64_t microbatches =
-      config.pipeline.microbatches > 0 ? config.pipeline.microbatches : 2 * stages;
+  const int stages = std::max(static_cast<int>(config.pipeline.stages), 1);
+  const int64_t microbatches = scheduleOptionsFor(config.pipeline, stages, 1).microbatches;
   const int64_t batch = std::max<int64_t>(
       1, config.train.batch_size / (microbatches * std::max<int64_t>(1, config.train.dp)));
   return makeExampleInput(split.model.input, batch, static_cast<uint64_t>(config.train.seed));

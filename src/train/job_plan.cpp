@@ -39,6 +39,11 @@ int autoThreads(int world) {
   return std::max(1, cores / ranks_here);
 }
 
+// --train.threads, or (0) the cores of this machine shared among its ranks.
+int computeThreads(const TrainConfig& train, int world) {
+  return train.threads > 0 ? static_cast<int>(train.threads) : autoThreads(world);
+}
+
 // One sample of the model's first output, from the plan's shapes: (B, ...) -> (...), or
 // rows of logits (B*T, V) -> (T, V).
 SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
@@ -145,8 +150,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   JobPlan plan(jobTopology(config.pipeline, config.train, world).atRank(rank));
   const Topology& topology = plan.topology;
   checkOutputPaths(config, topology);
-  plan.threads =
-      config.train.threads > 0 ? static_cast<int>(config.train.threads) : autoThreads(world);
+  plan.threads = computeThreads(config.train, world);
   setComputeThreads(plan.threads);
 
   const ScheduleOptions options =
@@ -216,8 +220,7 @@ std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator&
   std::string mine;
   runAgreed(world, [&] {
     if (world.rank() != 0) return;
-    setComputeThreads(config.train.threads > 0 ? static_cast<int>(config.train.threads)
-                                               : autoThreads(world.size()));
+    setComputeThreads(computeThreads(config.train, world.size()));
     mine = encodeSeconds(measureUnitSeconds(config));
   });
   return decodeSeconds(allGatherStrings(world, mine).at(0));
