@@ -112,13 +112,15 @@ class TrainLoop {
       if (stopping) return stop(step, result.stop_signal);
     }
     clearProgress();
+    record_.transfers = runner_.measureTransfers();
     return finish();
   }
 
  private:
-  // However the run ends: the metrics and closing lines, then the trace.
+  // However the run ends: the metrics and closing lines, then the trace. Only a run that
+  // went to its last step measures its messages first (comm_s): one stopped by a signal
+  // or a failure has seconds left before it is killed, and spends them on its checkpoint.
   RunMetrics finish() {
-    record_.transfers = runner_.measureTransfers();
     RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
     if (runner_.tracing()) {
       const int64_t events = runner_.writeTrace();
