@@ -12,6 +12,7 @@ packages=(
   libboost-program-options-dev
   libgtest-dev
   nlohmann-json3-dev
+  libssl-dev              # OpenSSL's libcrypto: SHA-256 of checkpoint files
   clang-format            # scripts/check-style.sh (CTest's `style` test)
   librsvg2-bin            # rsvg-convert: the timeline test renders the SVGs to PNG
   libxml2-utils           # xmllint: the same test parses them as XML

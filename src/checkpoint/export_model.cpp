@@ -84,6 +84,7 @@ Config savedSplit(const Config& config, const SavedLayout& layout) {
   }
   if (split_config.pipeline.split_points.size() + 1 != static_cast<size_t>(layout.stages)) {
     split_config.pipeline.split_points.clear();  // balance again: any split computes the same
+    split_config.pipeline.balance = Balance::kParams;
   }
   return split_config;
 }
@@ -112,8 +113,19 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   result.checkpoint = found->dir;
   result.step = found->manifest.step;
 
-  ModelSplit split = splitModel(savedSplit(config, found->manifest.layout));
-  checkSameModel(found->manifest, found->dir, split.graph);
+  // The model first: a checkpoint of another model (or of other model options) is refused as
+  // such, not by the split its layout asks for.
+  const Config saved_split = savedSplit(config, found->manifest.layout);
+  CapturedModel captured = captureForSplit(saved_split);
+  try {
+    checkSameModel(found->manifest, found->dir, captured.graph);
+  } catch (const Error& e) {
+    throw Error(detail::concat(e.what(), " (its manifest names model '", found->manifest.model,
+                               "', this is --model.name '", config.model.name,
+                               "' with the model options given): give export the run's model ",
+                               "options, or its --config"));
+  }
+  ModelSplit split = splitCaptured(std::move(captured), saved_split.pipeline);
   CheckpointReader reader(found->dir, found->manifest);
   const std::map<std::string, std::string> stored = storedPaths(split.graph);
 

@@ -1,74 +1,27 @@
-// See include/ppstage/checkpoint/sha256.h. A plain implementation of FIPS 180-4: 64-byte
-// blocks, the message padded with 0x80, zeros and its bit length (big-endian).
+// See include/ppstage/checkpoint/sha256.h. OpenSSL's libcrypto computes the digest (EVP,
+// which uses the CPU's SHA extensions where it has them): a checkpoint is trusted on this
+// checksum, so it comes from a library whose SHA-256 is validated and maintained.
 #include "ppstage/checkpoint/sha256.h"
 
-#include <array>
-#include <cstdint>
-#include <cstring>
+#include <openssl/evp.h>
+
+#include "ppstage/core/error.h"
 
 namespace ppstage {
-namespace {
-
-constexpr std::array<uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
-  std::array<uint32_t, 64> w{};
-  for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t{block[4 * i]} << 24) | (uint32_t{block[4 * i + 1]} << 16) |
-           (uint32_t{block[4 * i + 2]} << 8) | uint32_t{block[4 * i + 3]};
-  }
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  std::array<uint32_t, 8> v = h;  // a, b, c, d, e, f, g, h
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t s1 = rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25);
-    const uint32_t choose = (v[4] & v[5]) ^ (~v[4] & v[6]);
-    const uint32_t t1 = v[7] + s1 + choose + kRound[i] + w[i];
-    const uint32_t s0 = rotr(v[0], 2) ^ rotr(v[0], 13) ^ rotr(v[0], 22);
-    const uint32_t majority = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
-    v = {t1 + s0 + majority, v[0], v[1], v[2], v[3] + t1, v[4], v[5], v[6]};
-  }
-  for (int i = 0; i < 8; ++i) h[i] += v[i];
-}
-
-}  // namespace
 
 std::string sha256Hex(const void* data, size_t size) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  size_t full = size - size % 64;
-  for (size_t i = 0; i < full; i += 64) compress(h, bytes + i);
-  // The tail, 0x80, zeros, and the length in bits: one or two more blocks.
-  std::array<unsigned char, 128> tail{};
-  const size_t rest = size - full;
-  if (rest > 0) std::memcpy(tail.data(), bytes + full, rest);
-  tail[rest] = 0x80;
-  const size_t blocks = rest + 9 > 64 ? 2 : 1;
-  const uint64_t bits = static_cast<uint64_t>(size) * 8;
-  for (int i = 0; i < 8; ++i)
-    tail[blocks * 64 - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  for (size_t b = 0; b < blocks; ++b) compress(h, tail.data() + 64 * b);
-
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint32_t word : h) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xf];
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  PPSTAGE_INTERNAL_ASSERT(EVP_Digest(data, size, digest, &length, EVP_sha256(), nullptr) == 1,
+                          "OpenSSL's SHA-256 failed on ", size, " bytes");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 0xf];
   }
-  return out;
+  return hex;
 }
 
 }  // namespace ppstage

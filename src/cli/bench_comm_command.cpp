@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "mpi_job.h"
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/p2p_benchmark.h"
@@ -55,7 +56,9 @@ int benchCommMain(int argc, const char* const* argv) {
       "smallest message; sizes grow 4x at a time");
   add("bench.max_bytes", po::value(&bench.max_bytes)->default_value(bench.max_bytes),
       "largest message");
-  add("bench.seconds", po::value(&bench.seconds_per_size)->default_value(bench.seconds_per_size),
+  add("bench.seconds",
+      po::value(&bench.seconds_per_size)
+          ->default_value(bench.seconds_per_size, shortestText(bench.seconds_per_size)),
       "time of one block of ping-pongs");
   add("bench.rounds", po::value(&bench.rounds)->default_value(bench.rounds),
       "blocks per method, alternating; the median block of each counts");
@@ -72,9 +75,13 @@ int benchCommMain(int argc, const char* const* argv) {
       "two times (ours/raw: 1.00 is no overhead).";
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
   validate(comm_config);
-  PPSTAGE_CHECK(bench.min_bytes >= 1 && bench.max_bytes >= bench.min_bytes,
-                "--bench.min_bytes must be positive and at most --bench.max_bytes");
-  PPSTAGE_CHECK(bench.rounds >= 1, "--bench.rounds must be at least 1");
+  PPSTAGE_CHECK(bench.min_bytes >= 1, "--bench.min_bytes must be at least 1; got ",
+                bench.min_bytes);
+  PPSTAGE_CHECK(bench.max_bytes >= bench.min_bytes, "--bench.max_bytes must be at least ",
+                "--bench.min_bytes (", bench.min_bytes, "); got ", bench.max_bytes);
+  PPSTAGE_CHECK(bench.seconds_per_size > 0, "--bench.seconds must be positive; got ",
+                bench.seconds_per_size);
+  PPSTAGE_CHECK(bench.rounds >= 1, "--bench.rounds must be at least 1; got ", bench.rounds);
 
   MpiSession mpi;
   return runCommand([&] {
@@ -82,10 +89,7 @@ int benchCommMain(int argc, const char* const* argv) {
                   "bench-comm needs two ranks: mpirun -np 2 ppstage "
                   "bench-comm (this job has ",
                   mpi.worldSize(), ")");
-    CommOptions comm_options;
-    comm_options.timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(comm_config.timeout_s * 1000));
-    auto comm = MpiCommunicator::world(comm_options);
+    auto comm = MpiCommunicator::world(commOptionsOf(comm_config));
     const std::vector<P2pBenchRow> rows = runP2pBenchmark(*comm, bench);
     if (mpi.worldRank() == 0) {
       if (json) {

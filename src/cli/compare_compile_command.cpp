@@ -20,8 +20,10 @@
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/tensor_memory.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -36,14 +38,16 @@ struct ModeRow {
   double rss_growth = 0;         // MB per 100 steps after warm-up, the largest of the ranks
   double peak_allocated_mb = 0;  // tensor memory (observe/tensor_memory.h), the largest rank's
   double peak_activation_mb = 0;
-  double loss_max_rel_diff = 0;  // against none (the first mode when none is not listed)
+  LossDifference loss;  // against none (the first mode when none is not listed)
 };
 
 // `peak_reset`: the ranks' peak resident sizes started over when this mode began; where
 // they could not, the largest size sampled after a step stands in (it misses peaks
 // inside a step).
 ModeRow summarize(CompileMode mode, RunMetrics metrics, bool peak_reset) {
-  ModeRow row{mode, std::move(metrics)};
+  ModeRow row;
+  row.mode = mode;
+  row.metrics = std::move(metrics);
   row.step_time_s = steadyStepTime(row.metrics.step_time_s);
   for (const RankMetrics& r : row.metrics.ranks) {
     row.peak_rss_mb = std::max(row.peak_rss_mb, peak_reset ? r.peak_rss_mb : r.max_step_rss_mb);
@@ -66,7 +70,7 @@ void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
               << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
               << std::setw(12) << r.peak_allocated_mb << std::setw(16) << r.peak_activation_mb
               << std::setw(18) << std::setprecision(2) << r.rss_growth << "  " << std::scientific
-              << std::setprecision(2) << r.loss_max_rel_diff << std::defaultfloat << "\n";
+              << std::setprecision(2) << r.loss.max_rel_diff << std::defaultfloat << "\n";
   }
 }
 
@@ -85,7 +89,7 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"peak_allocated_mb", r.peak_allocated_mb},
                      {"peak_activation_mb", r.peak_activation_mb},
                      {"rss_growth_mb_per_100_steps", r.rss_growth},
-                     {"loss_max_rel_diff", r.loss_max_rel_diff},
+                     {"loss_max_rel_diff", r.loss.max_rel_diff},
                      {"final_loss", r.metrics.final_loss}});
   }
   return nlohmann::json{{"modes", modes}}.dump(2);
@@ -131,15 +135,24 @@ CompileMode compareLosses(std::vector<ModeRow>& rows) {
   const auto none = std::find_if(rows.begin(), rows.end(),
                                  [](const ModeRow& r) { return r.mode == CompileMode::kNone; });
   const ModeRow& reference_row = none != rows.end() ? *none : rows.front();
-  const std::vector<double>& reference = reference_row.metrics.losses;
   for (ModeRow& r : rows) {
-    for (size_t i = 0; i < reference.size() && i < r.metrics.losses.size(); ++i) {
-      r.loss_max_rel_diff =
-          std::max(r.loss_max_rel_diff, std::abs(r.metrics.losses[i] - reference[i]) /
-                                            std::max(std::abs(reference[i]), 1e-12));
-    }
+    r.loss = ppstage::compareLosses(reference_row.metrics.losses, 0, r.metrics.losses, 0);
   }
   return reference_row.mode;
+}
+
+// A mode whose loss went NaN or infinite where the reference's did not has no numerics
+// to report: the command fails, naming the mode and the step.
+void checkLossesFinite(const std::vector<ModeRow>& rows, CompileMode reference) {
+  const ModeRow& ref = *std::find_if(rows.begin(), rows.end(),
+                                     [&](const ModeRow& r) { return r.mode == reference; });
+  for (const ModeRow& r : rows) {
+    if (std::isfinite(r.loss.max_rel_diff)) continue;
+    const size_t step = static_cast<size_t>(r.loss.worst_step);
+    throw Error(detail::concat("compile mode ", toString(r.mode), "'s loss at step ", step + 1,
+                               " is ", r.metrics.losses.at(step), " where ", toString(reference),
+                               "'s is ", ref.metrics.losses.at(step)));
+  }
 }
 
 const char* const kUsage =
@@ -177,8 +190,12 @@ int compareCompileMain(int argc, const char* const* argv) {
   installCountingAllocator();
   MpiSession mpi;
   std::vector<CompileMode> modes;
-  const std::unique_ptr<Communicator> world =
-      startMpiCommand(argc, argv, options, kUsage, config.comm, [&] {
+  std::set<std::string> given;
+  std::string layout_note;
+  const std::unique_ptr<Communicator> world = startMpiCommand(
+      argc, argv, options, kUsage, config.comm,
+      [&] {
+        layout_note = defaultScheduleLayout(config.pipeline, given);
         validate(config);
         PPSTAGE_CHECK(config.checkpoint.dir.empty(), "compare-compile runs the same training ",
                       "once per mode; it takes no --checkpoint.dir");
@@ -186,9 +203,11 @@ int compareCompileMain(int argc, const char* const* argv) {
           modes.push_back(parseChoice<CompileMode>(mode));
         }
         PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
-      });
+      },
+      &given);
   if (!world) return 0;
   const bool leader = world->rank() == 0;
+  if (leader && !json && !layout_note.empty()) std::cout << layout_note << std::endl;
   return runCommand([&] {
     std::vector<ModeRow> rows(modes.size());
     for (const size_t index : runOrder(modes)) {
@@ -197,6 +216,7 @@ int compareCompileMain(int argc, const char* const* argv) {
     const CompileMode reference = compareLosses(rows);
     if (leader && json) std::cout << rowsJson(rows) << std::endl;
     if (leader && !json) printTable(rows, reference);
+    checkLossesFinite(rows, reference);
     return 0;
   });
 }

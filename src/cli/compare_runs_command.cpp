@@ -15,6 +15,7 @@
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/parameter_files.h"
 
@@ -48,29 +49,12 @@ double relativeDiff(const at::Tensor& a, const at::Tensor& b, double atol) {
   return (diff - atol).clamp_min(0).max().item<double>() / scale;
 }
 
-// The steps both runs have, by global step: a resumed run (first_step > 0) is compared on
-// the steps it ran, a shorter run on the steps it reached.
 void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
-  const auto end = [](const RunMetrics& m) {
-    return m.first_step + static_cast<long long>(m.losses.size());
-  };
-  const long long begin = std::max(ref.first_step, run.first_step);
-  const long long stop = std::min(end(ref), end(run));
-  PPSTAGE_CHECK(begin < stop, "the runs share no step: the reference ran steps ",
-                ref.first_step + 1, "-", end(ref), ", the candidate ", run.first_step + 1, "-",
-                end(run));
-  c.steps = static_cast<size_t>(stop - begin);
-  c.worst_step = static_cast<size_t>(begin);
-  for (long long step = begin; step < stop; ++step) {
-    const double a = run.losses[static_cast<size_t>(step - run.first_step)];
-    const double b = ref.losses[static_cast<size_t>(step - ref.first_step)];
-    const bool equal = a == b || (std::isnan(a) && std::isnan(b));  // skipped in both
-    const double d = equal ? 0 : std::abs(a - b) / std::max(std::abs(b), 1e-12);
-    if (d > c.loss_diff || !std::isfinite(d)) {
-      c.loss_diff = d;
-      c.worst_step = static_cast<size_t>(step);
-    }
-  }
+  const LossDifference d =
+      ppstage::compareLosses(ref.losses, ref.first_step, run.losses, run.first_step);
+  c.steps = d.steps;
+  c.loss_diff = d.max_rel_diff;
+  c.worst_step = static_cast<size_t>(d.worst_step);
 }
 
 // Every final parameter, by model path; both runs must hold the same ones.
@@ -111,7 +95,7 @@ void printJson(const Comparison& c, double rtol, bool same) {
 void describeRun(const char* role, const std::string& path, const RunMetrics& m) {
   std::cout << role << " " << path << " (" << m.schedule << ", " << m.stages << " stages, pp "
             << m.pp << " x dp " << m.dp << ", " << m.microbatches << " micro-batches, compile "
-            << m.compile_mode << ")\n";
+            << m.compile.mode << ")\n";
 }
 
 void printText(const Comparison& c, double rtol, bool same, int top) {
@@ -153,11 +137,11 @@ int compareRunsMain(int argc, const char* const* argv) {
   add("reference", po::value(&reference_path)->required(),
       "metrics JSON of the reference run (ppstage train --output.metrics_json)");
   add("candidate", po::value(&candidate_path)->required(), "metrics JSON of the run to check");
-  add("rtol", po::value(&rtol)->default_value(rtol),
+  add("rtol", po::value(&rtol)->default_value(rtol, shortestText(rtol)),
       "largest relative difference allowed: per step's loss, and per parameter tensor "
       "(max (|a - b| - atol) / max |reference| over finite elements; equal elements, also "
       "infinite ones, differ by 0)");
-  add("atol", po::value(&atol)->default_value(atol),
+  add("atol", po::value(&atol)->default_value(atol, shortestText(atol)),
       "parameters: absolute differences up to this are ignored (for tensors whose gradient "
       "is mathematically zero, where float noise has no scale to be relative to)");
   add("top", po::value(&top)->default_value(top),

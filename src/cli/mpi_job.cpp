@@ -12,24 +12,31 @@
 
 namespace ppstage::cli {
 
+CommOptions commOptionsOf(const CommConfig& comm) {
+  CommOptions options;
+  if (comm.timeout_s > 0) {
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(comm.timeout_s * 1000));
+  }
+  return options;
+}
+
 std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
                                               boost::program_options::options_description& options,
                                               const std::string& usage, const CommConfig& comm,
-                                              const std::function<void()>& validate) {
+                                              const std::function<void()>& validate,
+                                              std::set<std::string>* given) {
   std::ostringstream quiet;
   std::exception_ptr parse_error;
   bool help = false;
   try {
-    help = !parseOptions(argc, argv, options, usage, mpiWorldRank() <= 0 ? std::cout : quiet);
+    help =
+        !parseOptions(argc, argv, options, usage, mpiWorldRank() <= 0 ? std::cout : quiet, given);
     if (!help) validate();
   } catch (...) {
     parse_error = std::current_exception();
   }
-  CommOptions comm_options;
-  if (!parse_error && comm.timeout_s > 0) {
-    comm_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(comm.timeout_s * 1000));
-  }
-  std::unique_ptr<Communicator> world = MpiCommunicator::world(comm_options);
+  std::unique_ptr<Communicator> world =
+      MpiCommunicator::world(parse_error ? CommOptions{} : commOptionsOf(comm));
   // Every rank parsed the same options; agree so one line reports a bad one.
   runAgreed(*world, [&] {
     if (parse_error) std::rethrow_exception(parse_error);

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "ppstage/comm/communicator.h"
@@ -13,14 +14,20 @@
 
 namespace ppstage::cli {
 
+// The communicator options [comm] asks for: --comm.timeout_s as the timeout (0 or less
+// keeps CommOptions' default).
+CommOptions commOptionsOf(const CommConfig& comm);
+
 // The start of a command that runs on every rank of an MPI job (an MpiSession must be
-// alive): parses argv into `options` (rank 0 prints --help), runs `validate`, makes the
+// alive): parses argv into `options` (rank 0 prints --help; `given` gets the options the
+// user set, as parseOptions says), runs `validate`, makes the
 // world communicator with --comm.timeout_s, and agrees on any parse or validation error,
 // so that rank 0 reports it once and every rank leaves (JobError). Returns nullptr when
 // --help was asked for.
 std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
                                               boost::program_options::options_description& options,
                                               const std::string& usage, const CommConfig& comm,
-                                              const std::function<void()>& validate);
+                                              const std::function<void()>& validate,
+                                              std::set<std::string>* given = nullptr);
 
 }  // namespace ppstage::cli

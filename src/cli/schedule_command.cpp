@@ -95,7 +95,10 @@ int scheduleMain(int argc, const char* const* argv) {
       "simulates it with the given costs: a timeline per rank, the bubble fraction and the\n"
       "peak number of micro-batches alive per stage. An invalid schedule exits non-zero\n"
       "with its actions printed and the problem marked [like this].";
-  if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
+  std::set<std::string> given;
+  if (!parseOptions(argc, argv, options, usage, std::cout, &given)) return 0;
+  const std::string layout_note = defaultScheduleLayout(pipeline, given);
+  if (!layout_note.empty() && !json) std::cout << layout_note << "\n";
   validate(pipeline);
 
   ScheduleOptions o = scheduleOptionsFor(pipeline, static_cast<int>(pipeline.stages),

@@ -8,6 +8,7 @@
 #include "ppstage/config/options.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/plan_report.h"
+#include "ppstage/train/time_balance.h"
 
 namespace ppstage::cli {
 
@@ -35,7 +36,7 @@ int splitMain(int argc, const char* const* argv) {
   validate(config.pipeline);
   validate(config.train);
 
-  const ModelSplit split = splitModel(config);
+  const ModelSplit split = splitModelMeasuringTime(config);
   if (json) {
     std::cout << planToJson(split) << std::endl;
   } else {

@@ -16,6 +16,18 @@ const char* toString(MessageKind kind) {
 }
 
 // Layout, low to high bits: tensor (7) | micro-batch (14) | stage (7) | kind (2) = 30 bits.
+namespace {
+
+// The tag's fields, low bits first: tensor, micro-batch, stage, kind (2 bits).
+constexpr int kTensorBits = 7;
+constexpr int kMicrobatchShift = kTensorBits;
+constexpr int kStageShift = kMicrobatchShift + kMicrobatchIndexBits;
+constexpr int kKindShift = kStageShift + kStageIndexBits;
+static_assert(kKindShift + 2 <= 31, "a message tag must fit 31 bits");
+static_assert(MessageTag::kMaxTensor == (1 << kTensorBits) - 1, "tensor field width");
+
+}  // namespace
+
 int MessageTag::encode() const {
   PPSTAGE_CHECK(stage >= 0 && stage <= kMaxStage, "stage ", stage, " does not fit a message ",
                 "tag (at most ", kMaxStage, ")");
@@ -23,15 +35,16 @@ int MessageTag::encode() const {
                 " does not fit a message tag (at most ", kMaxMicrobatch, ")");
   PPSTAGE_CHECK(tensor >= 0 && tensor <= kMaxTensor, "boundary tensor ", tensor,
                 " does not fit a message tag (at most ", kMaxTensor, " per boundary)");
-  return tensor | microbatch << 7 | stage << 21 | static_cast<int>(kind) << 28;
+  return tensor | microbatch << kMicrobatchShift | stage << kStageShift |
+         static_cast<int>(kind) << kKindShift;
 }
 
 MessageTag MessageTag::decode(int encoded) {
   MessageTag tag;
   tag.tensor = encoded & kMaxTensor;
-  tag.microbatch = encoded >> 7 & kMaxMicrobatch;
-  tag.stage = encoded >> 21 & kMaxStage;
-  tag.kind = static_cast<MessageKind>(encoded >> 28 & 3);
+  tag.microbatch = encoded >> kMicrobatchShift & kMaxMicrobatch;
+  tag.stage = encoded >> kStageShift & kMaxStage;
+  tag.kind = static_cast<MessageKind>(encoded >> kKindShift & 3);
   return tag;
 }
 

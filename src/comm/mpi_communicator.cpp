@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "flat_buffers.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
 
@@ -234,12 +235,9 @@ std::shared_ptr<Work> MpiCommunicator::recv(const at::Tensor& tensor, int src, M
 }
 
 void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-  for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& t : group) flat.push_back(t.reshape({-1}));
-    at::Tensor buffer = at::cat(flat).to(wireType(dtype)).contiguous();
+  for (FlatBuffer& flat : flattenByDtype(tensors)) {
+    flat.buffer = flat.buffer.to(wireType(flat.buffer.scalar_type())).contiguous();
+    const at::Tensor& buffer = flat.buffer;
     PPSTAGE_CHECK(buffer.numel() <= INT_MAX, "all-reduce of ", buffer.numel(),
                   " elements is above MPI's limit of ", INT_MAX);
     MPI_Request request = MPI_REQUEST_NULL;
@@ -250,14 +248,10 @@ void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
                "MPI_Iallreduce");
     }
     waitRequest(*handle_, request, options().timeout, [&] {
-      return detail::concat("in an all-reduce of ", group.size(), " tensors over ", size_,
+      return detail::concat("in an all-reduce of ", flat.tensors.size(), " tensors over ", size_,
                             " ranks");
     });
-    int64_t offset = 0;
-    for (const at::Tensor& t : group) {
-      t.copy_(buffer.slice(0, offset, offset + t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    unflatten(flat);
   }
 }
 

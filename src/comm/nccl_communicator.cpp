@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "flat_buffers.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -202,32 +203,25 @@ std::shared_ptr<Work> NcclCommunicator::recv(const at::Tensor& tensor, int src, 
 }
 
 void NcclCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
-  for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& t : group) flat.push_back(t.reshape({-1}));
-    at::Tensor buffer = at::cat(flat);
+  for (const FlatBuffer& flat : flattenByDtype(tensors)) {
+    const at::Tensor& buffer = flat.buffer;
     at::cuda::CUDAEvent done;
     {
       std::lock_guard<std::mutex> lock(impl_->mutex);
       PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
       orderAfterCurrentStream(*impl_);
-      checkNccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(), ncclType(dtype),
-                              ncclSum, impl_->comm, impl_->stream),
+      checkNccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
+                              ncclType(buffer.scalar_type()), ncclSum, impl_->comm, impl_->stream),
                 "ncclAllReduce");
       keepAliveOnStream(buffer, *impl_);
       done.record(impl_->stream);
     }
-    waitEvent(*impl_, done, options().timeout,
-              [&] { return detail::concat("in an all-reduce of ", group.size(), " tensors"); });
+    waitEvent(*impl_, done, options().timeout, [&] {
+      return detail::concat("in an all-reduce of ", flat.tensors.size(), " tensors");
+    });
     done.block(c10::cuda::getCurrentCUDAStream(impl_->device));
-    int64_t offset = 0;
-    for (const at::Tensor& t : group) {
-      t.copy_(buffer.slice(0, offset, offset + t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    unflatten(flat);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/statistics.h"
 
 namespace ppstage {
 namespace {
@@ -47,12 +48,6 @@ double rawPingPong(MPI_Comm comm, int rank, const at::Tensor& buffer, int n) {
     }
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // Rank 0 decides; everyone learns it.

@@ -6,7 +6,7 @@
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/message_tag.h"
-#include "ppstage/observe/metrics.h"
+#include "ppstage/core/statistics.h"
 
 namespace ppstage {
 namespace {

@@ -9,7 +9,6 @@
 #include <unordered_set>
 
 #include "ppstage/core/error.h"
-#include "ppstage/split/stage_module.h"
 
 namespace ppstage {
 
@@ -48,11 +47,6 @@ void clearNames(torch::jit::Block* block) {
   }
 }
 
-Node* topLevel(Node* n, const torch::jit::Block* top) {
-  while (n->owningBlock() != top) n = n->owningBlock()->owningNode();
-  return n;
-}
-
 GraphSegment buildSegment(const std::vector<Node*>& run, const torch::jit::Block* top,
                           const std::string& block) {
   GraphSegment seg;
@@ -83,7 +77,7 @@ GraphSegment buildSegment(const std::vector<Node*>& run, const torch::jit::Block
     for (Value* v : n->outputs()) {
       bool used_later = false;
       for (const torch::jit::Use& use : v->uses()) {
-        if (!members.count(topLevel(use.user, top))) used_later = true;
+        if (!members.count(topLevelNodeOf(use.user, top))) used_later = true;
       }
       if (used_later) {
         seg.outputs.push_back(v);
@@ -160,9 +154,10 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
   return blocks;
 }
 
-std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGraph& model,
-                                       const std::vector<bool>& blocks) {
-  const torch::jit::Block* top = stage.graph->block();
+std::vector<GraphSegment> segmentStage(
+    torch::jit::Graph& graph, const std::unordered_map<const torch::jit::Node*, int>& node_call,
+    const ModelGraph& model, const std::vector<bool>& blocks) {
+  const torch::jit::Block* top = graph.block();
   std::vector<GraphSegment> segments;
   std::vector<Node*> run;
   int run_owner = -2;
@@ -173,10 +168,10 @@ std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGrap
         run_owner >= 0 ? model.calls[static_cast<size_t>(run_owner)].path : std::string()));
     run.clear();
   };
-  for (Node* n : stage.graph->nodes()) {
+  for (Node* n : graph.nodes()) {
     if (n->kind() == c10::prim::Constant) continue;  // copied into the segments that read it
-    const auto it = stage.node_call.find(n);
-    const int owner = it == stage.node_call.end() ? -1 : blockOf(model, blocks, it->second);
+    const auto it = node_call.find(n);
+    const int owner = it == node_call.end() ? -1 : blockOf(model, blocks, it->second);
     if (owner != run_owner) flush();
     run_owner = owner;
     run.push_back(n);

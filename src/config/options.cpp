@@ -92,7 +92,7 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
       "MLP hidden width as a multiple of d_model");
   add("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(m.tie_embeddings),
       "gpt: the LM head shares the token embedding's weight (true|false)");
-  add("model.dropout", po::value(&m.dropout)->default_value(m.dropout),
+  add("model.dropout", po::value(&m.dropout)->default_value(m.dropout, shortestText(m.dropout)),
       "built-in gpt and mlp: dropout probability (gpt: embeddings, attention weights, "
       "attention and MLP outputs; mlp: MLP outputs); 0 disables");
   add("model.input_dtype",
@@ -159,17 +159,19 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   po::options_description section("Training loop [train]");
   auto add = section.add_options();
   add("train.steps", po::value(&t.steps)->default_value(t.steps), "optimizer steps to run");
-  add("train.lr", po::value(&t.lr)->default_value(t.lr), "learning rate");
-  add("train.weight_decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
+  add("train.lr", po::value(&t.lr)->default_value(t.lr, shortestText(t.lr)), "learning rate");
+  add("train.weight_decay",
+      po::value(&t.weight_decay)->default_value(t.weight_decay, shortestText(t.weight_decay)),
       "weight decay (decoupled for adamw, L2 for sgd)");
-  add("train.grad_clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
+  add("train.grad_clip",
+      po::value(&t.grad_clip)->default_value(t.grad_clip, shortestText(t.grad_clip)),
       "clip the global gradient norm, over all stages, to this value; 0: no clipping");
   add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer, toString(t.optimizer)),
       "adamw | sgd");
   add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
       "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
       "model takes token ids, mse otherwise");
-  add("train.momentum", po::value(&t.momentum)->default_value(t.momentum),
+  add("train.momentum", po::value(&t.momentum)->default_value(t.momentum, shortestText(t.momentum)),
       "sgd momentum (0: none)");
   add("train.nonfinite", po::value(&t.nonfinite)->default_value(t.nonfinite, toString(t.nonfinite)),
       "a step whose loss or global gradient norm is NaN or inf: stop (the run ends there, "
@@ -251,7 +253,8 @@ void addCheckpointOptions(po::options_description& desc, CheckpointConfig& c) {
 void addCommOptions(po::options_description& desc, CommConfig& c) {
   po::options_description section("Communication [comm]");
   auto add = section.add_options();
-  add("comm.timeout_s", po::value(&c.timeout_s)->default_value(c.timeout_s),
+  add("comm.timeout_s",
+      po::value(&c.timeout_s)->default_value(c.timeout_s, shortestText(c.timeout_s)),
       "seconds any wait for another rank may take before the job ends with an error naming "
       "the rank, stage and micro-batch (a dead or stuck peer)");
   add("comm.receives_ahead", po::value(&c.receives_ahead)->default_value(c.receives_ahead),
@@ -276,7 +279,7 @@ void addAllOptions(po::options_description& desc, Config& c) {
 }
 
 bool parseOptions(int argc, const char* const* argv, po::options_description& options,
-                  const std::string& usage, std::ostream& out) {
+                  const std::string& usage, std::ostream& out, std::set<std::string>* given) {
   std::string config_path;
   po::options_description general("General");
   auto add = general.add_options();
@@ -288,7 +291,11 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
 
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(options).run(), vm);
+    // No guessing of abbreviations: `--train.step 3` is refused on the command line as it is
+    // in a config file, not taken for --train.steps.
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(options).style(style).run(), vm);
     if (vm.count("help")) {
       out << usage << "\n\n" << options << "\n";
       return false;
@@ -297,6 +304,9 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
       storeConfigFile(vm["config"].as<std::string>(), options, vm);
     }
     po::notify(vm);
+    for (const auto& [name, value] : vm) {
+      if (given != nullptr && !value.defaulted()) given->insert(name);
+    }
   } catch (const po::error& e) {
     throw Error(e.what());
   }

@@ -1,7 +1,15 @@
 // See include/ppstage/core/text.h.
 #include "ppstage/core/text.h"
 
+#include <charconv>
+
 namespace ppstage {
+
+std::string shortestText(double value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+  return std::string(text, end);
+}
 
 std::vector<std::string> splitList(const std::string& text, char separator) {
   std::vector<std::string> items;

@@ -1,4 +1,4 @@
-// graph::capture: a torch::jit::Module's forward -> ModelGraph (see model_graph.h).
+// graph::capture: a torch::jit::Module's forward -> ModelGraph (see capture.h).
 //
 // Steps, in order:
 //   1. copy forward's graph; bake in defaults of extra arguments     (bindForwardArguments)
@@ -8,7 +8,7 @@
 //   4b. with an example input: decide rank and dtype checks          (specializeToTypes)
 //   5. key random ops: each draws from a generator of its own           (keyed_random.cpp)
 //   6. group tied tensors
-#include "ppstage/graph/model_graph.h"
+#include "ppstage/graph/capture.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>

@@ -359,8 +359,7 @@ class RandomOpRewriter {
   Value* generatorFor(Node* node) {
     const int call = model_.callOf(node);
     const int64_t index = next_index_[call]++;
-    Node* top = node;
-    while (top->owningBlock() != graph_.block()) top = top->owningBlock()->owningNode();
+    Node* top = topLevelNodeOf(node, graph_.block());
     Node* before = top->prev();
     torch::jit::WithInsertPoint guard(top);
     Value* index_value = graph_.insertConstant(index);

@@ -7,6 +7,11 @@ namespace ppstage {
 
 using torch::jit::Node;
 
+Node* topLevelNodeOf(Node* node, const torch::jit::Block* top) {
+  while (node->owningBlock() != top) node = node->owningBlock()->owningNode();
+  return node;
+}
+
 int ModelGraph::callOf(const Node* node) const {
   const auto it = node_call.find(node);
   return it == node_call.end() ? kRootCall : it->second;

@@ -10,19 +10,19 @@
 #include <nlohmann/json.hpp>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/statistics.h"
 
 namespace ppstage {
 
 namespace {
 
-// {"F": f, "B": b, "I": i, "W": w}: seconds per action of each compute kind.
-nlohmann::json costsJson(double f, double b, double i, double w) {
-  return {{"F", f}, {"B", b}, {"I", i}, {"W", w}};
-}
-
+// {"F": f, "B": b, "I": i, "W": w}: seconds per action of each compute kind, or
 // {"SEND_F": ..., "RECV_F": ..., "SEND_B": ..., "RECV_B": ...}: seconds waited per kind.
-nlohmann::json waitsJson(const std::array<double, 4>& w) {
-  return {{"SEND_F", w[0]}, {"RECV_F", w[1]}, {"SEND_B", w[2]}, {"RECV_B", w[3]}};
+template <typename Space>
+nlohmann::json perKindJson(const PerKind<double, Space>& values) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const ActionKind kind : PerKind<double, Space>::kinds()) json[kindName(kind)] = values[kind];
+  return json;
 }
 
 }  // namespace
@@ -30,26 +30,25 @@ nlohmann::json waitsJson(const std::array<double, 4>& w) {
 std::string metricsToJson(const RunMetrics& m) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMetrics& r : m.ranks) {
-    ranks.push_back(
-        {{"rank", r.rank},
-         {"stages", r.stages},
-         {"busy_s", r.busy_s},
-         {"idle_s", r.idle_s},
-         {"peak_rss_mb", r.peak_rss_mb},
-         {"peak_allocated_mb", r.peak_allocated_mb},
-         {"peak_activation_mb", r.peak_activation_mb},
-         {"graphs_compiled", r.graphs_compiled},
-         {"cache_hits", r.cache_hits},
-         {"respecializations", r.respecializations},
-         {"max_step_rss_mb", r.max_step_rss_mb},
-         {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
-         {"action_costs_s", costsJson(r.action_s[0], r.action_s[1], r.action_s[2], r.action_s[3])},
-         {"tail_s", r.tail_s},
-         {"wait_s", waitsJson(r.wait_s)},
-         {"receive_buffers", r.receive_buffers}});
+    ranks.push_back({{"rank", r.rank},
+                     {"stages", r.stages},
+                     {"busy_s", r.busy_s},
+                     {"idle_s", r.idle_s},
+                     {"peak_rss_mb", r.peak_rss_mb},
+                     {"peak_allocated_mb", r.peak_allocated_mb},
+                     {"peak_activation_mb", r.peak_activation_mb},
+                     {"graphs_compiled", r.graphs_compiled},
+                     {"cache_hits", r.cache_hits},
+                     {"respecializations", r.respecializations},
+                     {"max_step_rss_mb", r.max_step_rss_mb},
+                     {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
+                     {"action_costs_s", perKindJson(r.action_s)},
+                     {"tail_s", r.tail_s},
+                     {"wait_s", perKindJson(r.wait_s)},
+                     {"receive_buffers", r.receive_buffers}});
   }
   nlohmann::json stage_costs = nlohmann::json::array();
-  for (const auto& c : m.stage_action_s) stage_costs.push_back(costsJson(c[0], c[1], c[2], c[3]));
+  for (const auto& costs : m.stage_action_s) stage_costs.push_back(perKindJson(costs));
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const CheckpointRecord& c : m.checkpoints) {
     checkpoints.push_back({{"path", c.path}, {"seconds", c.seconds}});
@@ -57,7 +56,6 @@ std::string metricsToJson(const RunMetrics& m) {
   nlohmann::json json = {
       {"model", m.model},
       {"schedule", m.schedule},
-      {"compile_mode", m.compile_mode},
       {"data", m.data},
       {"stages", m.stages},
       {"pp", m.pp},
@@ -81,7 +79,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"predicted_makespan_s", m.predicted_makespan_s},
       {"predicted_step_s", m.predicted_step_s},
       {"comm_s", m.comm_s},
-      {"action_costs_s", costsJson(m.forward_s, m.backward_s, m.input_grad_s, m.weight_grad_s)},
+      {"action_costs_s", perKindJson(m.action_s)},
       {"stage_action_costs_s", stage_costs},
       {"ranks", ranks},
       {"compile",
@@ -102,7 +100,9 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     const nlohmann::json json = nlohmann::json::parse(text);
     m.model = json.value("model", "");
     m.schedule = json.value("schedule", "");
-    m.compile_mode = json.value("compile_mode", "");
+    // Files written before the mode moved into `compile` have it at the top.
+    m.compile.mode = json.contains("compile") ? json.at("compile").value("mode", "")
+                                              : json.value("compile_mode", "");
     m.stages = json.value("stages", 1);
     m.pp = json.value("pp", 1);
     m.dp = json.value("dp", 1);
@@ -187,13 +187,6 @@ double warmupOverhead(const std::vector<double>& step_times) {
   double overhead = 0;
   for (size_t i = 0; i < warmupSteps(step_times); ++i) overhead += step_times[i] - steady;
   return std::max(0.0, overhead);
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace ppstage

@@ -45,12 +45,6 @@ struct MicroBatchState {
   bool weights_done = false;  // W (or B) ran: only input gradients may still wait to be sent
 };
 
-int kindIndex(ActionKind kind) { return static_cast<int>(kind); }
-// SEND_F, RECV_F, SEND_B, RECV_B -> 0..3 (StepStats::wait_s).
-size_t waitIndex(ActionKind kind) {
-  return static_cast<size_t>(kind) - static_cast<size_t>(ActionKind::kSendForward);
-}
-
 ReceivePosting postingFor(const Communicator& comm) {
   ReceivePosting posting;
   posting.keep_communication_order = comm.matchesInPostingOrder();
@@ -117,8 +111,7 @@ struct Executor::Impl {
     const auto begin = Clock::now();
     for (const auto& work : works) work->wait(comm.options().timeout);
     works.clear();
-    stats.wait_s[waitIndex(recv.kind)] +=
-        std::chrono::duration<double>(Clock::now() - begin).count();
+    stats.wait_s[recv.kind] += std::chrono::duration<double>(Clock::now() - begin).count();
     if (options.trace != nullptr) {
       options.trace->add(TraceKind::kWait, recv, start, TraceRecorder::now());
     }
@@ -133,8 +126,7 @@ struct Executor::Impl {
       for (; i < sends.size() && sends[i].action == action; ++i) {
         sends[i].work->wait(comm.options().timeout);
       }
-      stats.wait_s[waitIndex(action.kind)] +=
-          std::chrono::duration<double>(Clock::now() - begin).count();
+      stats.wait_s[action.kind] += std::chrono::duration<double>(Clock::now() - begin).count();
       if (options.trace != nullptr) {
         options.trace->add(TraceKind::kWait, action, start, TraceRecorder::now());
       }
@@ -426,10 +418,9 @@ struct Executor::Impl {
   void record(const Action& action, Clock::time_point start) {
     const Clock::time_point end = Clock::now();
     const double seconds = std::chrono::duration<double>(end - start).count();
-    const int k = kindIndex(action.kind);
     const size_t position = localPosition(action.stage);
-    stats.stage_compute_s[position][k] += seconds;
-    stats.stage_compute_count[position][k] += 1;
+    stats.stage_compute_s[position][action.kind] += seconds;
+    stats.stage_compute_count[position][action.kind] += 1;
     if (options.trace != nullptr) {
       options.trace->add(TraceKind::kCompute, action, nanoseconds(start), nanoseconds(end));
     }
@@ -484,9 +475,9 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
                           impl.states.begin()->first.first, " micro-batch ",
                           impl.states.begin()->first.second, ")");
   for (size_t i = 0; i < impl.stages.size(); ++i) {
-    for (size_t k = 0; k < 4; ++k) {
-      impl.stats.compute_s[k] += impl.stats.stage_compute_s[i][k];
-      impl.stats.compute_count[k] += impl.stats.stage_compute_count[i][k];
+    for (const ActionKind kind : PerCompute<double>::kinds()) {
+      impl.stats.compute_s[kind] += impl.stats.stage_compute_s[i][kind];
+      impl.stats.compute_count[kind] += impl.stats.stage_compute_count[i][kind];
     }
   }
   impl.stats.receive_buffers_allocated = impl.receive_buffers->allocated();

@@ -86,12 +86,46 @@ ScheduleRequest scheduleRequestFor(const Topology& pipeline, int microbatches) {
   return request;
 }
 
+std::string defaultScheduleLayout(PipelineConfig& pipeline, const std::set<std::string>& given) {
+  if (pipeline.schedule != "zb-v") return "";
+  std::string set;
+  if (given.count("pipeline.stages_per_rank") == 0 && pipeline.stages_per_rank != 2) {
+    pipeline.stages_per_rank = 2;
+    set = "--pipeline.stages_per_rank 2";
+  }
+  if (given.count("pipeline.placement") == 0 && pipeline.placement != Placement::kV) {
+    pipeline.placement = Placement::kV;
+    set += std::string(set.empty() ? "" : " and ") + "--pipeline.placement v";
+  }
+  if (set.empty()) return "";
+  return "zb-v runs two stages per rank placed in a V: " + set + " (set them to choose otherwise)";
+}
+
 ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path) {
   ScheduleRegistry registry;
   registerBuiltinSchedules(&registry);
   if (!plugin_path.empty()) loadSchedulePlugin(registry, plugin_path);
   return registry;
 }
+
+namespace {
+
+// A factory's (a plugin's) actions name stages and micro-batches of the request: checked
+// before lowering indexes anything by them.
+void checkActionsInRange(const ScheduleRequest& request, const std::vector<ActionList>& ranks,
+                         const std::string& schedule) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (const Action& a : ranks[r]) {
+      PPSTAGE_CHECK(a.stage >= 0 && a.stage < request.num_stages && a.microbatch >= 0 &&
+                        a.microbatch < request.num_microbatches,
+                    "schedule '", schedule, "' gives rank ", r, " the action ", toString(a),
+                    ", which names a stage or micro-batch outside the ", request.num_stages,
+                    " stages and ", request.num_microbatches, " micro-batches (from 0)");
+    }
+  }
+}
+
+}  // namespace
 
 PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleOptions& o) {
   if (isCsvPath(o.schedule))
@@ -107,6 +141,7 @@ PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleO
     out.request = makeRequest(o.stages, o.microbatches, o.stages_per_rank, o.placement);
     compute = (*factory)(out.request);
   }
+  checkActionsInRange(out.request, compute, o.schedule);
   out.ranks = lowerCommunication(out.request, compute);
   out.simulation = simulateSchedule(out.request, out.ranks, o.costs);
   return out;

@@ -30,7 +30,7 @@ static_assert(static_cast<int>(ActionKind::kForward) == 0 &&
 
 double ActionCosts::of(ActionKind kind, int stage) const {
   if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind);
-  return per_stage.at(static_cast<size_t>(stage))[static_cast<size_t>(kind)];
+  return per_stage.at(static_cast<size_t>(stage))[kind];
 }
 
 ActionCosts ActionCosts::parse(const std::string& text) {
@@ -97,10 +97,11 @@ Positions checkStructure(const ScheduleRequest& req, const std::vector<ActionLis
     for (size_t p = 0; p < ranks[r].size(); ++p) {
       const Action& a = ranks[r][p];
       const std::string name = toString(a);
-      if (a.stage >= req.num_stages || a.microbatch >= req.num_microbatches) {
+      if (a.stage < 0 || a.stage >= req.num_stages || a.microbatch < 0 ||
+          a.microbatch >= req.num_microbatches) {
         fail(ranks, {{r, p}},
-             detail::concat(name, " names a stage or micro-batch beyond ", req.num_stages,
-                            " stages and ", req.num_microbatches, " micro-batches"));
+             detail::concat(name, " names a stage or micro-batch outside the ", req.num_stages,
+                            " stages and ", req.num_microbatches, " micro-batches (from 0)"));
       }
       if (req.rank_of_stage[a.stage] != static_cast<int>(r)) {
         fail(ranks, {{r, p}},

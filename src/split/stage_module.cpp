@@ -1,5 +1,4 @@
-// split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h),
-// and what crosses its boundaries (boundarySpecOf).
+// split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h).
 //
 // For every stage, first find what it reads from outside (uses()), then which tensors cross
 // each cut (crossings()), then copy its nodes into a graph of its own (buildStage()).
@@ -425,10 +424,7 @@ class StageExtractor {
 
   bool isGraphInput(const Value* v) const { return v->node() == graph_.param_node(); }
 
-  Node* topLevelOwner(Node* n) const {
-    while (n->owningBlock() != graph_.block()) n = n->owningBlock()->owningNode();
-    return n;
-  }
+  Node* topLevelOwner(Node* n) const { return topLevelNodeOf(n, graph_.block()); }
 
   int producerStage(Value* v) const {
     if (isGraphInput(v)) return kModelInputStage;
@@ -478,26 +474,6 @@ class StageExtractor {
 std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
                                        const ValueShapes& shapes) {
   return StageExtractor(model, plan, shapes).run();
-}
-
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
-  BoundarySpec spec;
-  spec.stage = inputs ? stage.index : stage.index + 1;
-  for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
-    const TensorMeta& meta = t.meta;
-    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
-                  "' crossing into stage ", spec.stage, " has a shape that does not grow ",
-                  "linearly with the batch, so it cannot be cut into micro-batches");
-    TensorSpec tensor;
-    tensor.name = t.name;
-    tensor.dtype = meta.dtype;
-    tensor.requires_grad = meta.requires_grad;
-    for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
-    }
-    spec.tensors.push_back(std::move(tensor));
-  }
-  return spec;
 }
 
 std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,

@@ -14,10 +14,12 @@
 
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/comm/agreement.h"
+#include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
 #include "ppstage/runtime/loss.h"
+#include "ppstage/train/time_balance.h"
 
 namespace ppstage {
 namespace {
@@ -82,6 +84,30 @@ int64_t tokensPerStep(const DataRequest& request, int64_t batch_size) {
   return tokens;
 }
 
+// The BoundarySpec of a stage's inputs (`inputs` true) or outputs, from the plan's shapes at
+// `plan_batch`: what its neighbours check and size receive buffers from. Throws
+// ppstage::Error for a boundary tensor whose shape is not an affine function of the batch
+// (it could not be cut into micro-batches).
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
+  BoundarySpec spec;
+  spec.stage = inputs ? stage.index : stage.index + 1;
+  for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
+    const TensorMeta& meta = t.meta;
+    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
+                  "' crossing into stage ", spec.stage, " has a shape that does not grow ",
+                  "linearly with the batch, so it cannot be cut into micro-batches");
+    TensorSpec tensor;
+    tensor.name = t.name;
+    tensor.dtype = meta.dtype;
+    tensor.requires_grad = meta.requires_grad;
+    for (size_t d = 0; d < meta.sizes.size(); ++d) {
+      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
+    }
+    spec.tensors.push_back(std::move(tensor));
+  }
+  return spec;
+}
+
 // This rank's stages behind their compiled graphs; other ranks' stages drop their
 // parameter copies.
 void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
@@ -100,8 +126,9 @@ void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
     for (const ModuleCall& call : plan.split.graph.calls) stage.call_paths.push_back(call.path);
     stage.compiled = std::make_unique<CompiledStage>(
         module.graph, module.inputs.size(), *plan.compile_cache, "stage " + std::to_string(s),
-        mode == CompileMode::kBlock ? segmentStage(module, plan.split.graph, blocks)
-                                    : std::vector<GraphSegment>{});
+        mode == CompileMode::kBlock
+            ? segmentStage(*module.graph, module.node_call, plan.split.graph, blocks)
+            : std::vector<GraphSegment>{});
     stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);
     if (s + 1 < plan.topology.numStages()) {
       stage.output_spec = boundarySpecOf(module, false, config.train.batch_size);
@@ -163,7 +190,9 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
 
   Config split_config = config;
   split_config.pipeline.stages = topology.numStages();
-  plan.split = splitModel(split_config, unit_seconds);
+  std::optional<UnitTimes> times;
+  if (unit_seconds != nullptr) times = unitTimesOf(*unit_seconds, config.pipeline, topology);
+  plan.split = splitModel(split_config, times ? &*times : nullptr);
   plan.loss = resolveLossKind(config.train.loss, plan.split.model.input.dtype);
 
   const DataRequest request = dataRequestOf(plan.split, plan.loss, config.train);
@@ -214,14 +243,13 @@ UnitSeconds decodeSeconds(const std::string& text) {
 // timings are not shared with them), and every rank plans with its seconds, so that all
 // cut the same stages.
 std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator& world) {
-  if (config.pipeline.balance != Balance::kTime || !config.pipeline.split_points.empty()) {
-    return std::nullopt;
-  }
+  if (!balancesByTime(config.pipeline)) return std::nullopt;
   std::string mine;
   runAgreed(world, [&] {
     if (world.rank() != 0) return;
     setComputeThreads(computeThreads(config.train, world.size()));
-    mine = encodeSeconds(measureUnitSeconds(config));
+    const Topology topology = jobTopology(config.pipeline, config.train, world.size());
+    mine = encodeSeconds(measureUnitSeconds(captureForSplit(config), config, topology));
   });
   return decodeSeconds(allGatherStrings(world, mine).at(0));
 }

@@ -14,6 +14,7 @@
 #include "ppstage/config/config.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/statistics.h"
 #include "ppstage/observe/parameter_files.h"
 #include "ppstage/train/job_plan.h"
 
@@ -45,11 +46,13 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
   mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
   mine.fusion_groups = static_cast<double>(stats.fusion_groups);
   mine.differentiable_graphs = static_cast<double>(stats.differentiable_graphs);
-  for (size_t k = 0; k < mine.action_s.size(); ++k) {
-    mine.action_s[k] = record.my_action_s[k].empty() ? 0 : median(record.my_action_s[k]);
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    mine.action_s[kind] = median(record.my_action_s[kind]);
   }
-  mine.tail_s = record.my_tail_s.empty() ? 0 : median(record.my_tail_s);
-  for (size_t k = 0; k < mine.wait_s.size(); ++k) mine.wait_s[k] = median(record.my_wait_s[k]);
+  mine.tail_s = median(record.my_tail_s);
+  for (const ActionKind kind : PerTransfer<double>::kinds()) {
+    mine.wait_s[kind] = median(record.my_wait_s[kind]);
+  }
   mine.receive_buffers_allocated = static_cast<double>(record.receive_buffers_allocated);
   mine.transfer_s = record.transfers.sum;
   mine.transfers = static_cast<double>(record.transfers.count);
@@ -92,8 +95,7 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   RunMetrics metrics;
   metrics.model = config.model.name;
   metrics.schedule = plan.schedule.name;
-  metrics.compile_mode = toString(config.compile.mode);
-  metrics.compile.mode = metrics.compile_mode;
+  metrics.compile.mode = toString(config.compile.mode);
   metrics.data = plan.data ? plan.data->describe() : "";
   metrics.stages = plan.topology.numStages();
   metrics.pp = plan.topology.ppSize();
@@ -124,27 +126,32 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
 
 // Every stage's F, B, I and W seconds: the medians over steps its ranks measured, averaged
 // over its data-parallel ranks (0 for a kind it does not run). Collective over `world`.
-std::vector<std::array<double, 4>> stageActionCosts(const Topology& topology,
-                                                    const RunRecord& record, Communicator& world) {
+std::vector<PerCompute<double>> stageActionCosts(const Topology& topology, const RunRecord& record,
+                                                 Communicator& world) {
   const auto stages = static_cast<int64_t>(topology.numStages());
-  // [seconds of stage s, kind k] then [ranks that measured them], each stages x 4.
-  at::Tensor sums = at::zeros({2, stages, 4}, at::kDouble);
+  constexpr auto kKinds = static_cast<int64_t>(PerCompute<double>::kSize);
+  // [seconds of stage s, kind k] then [ranks that measured them], each stages x kinds.
+  at::Tensor sums = at::zeros({2, stages, kKinds}, at::kDouble);
   auto acc = sums.accessor<double, 3>();
   const std::vector<int> mine = topology.myStages();
   for (size_t i = 0; i < mine.size() && i < record.my_stage_action_s.size(); ++i) {
-    for (size_t k = 0; k < 4; ++k) {
-      const std::vector<double>& seconds = record.my_stage_action_s[i][k];
-      if (seconds.empty()) continue;
-      acc[0][mine[i]][static_cast<int64_t>(k)] += median(seconds);
-      acc[1][mine[i]][static_cast<int64_t>(k)] += 1;
+    int64_t k = 0;
+    for (const std::vector<double>& seconds : record.my_stage_action_s[i]) {
+      if (!seconds.empty()) {
+        acc[0][mine[i]][k] += median(seconds);
+        acc[1][mine[i]][k] += 1;
+      }
+      ++k;
     }
   }
   world.allReduceSum({sums});
-  std::vector<std::array<double, 4>> costs(static_cast<size_t>(stages));
+  std::vector<PerCompute<double>> costs(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
-    for (int64_t k = 0; k < 4; ++k) {
+    int64_t k = 0;
+    for (double& cost : costs[static_cast<size_t>(s)]) {
       const double ranks = acc[1][s][k];
-      costs[static_cast<size_t>(s)][static_cast<size_t>(k)] = ranks > 0 ? acc[0][s][k] / ranks : 0;
+      cost = ranks > 0 ? acc[0][s][k] / ranks : 0;
+      ++k;
     }
   }
   return costs;
@@ -167,11 +174,10 @@ std::vector<std::array<double, 4>> stageActionCosts(const Topology& topology,
 // sits a few percent above the median's prediction (docs/benchmarks.md).
 void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
                    const RunRecord& record, const std::vector<RankSummary>& summaries,
-                   std::vector<std::array<double, 4>> stage_costs, RunMetrics& m) {
-  m.forward_s = median(record.action_s[0]);
-  m.backward_s = median(record.action_s[1]);
-  m.input_grad_s = median(record.action_s[2]);
-  m.weight_grad_s = median(record.action_s[3]);
+                   std::vector<PerCompute<double>> stage_costs, RunMetrics& m) {
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    m.action_s[kind] = median(record.action_s[kind]);
+  }
   PPSTAGE_INTERNAL_ASSERT(static_cast<int>(summaries.size()) == topology.worldSize(),
                           summaries.size(), " rank summaries for ", topology.worldSize(), " ranks");
   double tail = summaries[0].tail_s, transfer_s = 0, transfers = 0;
@@ -246,20 +252,22 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   wall_s += result.seconds;
   receive_buffers_allocated = result.receive_buffers_allocated;
   if (step == 0 && steps > 1) return;  // the first step's costs include warm-up
-  for (size_t k = 0; k < action_s.size(); ++k) {
-    const StepReduce::KindCost& cost = result.reduced.costs[k];
-    if (cost.count > 0) action_s[k].push_back(cost.seconds / cost.count);
-    if (!std::isnan(result.action_s[k])) my_action_s[k].push_back(result.action_s[k]);
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    const StepReduce::KindCost& cost = result.reduced.costs[kind];
+    if (cost.count > 0) action_s[kind].push_back(cost.seconds / cost.count);
+    if (!std::isnan(result.action_s[kind])) my_action_s[kind].push_back(result.action_s[kind]);
   }
   my_tail_s.push_back(result.tail_s);
   my_stage_action_s.resize(result.stage_action_s.size());
   for (size_t i = 0; i < result.stage_action_s.size(); ++i) {
-    for (size_t k = 0; k < 4; ++k) {
-      const double seconds = result.stage_action_s[i][k];
-      if (!std::isnan(seconds)) my_stage_action_s[i][k].push_back(seconds);
+    for (const ActionKind kind : PerCompute<double>::kinds()) {
+      const double seconds = result.stage_action_s[i][kind];
+      if (!std::isnan(seconds)) my_stage_action_s[i][kind].push_back(seconds);
     }
   }
-  for (size_t k = 0; k < my_wait_s.size(); ++k) my_wait_s[k].push_back(result.wait_s[k]);
+  for (const ActionKind kind : PerTransfer<double>::kinds()) {
+    my_wait_s[kind].push_back(result.wait_s[kind]);
+  }
 }
 
 RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,

@@ -29,16 +29,15 @@ struct RunRecord {
   std::vector<double> rss_mb;  // this rank's, after every step
   // Mean seconds of an F, B, I or W action in each step after the first (the first
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
-  std::array<std::vector<double>, 4> action_s;
+  PerCompute<std::vector<double>> action_s;
   // The same for this rank's own actions, and this rank's tail of every step after the
   // first (StepResult::tail_s).
-  std::array<std::vector<double>, 4> my_action_s;
+  PerCompute<std::vector<double>> my_action_s;
   std::vector<double> my_tail_s;
   // The same per stage of this rank (increasing stage order) and kind.
-  std::vector<std::array<std::vector<double>, 4>> my_stage_action_s;
-  // This rank's seconds waiting for transfers in every step after the first, per kind:
-  // SEND_F, RECV_F, SEND_B, RECV_B.
-  std::array<std::vector<double>, 4> my_wait_s;
+  std::vector<PerCompute<std::vector<double>>> my_stage_action_s;
+  // This rank's seconds waiting for transfers in every step after the first, per kind.
+  PerTransfer<std::vector<double>> my_wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor, after the last step
   // The one-way message time of this rank's boundaries (StepRunner::measureTransfers),
   // measured after the steps, before the summary.

@@ -51,7 +51,14 @@ void forEachSlotVector(Reduce& r, Slots slots) {
   slots(r.peak_allocated_mb);
   slots(r.peak_activation_mb);
 }
-constexpr int64_t kSlotVectors = 6;
+
+// How many slot vectors forEachSlotVector lists.
+int64_t slotVectors() {
+  StepReduce empty;
+  int64_t count = 0;
+  forEachSlotVector(empty, [&](std::vector<double>&) { ++count; });
+  return count;
+}
 
 int64_t summaryNumbers() {
   const RankSummary empty;
@@ -81,10 +88,11 @@ StepReduce StepReduce::unpack(const at::Tensor& packed) {
   StepReduce r;
   int64_t fixed = 0;
   forEachStepNumber(r, [&](double) { ++fixed; });
-  PPSTAGE_INTERNAL_ASSERT(packed.numel() >= fixed && (packed.numel() - fixed) % kSlotVectors == 0,
+  const int64_t slot_vectors = slotVectors();
+  PPSTAGE_INTERNAL_ASSERT(packed.numel() >= fixed && (packed.numel() - fixed) % slot_vectors == 0,
                           "a step's all-reduce of ", packed.numel(), " numbers; ", fixed,
-                          " come before ", kSlotVectors, " per-rank slot vectors");
-  const int64_t world = (packed.numel() - fixed) / kSlotVectors;
+                          " come before ", slot_vectors, " per-rank slot vectors");
+  const int64_t world = (packed.numel() - fixed) / slot_vectors;
   const double* next = packed.data_ptr<double>();
   forEachStepNumber(r, [&](double& x) { x = *next++; });
   forEachSlotVector(r, [&](std::vector<double>& v) {

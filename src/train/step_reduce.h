@@ -6,8 +6,9 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <array>
 #include <vector>
+
+#include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
 
@@ -18,10 +19,10 @@ struct StepReduce {
     double seconds = 0;
     double count = 0;
   };
-  double loss = 0;                  // the scaled micro-batch losses (last stage)
-  double norm_squared = 0;          // shares of the squared gradient norm (GradientSync)
-  std::array<KindCost, 4> costs{};  // F, B, I, W (ActionKind order): compute seconds, count
-  double graphs_compiled = 0;       // the compile caches' counts so far
+  double loss = 0;             // the scaled micro-batch losses (last stage)
+  double norm_squared = 0;     // shares of the squared gradient norm (GradientSync)
+  PerCompute<KindCost> costs;  // compute seconds and count of every kind
+  double graphs_compiled = 0;  // the compile caches' counts so far
   double respecializations = 0;
   // One slot per rank; each rank fills its own.
   std::vector<double> busy_s;       // compute seconds
@@ -62,11 +63,10 @@ struct RankSummary {
   // Medians over the steps after the first: the rank's mean F, B, I, W seconds (0 for a
   // kind it does not run) and its tail after its actions (gradient sync, all-reduce,
   // optimizer).
-  std::array<double, 4> action_s{};
+  PerCompute<double> action_s;
   double tail_s = 0;
-  // Medians over the same steps of the seconds waited per step for SEND_F, RECV_F, SEND_B
-  // and RECV_B transfers.
-  std::array<double, 4> wait_s{};
+  // Medians over the same steps of the seconds waited per step for each kind of transfer.
+  PerTransfer<double> wait_s;
   double receive_buffers_allocated = 0;
   // The one-way message times this rank measured (TransferSeconds): their sum and count.
   double transfer_s = 0;

@@ -37,22 +37,6 @@ std::vector<at::Tensor> cutMicrobatches(const Dataset& data, const std::vector<i
   return out;
 }
 
-// Both neighbours of every boundary agree on what crosses it before the first step.
-void exchangeBoundarySpecs(const JobPlan& plan, Communicator& world) {
-  const Topology& topology = plan.topology;
-  for (const LocalStage& stage : plan.local_stages) {
-    const int s = stage.module->index;
-    if (s > 0 && !topology.owns(s - 1)) {
-      exchangeBoundarySpec(world, topology.prevRank(s), stage.input_spec, false);
-    }
-    if (s + 1 < topology.numStages() && !topology.owns(s + 1)) {
-      exchangeBoundarySpec(world, topology.nextRank(s), stage.output_spec, true);
-    }
-  }
-}
-
-// Where a step's NaN or inf first appeared, from every rank's slots: the loss of the first
-// micro-batch that had one, else the gradient of the first parameter (in stage order).
 // "nan", "inf" or "-inf" (printf's "-nan" says nothing more).
 std::string nonfiniteText(double x) {
   if (std::isnan(x)) return "nan";
@@ -70,6 +54,8 @@ double firstSetSlot(const std::vector<double>& slots) {
   return first;
 }
 
+// Where a step's NaN or inf first appeared, from every rank's slots: the loss of the first
+// micro-batch that had one, else the gradient of the first parameter (in stage order).
 std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
   const StepReduce& r = result.reduced;
   const int last = static_cast<int>(split.stages.size()) - 1;
@@ -91,7 +77,9 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
                         nonfiniteText(result.grad_norm));
 }
 
-// The boundaries between this rank's stages and other ranks' (transfer_probe.h).
+// The boundaries between this rank's stages and other ranks' (transfer_probe.h): both
+// neighbours of each agree on what crosses it before the first step, and the transfer
+// probe times it after the last.
 std::vector<BoundaryLink> remoteLinks(const Topology& topology,
                                       const std::vector<LocalStage>& stages) {
   std::vector<BoundaryLink> links;
@@ -112,7 +100,10 @@ std::vector<BoundaryLink> remoteLinks(const Topology& topology,
 
 StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
     : config_(config), plan_(plan), world_(world) {
-  exchangeBoundarySpecs(plan, world);
+  links_ = remoteLinks(plan.topology, plan.local_stages);
+  for (const BoundaryLink& link : links_) {
+    exchangeBoundarySpec(world, link.peer, link.spec, /*sender_side=*/!link.receiver);
+  }
   sync_ = std::make_unique<GradientSync>(world, plan.topology, plan.my_stages, plan.split.ties);
   params_ = sync_->parameters();
   optimizer_ = makeOptimizer(config.train, params_);
@@ -131,7 +122,6 @@ StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
   }
   options.receives_ahead = config.comm.receives_ahead;
   const ActionList& actions = plan.schedule.ranks.at(static_cast<size_t>(plan.topology.ppRank()));
-  links_ = remoteLinks(plan.topology, plan.local_stages);
   executor_ = std::make_unique<Executor>(world, plan.topology, std::move(plan.local_stages),
                                          actions, options);
   order_ = std::make_unique<SampleOrder>(plan.data ? plan.data->size() : 0, config.train.seed);
@@ -177,8 +167,7 @@ StepResult StepRunner::run(int64_t step) {
   trace(TraceKind::kAllReduce);
   result.loss = result.reduced.loss;
   result.grad_norm = std::sqrt(result.reduced.norm_squared);
-  result.stop_signal = static_cast<int>(
-      *std::max_element(result.reduced.stop_signal.begin(), result.reduced.stop_signal.end()));
+  result.stop_signal = jobStopSignal(result.reduced.stop_signal);
   result.finite = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
   if (result.finite) {
     const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
@@ -195,13 +184,13 @@ StepResult StepRunner::run(int64_t step) {
   const auto mean = [](double seconds, int64_t count) {
     return count > 0 ? seconds / static_cast<double>(count) : std::nan("");
   };
-  for (size_t k = 0; k < result.action_s.size(); ++k) {
-    result.action_s[k] = mean(stats.compute_s[k], stats.compute_count[k]);
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    result.action_s[kind] = mean(stats.compute_s[kind], stats.compute_count[kind]);
   }
   for (size_t i = 0; i < stats.stage_compute_s.size(); ++i) {
-    std::array<double, 4>& stage = result.stage_action_s.emplace_back();
-    for (size_t k = 0; k < stage.size(); ++k) {
-      stage[k] = mean(stats.stage_compute_s[i][k], stats.stage_compute_count[i][k]);
+    PerCompute<double>& stage = result.stage_action_s.emplace_back();
+    for (const ActionKind kind : PerCompute<double>::kinds()) {
+      stage[kind] = mean(stats.stage_compute_s[i][kind], stats.stage_compute_count[i][kind]);
     }
   }
   result.wait_s = stats.wait_s;
@@ -239,8 +228,8 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   StepReduce mine;
   mine.loss = stats.loss_sum;
   mine.norm_squared = sync_->squaredNormShare();
-  for (size_t k = 0; k < mine.costs.size(); ++k) {
-    mine.costs[k] = {stats.compute_s[k], static_cast<double>(stats.compute_count[k])};
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};
   }
   mine.graphs_compiled = static_cast<double>(plan_.compile_cache->stats().graphs_compiled);
   mine.respecializations = static_cast<double>(plan_.compile_cache->stats().respecializations);

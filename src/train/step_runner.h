@@ -49,12 +49,12 @@ struct StepResult {
   int stop_signal = 0;  // a signal some rank received before the step's all-reduce; 0: none
   // This rank's own: the mean seconds of its F, B, I and W actions (NaN for a kind it did
   // not run), and the step's tail after its actions (gradient sync, all-reduce, optimizer).
-  std::array<double, 4> action_s{};
+  PerCompute<double> action_s;
   double tail_s = 0;
   // The same mean seconds per stage of this rank (in increasing stage order).
-  std::vector<std::array<double, 4>> stage_action_s;
-  // Seconds this rank waited for transfers, per kind: SEND_F, RECV_F, SEND_B, RECV_B.
-  std::array<double, 4> wait_s{};
+  std::vector<PerCompute<double>> stage_action_s;
+  // Seconds this rank waited for transfers, per kind.
+  PerTransfer<double> wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor so far
 };
 

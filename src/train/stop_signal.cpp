@@ -37,7 +37,12 @@ int64_t monotonicNs() {
 // Async-signal-safe: only stores, clock_gettime(2), or write(2) and _exit(2).
 void onSignal(int signal) {
   if (g_received != 0) {
-    if (monotonicNs() - g_received_ns.load() < kRepeatAfterNs) return;
+    if (monotonicNs() - g_received_ns.load() < kRepeatAfterNs) {
+      // Ctrl-C reaches the ranks itself and through mpirun, which passes it on as SIGTERM:
+      // whichever comes first, the stop is the user's SIGINT.
+      if (signal == SIGINT) g_received = SIGINT;
+      return;
+    }
     writeLine(signal == SIGINT ? "ppstage: second SIGINT, ending now\n"
                                : "ppstage: second SIGTERM, ending now\n");
     ::_exit(128 + signal);
@@ -64,6 +69,16 @@ StopSignal::~StopSignal() {
 }
 
 int StopSignal::received() { return g_received; }
+
+int jobStopSignal(const std::vector<double>& per_rank) {
+  int stop = 0;
+  for (const double s : per_rank) {
+    const int signal = static_cast<int>(s);
+    if (signal == SIGINT) return SIGINT;
+    if (signal != 0) stop = signal;
+  }
+  return stop;
+}
 
 const char* signalName(int signal) {
   switch (signal) {

@@ -14,16 +14,38 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/job_plan.h"
+#include "ppstage/train/step_policy.h"
 #include "ppstage/train/stop_signal.h"
 #include "run_summary.h"
 #include "step_runner.h"
 
 namespace ppstage {
 namespace {
+
+// The built-in models by the options that built them; a model file by what was captured,
+// since the gpt options do not describe it.
+std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
+  if (split.model.name == "gpt") {
+    return detail::concat("gpt (layers ", m.layers, ", d_model ", m.d_model, ", seq_len ",
+                          m.seq_len, ", vocab ", m.vocab_size, ", tied ",
+                          m.tie_embeddings ? "yes" : "no", ")");
+  }
+  if (split.model.name == "mlp") {
+    return detail::concat("mlp (layers ", m.layers, ", d_model ", m.d_model, ", seq_len ",
+                          m.seq_len, ")");
+  }
+  const ModelGraph& g = split.graph;
+  return detail::concat(split.model.name, " (", g.numTrainableParams(), " parameters in ",
+                        g.parameters.size(), " tensors, ", split.plan.units.size(),
+                        " units, input ", dtypeName(split.model.input.dtype), " ",
+                        shapeText(split.example_input.sizes().vec()), ", ", g.ties.size(),
+                        " tied group", g.ties.size() == 1 ? "" : "s", ")");
+}
 
 void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan) {
   const Topology& t = plan.topology;
@@ -32,9 +54,7 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
       << (t.numStages() > 1 ? "s" : "") << " (" << t.stagesPerRank() << " per rank, "
       << toString(t.placement()) << " placement), " << plan.threads << " thread"
       << (plan.threads > 1 ? "s" : "") << " per rank\n"
-      << "  model     " << c.model.name << " (layers " << c.model.layers << ", d_model "
-      << c.model.d_model << ", seq_len " << c.model.seq_len << ", vocab " << c.model.vocab_size
-      << ", tied " << (c.model.tie_embeddings ? "yes" : "no") << ")\n"
+      << "  model     " << modelDescription(c.model, plan.split) << "\n"
       << "  schedule  " << plan.schedule.name << ", " << plan.batch.microbatches
       << " micro-batches of " << plan.batch.microbatch_size << " (batch " << c.train.batch_size
       << "), simulated bubble " << std::fixed << std::setprecision(3)
@@ -70,11 +90,6 @@ void printStep(std::ostream& log, const Config& c, int64_t step, const StepResul
   log << std::defaultfloat << std::setprecision(6) << std::endl;
 }
 
-bool logsStep(const OutputConfig& output, int64_t step, int64_t steps) {
-  return output.log_every > 0 &&
-         ((step + 1) % output.log_every == 0 || step + 1 == steps || step == 0);
-}
-
 // The steps of a run, from the first (0, or the resumed checkpoint's) to --train.steps:
 // each step, its log line, the non-finite policy, periodic checkpoints, and a stop asked
 // for by a signal. Ends the run through summarizeRun, whichever way it ends.
@@ -100,13 +115,16 @@ class TrainLoop {
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
       const StepResult result = runner_.run(step);
       record_.add(step - record_.first_step, config_.train.steps - record_.first_step, result);
-      if (leader_ && logsStep(config_.output, step, config_.train.steps)) {
+      if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
         clearProgress();
         printStep(log_, config_, step, result, plan_.tokens_per_step);
       }
       if (progress_) progress_->update(step, result.loss, result.seconds);
       if (!result.finite) onNonfinite(step, result);
-      if (result.finite) last_finite_ = {step, result.loss};
+      if (result.finite) {
+        last_finite_ = {step, result.loss};
+        skipped_.finite();
+      }
       const bool stopping = result.stop_signal != 0;
       if (checkpointDue(step, stopping)) save(step + 1);
       if (stopping) return stop(step, result.stop_signal);
@@ -207,12 +225,12 @@ class TrainLoop {
     }
     if (config_.train.nonfinite == NonfinitePolicy::kSkip) {
       ++record_.skipped_steps;
-      if (++skipped_in_a_row_ < config_.train.max_skipped) {
-        if (leader_) log_ << line << "; update skipped (" << skipped_in_a_row_ << " in a row)\n";
+      if (skipped_.skip()) {
+        if (leader_) log_ << line << "; update skipped (" << skipped_.inARow() << " in a row)\n";
         return;
       }
       line +=
-          detail::concat("; ", skipped_in_a_row_, " steps in a row skipped (--train.max_skipped)");
+          detail::concat("; ", skipped_.inARow(), " steps in a row skipped (--train.max_skipped)");
     }
     finish();
     throw JobError(line + "; stopped before the optimizer applied it", kExitNonfinite, leader_);
@@ -232,7 +250,7 @@ class TrainLoop {
   const bool live_progress_;
   std::optional<ProgressLine> progress_;           // rank 0 on a terminal
   std::pair<int64_t, double> last_finite_{-1, 0};  // step, loss
-  int64_t skipped_in_a_row_ = 0;
+  SkippedSteps skipped_{config_.train.max_skipped};
 };
 
 }  // namespace

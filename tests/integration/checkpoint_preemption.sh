@@ -7,7 +7,9 @@
 #     resumed run ends with the same losses and parameters;
 #   - SIGTERM to mpirun, and to one rank: every rank stops after the same step with
 #     "stopped by SIGTERM after step N; checkpoint D/step-...", the checkpoint is complete,
-#     and the resumed run finishes like the uninterrupted one.
+#     and the resumed run finishes like the uninterrupted one;
+#   - Ctrl-C (SIGINT to mpirun's process group, which mpirun also passes on as SIGTERM):
+#     the stop line says SIGINT.
 #
 # usage: checkpoint_preemption.sh PPSTAGE "MPIEXEC ARGS"
 set -euo pipefail
@@ -99,6 +101,22 @@ if wait "$job"; then
   stopped term-rank "$dir" term-rank.log
 else
   fail "term-rank: exit code $? (every rank should exit 0)"; tail -5 term-rank.log
+fi
+
+# --- Ctrl-C ------------------------------------------------------------------------------
+# SIGINT to the whole process group, as a terminal sends it: the ranks get it themselves,
+# and from mpirun as SIGTERM; the run reports the user's SIGINT.
+dir=ck-int-group
+setsid "${mpiexec[@]}" --mca odls_base_sigkill_timeout 3 -np 2 "$ppstage" train "${common[@]}" \
+  --train.steps 100000 --output.log_every 1 --checkpoint.dir "$dir" > int-group.log 2>&1 &
+job=$!
+while ! grep -q "^step   20/" int-group.log; do sleep 0.05; done
+kill -INT -- "-$job"
+wait "$job" || true
+if line=$(grep -m1 "^stopped by SIGINT after step [0-9]*; checkpoint $dir/step-" int-group.log); then
+  echo "ok: int-group: $line"
+else
+  fail "int-group: no SIGINT stop line"; grep -m3 "stopped\|error" int-group.log; tail -3 int-group.log
 fi
 
 exit "$failed"

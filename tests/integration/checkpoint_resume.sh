@@ -132,5 +132,14 @@ PY
 else
   echo "skip: python3-torch is not installed; the Python side of export is not checked"
 fi
+# Export with other model options than the run's: refused as another model, with what to
+# give, not with an error of the split the checkpoint's layout asks for.
+if "$ppstage" export --checkpoint.dir ck-adamw-resumed --model.layers 1 --out other.pt \
+  > export-other.log 2>&1; then
+  fail "export of another model succeeded"
+fi
+grep -q "ppstage: error: checkpoint .* is not of this model: .*give export the run's model options" \
+  export-other.log || { fail "export of another model: no line saying so"; cat export-other.log; }
+echo "ok: export of another model refused ($(grep -m1 'ppstage: error' export-other.log))"
 
 exit "$failed"

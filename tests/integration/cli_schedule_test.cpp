@@ -73,5 +73,30 @@ TEST(CliSchedule, BadInput) {
                  "does not export ppstage_register_schedules");
 }
 
+// zb-v's layout (two stages per rank, in a V) is its default, said once; what the user set
+// stays, and is refused as before.
+TEST(CliSchedule, ZbVDefaultsItsLayoutUnlessTheUserSetOne) {
+  const Result r =
+      runPpstage("schedule --pipeline.schedule zb-v --pipeline.stages 4 --pipeline.microbatches 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("zb-v runs two stages per rank placed in a V: --pipeline.stages_per_rank 2 "
+                       "and --pipeline.placement v"),
+            std::string::npos)
+      << r.out;
+  expectBadInput(
+      "schedule --pipeline.schedule zb-v --pipeline.stages 4 --pipeline.microbatches 4 "
+      "--pipeline.placement loop",
+      "zb-v places stages in a V (--pipeline.placement v); got loop");
+}
+
+// bench-comm's option errors say the value seen (they are checked before MPI starts).
+TEST(CliBenchComm, OptionErrorsSayTheValueSeen) {
+  expectBadInput("bench-comm --bench.rounds 0", "--bench.rounds must be at least 1; got 0");
+  expectBadInput("bench-comm --bench.min_bytes 0", "--bench.min_bytes must be at least 1; got 0");
+  expectBadInput("bench-comm --bench.min_bytes 64 --bench.max_bytes 8",
+                 "--bench.max_bytes must be at least --bench.min_bytes (64); got 8");
+  expectBadInput("bench-comm --bench.seconds=-1", "--bench.seconds must be positive; got -1");
+}
+
 }  // namespace
 }  // namespace ppstage

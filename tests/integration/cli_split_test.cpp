@@ -112,6 +112,9 @@ TEST(CliSplit, NonTensorValueThatCannotCrossACut) {
 TEST(CliSplit, BadOptions) {
   expectBadInput("split --pipeline.balance speed", "--pipeline.balance");
   expectBadInput("split --model.layerz 3", "layerz");
+  // An abbreviation is refused as a config file refuses it, not guessed (--model.layers).
+  expectBadInput("split --model.layer 3", "unrecognised option '--model.layer'");
+  expectBadInput("split --train.batch 4", "unrecognised option '--train.batch'");
   expectBadInput("splitt", "unknown command 'splitt'");
 }
 

@@ -99,6 +99,11 @@ TEST(TrainCli, ReceiveBuffersPassedOnComeBackAtTheEndOfTheStep) {
                        std::to_string(run == 0 ? 1 : 3) + " --output.metrics_json " + metrics,
                    mpirun(4));
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // A model file is described by what was captured, not by the built-in gpt's options.
+    EXPECT_NE(r.out.find("  model     " + fixture("unet.pt") + " ("), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" units, input float32 [8, 4, 32], 0 tied groups)"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("vocab"), std::string::npos) << r.out;
     const nlohmann::json json = readJson(metrics);
     for (const nlohmann::json& rank : json.at("ranks")) {
       allocated[run].push_back(rank.at("receive_buffers").get<int64_t>());
@@ -265,6 +270,9 @@ TEST(TrainCli, HelpListsEveryTrainSection) {
                              "--data.path", "--output.log_every", "--output.metrics_json"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
+  // Defaults as written, not as the nearest double prints at full precision.
+  EXPECT_NE(r.out.find("--train.lr arg (=0.003)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0000000"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ppstage/core/error.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/random_stream.h"

@@ -168,10 +168,21 @@ TEST(BoundarySpec, MismatchIsReportedOnBothRanksWithBothDescriptions) {
   EXPECT_EQ(errors[0], errors[1]);
 }
 
+// Both ranks come out of the exchange, without an error, and the link is left clean: the
+// next message on it is the next one sent, not a leftover of the exchange.
 TEST(BoundarySpec, MatchingSpecsPass) {
-  runRanks(2, [](int rank, Communicator& comm) {
+  std::vector<double> received(2, -1);
+  EXPECT_NO_THROW(runRanks(2, [&](int rank, Communicator& comm) {
     exchangeBoundarySpec(comm, 1 - rank, spec(1, 64), rank == 0);
-  });
+    const at::Tensor mine = at::full({1}, 10.0 + rank, at::kDouble);
+    const at::Tensor theirs = at::zeros({1}, at::kDouble);
+    const MessageTag tag = controlTag(ControlChannel::kBenchmark);
+    auto sent = comm.send(mine, 1 - rank, tag);
+    comm.recvSync(theirs, 1 - rank, tag);
+    sent->wait(std::chrono::milliseconds(5000));
+    received[static_cast<size_t>(rank)] = theirs.item<double>();
+  }));
+  EXPECT_EQ(received, (std::vector<double>{11.0, 10.0}));
 }
 
 TEST(Topology, LaysOutReplicasAndStages) {

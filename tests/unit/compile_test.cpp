@@ -7,6 +7,7 @@
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
 #include "ppstage/core/error.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
@@ -69,11 +70,29 @@ CompileStats blockStats(int64_t layers) {
   const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
   CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
   CompiledStage none(stage.graph, stage.inputs.size(), none_cache, "none");
-  CompiledStage block(stage.graph, stage.inputs.size(), block_cache, "block",
-                      segmentStage(stage, s.graph, findBlocks(s.graph, "")));
+  CompiledStage block(
+      stage.graph, stage.inputs.size(), block_cache, "block",
+      segmentStage(*stage.graph, stage.node_call, s.graph, findBlocks(s.graph, "")));
   expectSame(forwardBackward(block, stage, input, 3), forwardBackward(none, stage, input, 1),
              "gpt block mode, " + std::to_string(layers) + " layers");
   return block_cache.stats();
+}
+
+// Stage mode: one executor over the whole stage graph, whose outputs and gradients after
+// the profiling runs are none's.
+TEST(StageCompile, OneGraphComputesWhatNoneDoes) {
+  Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
+  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  const StageModule& stage = s.stages[0];
+  const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
+  CompileCache none_cache(CompileMode::kNone), stage_cache(CompileMode::kStage);
+  CompiledStage none(stage.graph, stage.inputs.size(), none_cache, "none");
+  CompiledStage whole(stage.graph, stage.inputs.size(), stage_cache, "stage");
+  expectSame(forwardBackward(whole, stage, input, 3), forwardBackward(none, stage, input, 1),
+             "gpt stage mode");
+  EXPECT_EQ(stage_cache.stats().graphs_compiled, 1);
+  EXPECT_EQ(stage_cache.stats().cache_hits, 0);
+  EXPECT_EQ(none_cache.stats().graphs_compiled, 0);
 }
 
 TEST(BlockCompile, IdenticalBlocksCompileOnceWhateverTheDepth) {
@@ -114,7 +133,8 @@ def forward(self, x):
 )");
   OneStage s = oneStage({top, "two_kinds", InputSpec{at::kFloat, {4, 8}, 0}}, 4);
   const StageModule& stage = s.stages[0];
-  const std::vector<GraphSegment> segments = segmentStage(stage, s.graph, findBlocks(s.graph, ""));
+  const std::vector<GraphSegment> segments =
+      segmentStage(*stage.graph, stage.node_call, s.graph, findBlocks(s.graph, ""));
   ASSERT_EQ(segments.size(), 5u);
   EXPECT_EQ(segments[0].block, "a0");
   EXPECT_EQ(segments[4].block, "b1");

@@ -7,10 +7,12 @@
 #include <random>
 
 #include "ppstage/core/error.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
+#include "ppstage/train/time_balance.h"
 #include "support/error_of.h"
 #include "support/test_support.h"
 
@@ -235,7 +237,8 @@ TEST(Balance, TimeBalanceCutsByMeasuredSecondsAndReportsTheImbalance) {
   pipeline.stages = 2;
   pipeline.microbatches = 4;
   pipeline.balance = Balance::kTime;
-  const StagePlan plan = planStages(c.graph, c.shapes, pipeline, &seconds);
+  const UnitTimes times = unitTimesOf(seconds, pipeline, Topology::forPipeline(2, 1));
+  const StagePlan plan = planStages(c.graph, c.shapes, pipeline, &times);
   ASSERT_TRUE(plan.time_balance.has_value());
   // wte, wpe, layers.0-3, ln_f, lm_head: the 4 layers (12 s) then the head (10.5 s) is the
   // best cut, against a mean of 11.25 s; any plan the params balance makes is no better.
@@ -260,6 +263,49 @@ TEST(Balance, MeasuredUnitSecondsCoverEveryUnit) {
     EXPECT_GT(seconds.forward[u], 0) << units[u].path;
     if (units[u].num_params > 0) EXPECT_GT(seconds.backward[u], 0) << units[u].path;
   }
+}
+
+// The splitter keeps the time plan unless the predictor it is given says the params plan's
+// step is shorter, and without a predictor it keeps the time plan as it is.
+TEST(Balance, TimePlanGivesWayOnlyToAShorterPredictedStep) {
+  const Captured c = capture(test::builtinConfig("gpt", 4));
+  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
+  UnitTimes times;
+  for (const SplitUnit& u : units) times.seconds.push_back(u.path == "lm_head" ? 10.0 : 1.0);
+  PipelineConfig pipeline;
+  pipeline.stages = 2;
+  pipeline.balance = Balance::kTime;
+  const StagePlan by_time = planStages(c.graph, c.shapes, pipeline, &times);
+  EXPECT_EQ(by_time.units[by_time.stages[1].first_unit].path, "lm_head");
+  EXPECT_EQ(by_time.time_balance->predicted_s, 0);
+
+  pipeline.balance = Balance::kParams;
+  const StagePlan by_params = planStages(c.graph, c.shapes, pipeline);
+  ASSERT_NE(by_params.stages[1].first_unit, by_time.stages[1].first_unit);
+  pipeline.balance = Balance::kTime;
+  times.predict_step = [&](const std::vector<StageRange>& stages) {
+    return stages[1].first_unit == by_params.stages[1].first_unit ? 1.0 : 2.0;
+  };
+  const StagePlan kept = planStages(c.graph, c.shapes, pipeline, &times);
+  EXPECT_EQ(kept.stages[1].first_unit, by_params.stages[1].first_unit);
+  EXPECT_EQ(kept.time_balance->predicted_s, 1.0);
+  EXPECT_EQ(kept.time_balance->params_predicted_s, 1.0);
+  EXPECT_EQ(kept.time_balance->imbalance, kept.time_balance->params_imbalance);
+}
+
+// Units are timed on the micro-batch the run computes on: with --pipeline.stages 0 the
+// stages come from the job's ranks (2 here, so 4 micro-batches of 2 from a batch of 8),
+// not from the raw option (which gave 1 stage, 2 micro-batches of 4).
+TEST(Balance, UnitsAreTimedOnTheRunsMicroBatch) {
+  Config config = test::builtinConfig("gpt", 2);
+  config.train.batch_size = 8;
+  config.pipeline.stages = 0;
+  const CapturedModel captured = captureForSplit(config);
+  const Topology two_ranks = Topology::forJob(2, 1, 0, 1);
+  EXPECT_EQ(runMicroBatch(captured, config, two_ranks).size(0), 2);
+  config.train.dp = 2;
+  const Topology two_replicas = Topology::forJob(4, 2, 0, 1);
+  EXPECT_EQ(runMicroBatch(captured, config, two_replicas).size(0), 1);
 }
 
 }  // namespace

@@ -329,6 +329,29 @@ TEST(SchedulePlugins, BadPluginsAreClearErrors) {
             std::string::npos);
 }
 
+// What a plugin registers is checked before it is used: an empty name is refused as such
+// (not as "already registered"), and an action's stage below zero is refused before it
+// indexes anything.
+TEST(SchedulePlugins, AnEmptyNameAndANegativeStageAreRefused) {
+  ScheduleRegistry r;
+  const auto gpipe = *registry().find("gpipe");
+  const std::string empty = errorOf([&] { r.add("", "mine", gpipe); });
+  EXPECT_NE(empty.find("must have a name"), std::string::npos) << empty;
+  EXPECT_EQ(empty.find("already registered"), std::string::npos) << empty;
+  r.add("negative", "a stage of -1", [&](const ScheduleRequest& request) {
+    std::vector<ActionList> ranks = gpipe(request);
+    ranks[0][0].stage = -1;
+    return ranks;
+  });
+  ScheduleOptions o;
+  o.schedule = "negative";
+  o.stages = 2;
+  o.microbatches = 2;
+  const std::string negative = errorOf([&] { buildSchedule(r, o); });
+  EXPECT_NE(negative.find("outside the 2 stages and 2 micro-batches"), std::string::npos)
+      << negative;
+}
+
 TEST(ActionCosts, ParsesFourNumbers) {
   const ActionCosts c = ActionCosts::parse("1, 2.5,0.5,1");
   EXPECT_DOUBLE_EQ(c.backward, 2.5);

@@ -15,6 +15,7 @@
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/runtime/split_backward.h"
@@ -100,8 +101,9 @@ void checkGptStage(int index, CompileMode mode) {
   }
   const StageModule& stage = s.stages[static_cast<size_t>(index)];
   const std::vector<GraphSegment> segments =
-      mode == CompileMode::kBlock ? segmentStage(stage, s.graph, findBlocks(s.graph, ""))
-                                  : std::vector<GraphSegment>{};
+      mode == CompileMode::kBlock
+          ? segmentStage(*stage.graph, stage.node_call, s.graph, findBlocks(s.graph, ""))
+          : std::vector<GraphSegment>{};
   CompiledStage compiled(stage.graph, stage.inputs.size(), cache, "gpt stage", segments);
   const std::string what = "gpt stage " + std::to_string(index) + ", compile " + toString(mode);
   const auto forward = [&] { return forwardLoss(compiled, stage, inputs); };

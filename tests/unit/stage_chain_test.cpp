@@ -17,6 +17,7 @@
 #include <map>
 
 #include "ppstage/core/error.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"

@@ -4,9 +4,12 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -17,11 +20,14 @@
 #include "ppstage/core/error.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/embedded_text.h"
+#include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/gradient_sync.h"
+#include "ppstage/train/step_policy.h"
+#include "ppstage/train/stop_signal.h"
 #include "ppstage/train/trainer.h"
 #include "support/error_of.h"
 #include "support/local_ranks.h"
@@ -238,7 +244,7 @@ TEST(TrainInProcess, ReceiveBuffersAreAllocatedOnceAndTheStepPredictedPerStage) 
   for (size_t r = 0; r < 2; ++r) EXPECT_EQ(four.ranks[r].receive_buffers, 2) << "rank " << r;
   EXPECT_GT(four.comm_s, 0);
   // Rank 0 waits for the gradient of micro-batch 0 while rank 1 runs its F and B.
-  EXPECT_GT(four.ranks[0].wait_s[3], 0);  // RECV_B
+  EXPECT_GT(four.ranks[0].wait_s[ActionKind::kRecvBackward], 0);
 
   Config unet;
   unet.model.name = test::fixturePath("unet.pt");
@@ -269,11 +275,86 @@ TEST(TrainInProcess, ReceiveBuffersAreAllocatedOnceAndTheStepPredictedPerStage) 
   const RunMetrics m = trainMetrics(interleaved, 2);
   ASSERT_EQ(m.stage_action_s.size(), 4u);
   for (size_t s = 0; s < 4; ++s) {
-    EXPECT_GT(m.stage_action_s[s][0], 0) << "F of stage " << s;
-    EXPECT_GT(m.stage_action_s[s][1], 0) << "B of stage " << s;
+    EXPECT_GT(m.stage_action_s[s][ActionKind::kForward], 0) << "F of stage " << s;
+    EXPECT_GT(m.stage_action_s[s][ActionKind::kBackward], 0) << "B of stage " << s;
   }
   // The last stage carries the head and the loss: its own forward is not its rank's mean.
-  EXPECT_NE(m.stage_action_s[3][0], m.stage_action_s[1][0]);
+  EXPECT_NE(m.stage_action_s[3][ActionKind::kForward], m.stage_action_s[1][ActionKind::kForward]);
+}
+
+// --train.max_skipped counts skipped steps in a row: a run that skips every other step goes
+// on however long it runs; only max_skipped skips with no finite step between stop it.
+TEST(StepPolicy, AFiniteStepEndsTheRowOfSkippedSteps) {
+  SkippedSteps skipped(3);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(skipped.skip()) << "skip " << i + 1 << " of every other step";
+    skipped.finite();
+  }
+  EXPECT_EQ(skipped.total(), 50);
+  EXPECT_TRUE(skipped.skip());
+  EXPECT_TRUE(skipped.skip());
+  EXPECT_FALSE(skipped.skip());
+  EXPECT_EQ(skipped.inARow(), 3);
+}
+
+// The first step logged is the run's first, also when it resumes at step 245 (so 246 in
+// the log), not the first multiple of --output.log_every.
+TEST(StepPolicy, AResumedRunLogsItsFirstStep) {
+  OutputConfig output;
+  output.log_every = 50;
+  EXPECT_TRUE(logsStep(output, 245, 245, 300));
+  EXPECT_FALSE(logsStep(output, 246, 245, 300));
+  EXPECT_TRUE(logsStep(output, 249, 245, 300));
+  EXPECT_TRUE(logsStep(output, 299, 245, 300));
+  EXPECT_TRUE(logsStep(output, 0, 0, 300));
+  output.log_every = 0;
+  EXPECT_FALSE(logsStep(output, 245, 245, 300));
+}
+
+// One loss comparison for compare-runs and compare-compile: a loss that went NaN in one run
+// only is an infinite difference (std::max with NaN used to report 0 and pass), NaN in both
+// (a step both skipped) is equal, and steps line up by global step.
+TEST(LossComparison, ANanInOneRunOnlyIsAnInfiniteDifference) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const LossDifference went_nan = compareLosses({2.0, 1.5, 1.2}, 0, {2.0, nan, 1.2}, 0);
+  EXPECT_TRUE(std::isinf(went_nan.max_rel_diff));
+  EXPECT_EQ(went_nan.worst_step, 1);
+  EXPECT_FALSE(went_nan.max_rel_diff <= 1e-5);
+  EXPECT_TRUE(std::isinf(compareLosses({nan, 1.0}, 0, {3.0, 1.0}, 0).max_rel_diff));
+  EXPECT_EQ(compareLosses({2.0, nan, 1.2}, 0, {2.0, nan, 1.2}, 0).max_rel_diff, 0.0);
+  // A run resumed at step 2 is compared on steps 2 and 3 only.
+  const LossDifference resumed = compareLosses({4.0, 3.0, 2.0, 1.0}, 0, {2.0, 1.1}, 2);
+  EXPECT_EQ(resumed.steps, 2u);
+  EXPECT_EQ(resumed.worst_step, 3);
+  EXPECT_NEAR(resumed.max_rel_diff, 0.1, 1e-12);
+  EXPECT_THROW(compareLosses({1.0}, 0, {1.0}, 5), Error);
+}
+
+// Ctrl-C reaches every rank and mpirun passes it on as SIGTERM: when any rank saw SIGINT
+// the job was stopped by SIGINT, whatever the others saw first (the largest signal number
+// used to win, so Ctrl-C was reported as SIGTERM).
+TEST(StopSignal, AnySigintMakesTheJobsStopASigint) {
+  EXPECT_EQ(jobStopSignal({SIGTERM, SIGINT}), SIGINT);
+  EXPECT_EQ(jobStopSignal({SIGINT, SIGTERM, 0}), SIGINT);
+  EXPECT_EQ(jobStopSignal({0, SIGTERM}), SIGTERM);
+  EXPECT_EQ(jobStopSignal({0, 0}), 0);
+  EXPECT_STREQ(signalName(jobStopSignal({SIGTERM, SIGINT})), "SIGINT");
+}
+
+// A figure per kind is indexed by the kind itself, in its own index space: compute kinds
+// and transfer kinds do not mix, and the kinds come in ActionKind order with their names.
+TEST(PerKind, IndexesByKindWithinItsSpace) {
+  PerCompute<double> costs{1, 2, 3, 4};
+  EXPECT_EQ(costs[ActionKind::kBackwardInput], 3);
+  costs[ActionKind::kBackwardWeight] += 1;
+  EXPECT_EQ(costs[ActionKind::kBackwardWeight], 5);
+  std::vector<std::string> names;
+  for (const ActionKind kind : PerTransfer<double>::kinds()) names.push_back(kindName(kind));
+  EXPECT_EQ(names, (std::vector<std::string>{"SEND_F", "RECV_F", "SEND_B", "RECV_B"}));
+  PerTransfer<double> waits;
+  waits[ActionKind::kRecvBackward] = 0.5;
+  EXPECT_EQ(*(waits.end() - 1), 0.5);
+  EXPECT_THROW(waits[ActionKind::kForward], InternalError);
 }
 
 }  // namespace

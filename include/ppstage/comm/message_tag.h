@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ppstage/core/pipeline_limits.h"
+
 namespace ppstage {
 
 enum class MessageKind : uint8_t {
@@ -27,8 +29,8 @@ struct MessageTag {
   int tensor = 0;  // index of the tensor within the boundary
 
   // Field ranges that fit a 31-bit tag (every MPI allows at least 2^15; Open MPI 2^31-1).
-  static constexpr int kMaxStage = (1 << 7) - 1;
-  static constexpr int kMaxMicrobatch = (1 << 14) - 1;
+  static constexpr int kMaxStage = kMaxStages - 1;
+  static constexpr int kMaxMicrobatch = kMaxMicrobatches - 1;
   static constexpr int kMaxTensor = (1 << 7) - 1;
 
   // Throws ppstage::Error when a field is out of range.

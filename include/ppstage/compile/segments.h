@@ -13,18 +13,18 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ppstage/graph/model_graph.h"
 
 namespace torch::jit {
 struct Graph;
+struct Node;
 struct Value;
 }  // namespace torch::jit
 
 namespace ppstage {
-
-struct StageModule;
 
 // For each of model.calls: whether it is a block. With an empty `pattern`: greedily, the
 // module type whose instances (at least two, not inside an already chosen block) cover the
@@ -41,9 +41,11 @@ struct GraphSegment {
   std::string structure;  // the graph's text: equal for structurally identical segments
 };
 
-// The segments of `stage` in execution order. `blocks` comes from findBlocks over the
-// ModelGraph the stage was cut from.
-std::vector<GraphSegment> segmentStage(const StageModule& stage, const ModelGraph& model,
-                                       const std::vector<bool>& blocks);
+// The segments of a stage's `graph` in execution order. `node_call` maps its top-level
+// nodes to the call (index into model.calls) each was cut from (StageModule::node_call);
+// `blocks` comes from findBlocks over `model`, the ModelGraph the stage was cut from.
+std::vector<GraphSegment> segmentStage(
+    torch::jit::Graph& graph, const std::unordered_map<const torch::jit::Node*, int>& node_call,
+    const ModelGraph& model, const std::vector<bool>& blocks);
 
 }  // namespace ppstage

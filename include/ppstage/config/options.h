@@ -6,6 +6,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <set>
 #include <string>
 
 #include "ppstage/config/config.h"
@@ -40,8 +41,11 @@ void addAllOptions(po::options_description& desc, Config& config);
 // which gets `--help` and `--config FILE` added. Returns false when --help was asked for:
 // the usage line and every option were printed to `out`, nothing else was done.
 // Throws ppstage::Error on an unknown option, a bad value or an unreadable config file.
+// `given`, when not null, receives the names of the options the user set (on the command
+// line or in the config file), so that a command can fill in what was left to it.
 bool parseOptions(int argc, const char* const* argv, po::options_description& options,
-                  const std::string& usage, std::ostream& out);
+                  const std::string& usage, std::ostream& out,
+                  std::set<std::string>* given = nullptr);
 
 // Cross-field checks; each throws ppstage::Error naming the option and the value seen.
 void validate(const ModelConfig& model);

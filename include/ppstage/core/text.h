@@ -17,6 +17,10 @@ std::vector<std::string> splitList(const std::string& text, char separator = ','
 // {8, 128, 64} -> "[8, 128, 64]"
 std::string shapeText(const std::vector<int64_t>& sizes);
 
+// The shortest text that reads back as exactly `value`: 0.003, not 0.0030000000000000001
+// (how --help prints a default).
+std::string shortestText(double value);
+
 // Human-readable dtype name ("float32", "int64", ...). In ppstage_lib, not ppstage_core: it
 // needs LibTorch (src/core/dtype_name.cpp).
 std::string dtypeName(c10::ScalarType dtype);

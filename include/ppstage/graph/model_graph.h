@@ -18,6 +18,7 @@
 #include <vector>
 
 namespace torch::jit {
+struct Block;
 struct Graph;
 struct Node;
 }  // namespace torch::jit
@@ -65,12 +66,8 @@ struct ModelGraph {
   int64_t numTrainableParams() const;
 };
 
-// Captures `module.forward`. The forward must take one tensor; further arguments need
-// default values, which are baked in. With an `example` input (any batch size), checks of
-// a tensor's rank and dtype (`x.dim() == 3`) are decided as they come out on it, so that
-// branches they rule out (fast paths, error paths) are gone; see Note [Specializing to
-// ranks and dtypes]. Throws ppstage::Error for a forward ppstage cannot capture (other
-// inputs, non-tensor outputs, module state assigned in forward, ...).
-ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& example = {});
+// The node in `top`'s own list that holds `node`: the node itself, or the control-flow node
+// (prim::If, prim::Loop) it is nested in. `node` must lie inside `top`.
+torch::jit::Node* topLevelNodeOf(torch::jit::Node* node, const torch::jit::Block* top);
 
 }  // namespace ppstage

@@ -2,9 +2,10 @@
 // back by `ppstage compare-runs`, and the process measurements behind it.
 #pragma once
 
-#include <array>
 #include <string>
 #include <vector>
+
+#include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
 
@@ -31,12 +32,12 @@ struct RankMetrics {
   // This rank's mean F, B, I, W seconds (0 for a kind it does not run) and its tail after
   // its actions (gradient sync, all-reduce, optimizer): medians over the steps after the
   // first.
-  std::array<double, 4> action_s{};
+  PerCompute<double> action_s;
   double tail_s = 0;
   // Seconds this rank waited per step for its transfers to complete (medians over the
-  // steps after the first), per kind: SEND_F, RECV_F, SEND_B, RECV_B. A RECV's wait is the
-  // peer's lateness as much as the transfer: the time its F or B could not start.
-  std::array<double, 4> wait_s{};
+  // steps after the first), per kind of transfer. A RECV's wait is the peer's lateness as
+  // much as the transfer: the time its F or B could not start.
+  PerTransfer<double> wait_s;
   // Receive buffers its executor allocated over the run: its pools, allocated once (see
   // runtime/executor.h), plus any allocated afresh because a buffer was still in use.
   long long receive_buffers = 0;
@@ -44,7 +45,7 @@ struct RankMetrics {
 
 // Compilation over the whole job.
 struct CompileMetrics {
-  std::string mode;
+  std::string mode;                     // --compile.mode: "none", "stage" or "block"
   long long graphs_compiled = 0;        // summed over ranks
   long long cache_hits = 0;             // summed over ranks
   long long respecializations = 0;      // summed over ranks
@@ -63,7 +64,6 @@ struct RunMetrics {
   // What ran.
   std::string model;
   std::string schedule;
-  std::string compile_mode;
   std::string data;
   int stages = 1;
   int pp = 1;
@@ -97,11 +97,11 @@ struct RunMetrics {
   double comm_s = 0;
   // Per kind over all ranks, the median over steps of the mean per action (steps after
   // the first, which includes the compile/profiling runs).
-  double forward_s = 0, backward_s = 0, input_grad_s = 0, weight_grad_s = 0;  // those costs
+  PerCompute<double> action_s;
   // Per stage: its F, B, I, W seconds the prediction uses (the median over steps of the
   // mean per action, averaged over the stage's data-parallel ranks; 0 for a kind it does
   // not run).
-  std::vector<std::array<double, 4>> stage_action_s;
+  std::vector<PerCompute<double>> stage_action_s;
   std::vector<RankMetrics> ranks;
   CompileMetrics compile;
 };
@@ -136,8 +136,5 @@ double steadyStepTime(const std::vector<double>& step_times);
 // What the warm-up steps took over as many steady steps, at least 0: the one-off cost of
 // profiling and optimizing graphs. 0 for fewer than 2 steps.
 double warmupOverhead(const std::vector<double>& step_times);
-
-// Median of `values` (0 for none).
-double median(std::vector<double> values);
 
 }  // namespace ppstage

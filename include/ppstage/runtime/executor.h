@@ -43,6 +43,7 @@
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/action.h"
+#include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
 
@@ -81,19 +82,22 @@ struct StepStats {
   double loss_sum = 0;  // sum of scaled micro-batch losses (last stage only)
   // The first global micro-batch (first_microbatch + m) whose loss was NaN or inf; -1: none.
   int64_t first_nonfinite_microbatch = -1;
-  // Per compute kind (F, B, I, W, in ActionKind order): seconds and count.
-  std::array<double, 4> compute_s{};
-  std::array<int64_t, 4> compute_count{};
+  // Per compute kind: seconds and count, summed over this rank's stages.
+  PerCompute<double> compute_s;
+  PerCompute<int64_t> compute_count;
   // The same per stage of this rank (in the order of the executor's stages).
-  std::vector<std::array<double, 4>> stage_compute_s;
-  std::vector<std::array<int64_t, 4>> stage_compute_count;
-  // Per communication kind (SEND_F, RECV_F, SEND_B, RECV_B, in ActionKind order): seconds
-  // spent waiting for its transfers to complete.
-  std::array<double, 4> wait_s{};
+  std::vector<PerCompute<double>> stage_compute_s;
+  std::vector<PerCompute<int64_t>> stage_compute_count;
+  // Per transfer kind: seconds spent waiting for its transfers to complete.
+  PerTransfer<double> wait_s;
   // Receive buffers allocated over the executor's life so far (ReceiveBuffers::allocated):
   // after the first step it only grows where a buffer was still held when given back.
   int64_t receive_buffers_allocated = 0;
-  double busy_s() const { return compute_s[0] + compute_s[1] + compute_s[2] + compute_s[3]; }
+  double busy_s() const {
+    double busy = 0;
+    for (const double seconds : compute_s) busy += seconds;
+    return busy;
+  }
 };
 
 class Executor {

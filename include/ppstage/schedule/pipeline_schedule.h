@@ -2,10 +2,12 @@
 // runs: registry -> factory -> lowering -> validation and simulation.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ppstage/config/config.h"
+#include "ppstage/core/pipeline_limits.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/schedule/schedule_api.h"
 #include "ppstage/schedule/simulator.h"
@@ -44,13 +46,15 @@ struct PipelineSchedule {
 // schedule refuses, an unreadable or malformed table; ScheduleError for an invalid one.
 PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleOptions& options);
 
+// The layout a built-in schedule needs, where the user left it to the schedule: zb-v runs
+// two stages per rank placed in a V, so --pipeline.stages_per_rank and --pipeline.placement
+// default to 2 and v for it unless `given` (the options the user set) names them. Returns
+// what it set as a line for the log, "" when it set nothing.
+std::string defaultScheduleLayout(PipelineConfig& pipeline, const std::set<std::string>& given);
+
 // The same for a table's text (what buildSchedule reads from a .csv file); `source` names
 // it in errors. Its shape (stages, micro-batches, ranks, placement) comes from the table.
 PipelineSchedule scheduleFromTable(const std::string& text, const std::string& source,
                                    const ScheduleOptions& options);
-
-// Limits of the message tags that will carry the schedule's transfers.
-inline constexpr int kMaxStages = 128;
-inline constexpr int kMaxMicrobatches = 16384;
 
 }  // namespace ppstage

@@ -46,10 +46,11 @@ using ScheduleFactory = std::function<std::vector<ActionList>(const ScheduleRequ
 
 class ScheduleRegistry {
  public:
-  // Throws ppstage::Error when `name` is taken.
+  // Throws ppstage::Error when `name` is empty or taken.
   void add(const std::string& name, const std::string& description, ScheduleFactory factory) {
-    PPSTAGE_CHECK(!name.empty() && entries_.count(name) == 0, "a schedule named '", name,
-                  "' is already registered");
+    PPSTAGE_CHECK(!name.empty(), "a schedule must have a name; one was registered with an ",
+                  "empty name (described as '", description, "')");
+    PPSTAGE_CHECK(entries_.count(name) == 0, "a schedule named '", name, "' is already registered");
     entries_.emplace(name, Entry{description, std::move(factory)});
   }
   // nullptr when unknown.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ppstage/core/error.h"
+#include "ppstage/schedule/per_kind.h"
 #include "ppstage/schedule/schedule_api.h"
 
 namespace ppstage {
@@ -25,8 +26,8 @@ struct ActionCosts {
   double weight_grad = 1;  // W
   double comm = 0;         // from a SEND to its data being usable by the receiver
   // When not empty, stage s's compute costs, per stage (what a run measured), in place of
-  // the four above: forward, backward, input_grad, weight_grad.
-  std::vector<std::array<double, 4>> per_stage;
+  // the four above.
+  std::vector<PerCompute<double>> per_stage;
 
   double of(ActionKind kind) const;             // communication actions take no rank time
   double of(ActionKind kind, int stage) const;  // per_stage's when set

@@ -9,6 +9,7 @@
 
 #include "ppstage/config/config.h"
 #include "ppstage/graph/model_graph.h"
+#include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
@@ -24,6 +25,16 @@ struct SplitTimings {
   double extract_s = 0;  // stage graphs and parameter copies
 };
 
+// What planning starts from: the model loaded, its graph captured, and every value's shape
+// recorded on the example input.
+struct CapturedModel {
+  LoadedModel model;
+  ModelGraph graph;
+  ValueShapes shapes;
+  at::Tensor example_input;  // (train.batch_size, ...): what `shapes` are for
+  SplitTimings timings;      // load, capture and shapes
+};
+
 struct ModelSplit {
   LoadedModel model;
   ModelGraph graph;
@@ -34,13 +45,19 @@ struct ModelSplit {
   SplitTimings timings;
 };
 
-// Loads (or builds) the model of `config`, captures it and cuts it into stages. Balancing
-// by time uses `unit_seconds` when given (what every rank of a job agreed on), else
-// measures here. Throws ppstage::Error for anything the user can fix.
-ModelSplit splitModel(const Config& config, const UnitSeconds* unit_seconds = nullptr);
+// Loads (or builds) the model of `config` and captures it. Throws ppstage::Error for
+// anything the user can fix (a missing file, a model that fails on its example input).
+CapturedModel captureForSplit(const Config& config);
 
-// --pipeline.balance time: load, capture and measure every unit of `config`'s model on its
-// micro-batch, the training loss included (measureUnitSeconds), without planning.
-UnitSeconds measureUnitSeconds(const Config& config);
+// Cuts `captured` into stages as `pipeline` says (planStages; `unit_times` is required when
+// it balances by time) and finds the parameters tied across them.
+ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
+                         const UnitTimes* unit_times = nullptr);
+
+// captureForSplit, then splitCaptured.
+ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullptr);
+
+// Whether `pipeline` balances its stages by measured time (and so needs UnitTimes).
+bool balancesByTime(const PipelineConfig& pipeline);
 
 }  // namespace ppstage

@@ -19,7 +19,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ppstage/comm/boundary_spec.h"
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/split/stage_plan.h"
@@ -86,12 +85,6 @@ struct TiedParameter {
 // in place would be used by two stages.
 std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
                                        const ValueShapes& shapes);
-
-// The BoundarySpec of a stage's inputs (`inputs` true) or outputs, from the plan's shapes at
-// `plan_batch`: what its neighbours check and size receive buffers from. Throws
-// ppstage::Error for a boundary tensor whose shape is not an affine function of the batch
-// (it could not be cut into micro-batches).
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch);
 
 std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,
                                               const std::vector<StageModule>& stages);

@@ -9,6 +9,8 @@
 // ignored), _exits the rank with 128 + the signal, as an unhandled one would.
 #pragma once
 
+#include <vector>
+
 namespace ppstage {
 
 class StopSignal {
@@ -20,9 +22,15 @@ class StopSignal {
   StopSignal(const StopSignal&) = delete;
   StopSignal& operator=(const StopSignal&) = delete;
 
-  // The first signal received since installation (SIGTERM or SIGINT), 0 for none.
+  // The first signal received since installation (SIGTERM or SIGINT), 0 for none; SIGINT
+  // when one follows within the second (see jobStopSignal).
   static int received();
 };
+
+// The job's stop from what each rank received (0 for none): SIGINT when any rank saw one,
+// since Ctrl-C reaches every rank of mpirun's process group and mpirun passes it on as
+// SIGTERM, so some ranks may see that first; else the signal any rank saw; 0 for none.
+int jobStopSignal(const std::vector<double>& per_rank);
 
 // "SIGTERM", "SIGINT", or "a signal".
 const char* signalName(int signal);

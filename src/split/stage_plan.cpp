@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "ppstage/core/error.h"
-#include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage {
 
@@ -161,30 +161,8 @@ double imbalanceOf(const std::vector<StageRange>& stages, const std::vector<doub
   return total > 0 ? slowest * static_cast<double>(stages.size()) / total : 1;
 }
 
-// The simulator's makespan for `config`'s schedule over `stages` with the measured
-// seconds (one micro-batch's; I and W half a B each); 0 where the schedule cannot be built
-// for this layout.
-double predictedMakespan(const std::vector<StageRange>& stages, const UnitSeconds& seconds,
-                         const PipelineConfig& config) {
-  ScheduleOptions options = scheduleOptionsFor(config, static_cast<int>(stages.size()),
-                                               static_cast<int>(config.stages_per_rank));
-  for (const StageRange& s : stages) {
-    double f = 0, b = 0;
-    for (size_t u = s.first_unit; u < s.end_unit; ++u) {
-      f += seconds.forward[u];
-      b += seconds.backward[u];
-    }
-    options.costs.per_stage.push_back({f, b, b / 2, b / 2});
-  }
-  try {
-    return buildSchedule(makeScheduleRegistry(config.schedule_plugin), options).simulation.makespan;
-  } catch (const Error&) {
-    return 0;  // the run itself reports what is wrong with the schedule
-  }
-}
-
 StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
-                       const PipelineConfig& config, const UnitSeconds* seconds) {
+                       const PipelineConfig& config, const UnitTimes* times) {
   StagePlan plan;
   plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
@@ -201,16 +179,18 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
     plan.stages = partitioned(config.balance == Balance::kFlops ? flops : params, stages);
     return plan;
   }
-  PPSTAGE_INTERNAL_ASSERT(seconds != nullptr && seconds->forward.size() == plan.units.size(),
+  PPSTAGE_INTERNAL_ASSERT(times != nullptr && times->seconds.size() == plan.units.size(),
                           "balance by time needs every unit's measured seconds");
   StagePlan::TimeBalance time;
-  for (size_t u = 0; u < plan.units.size(); ++u) time.unit_seconds.push_back(seconds->of(u));
+  time.unit_seconds = times->seconds;
   const std::vector<StageRange> by_params = partitioned(params, stages);
   plan.stages = partitioned(time.unit_seconds, stages);
   time.params_imbalance = imbalanceOf(by_params, time.unit_seconds);
   time.imbalance = imbalanceOf(plan.stages, time.unit_seconds);
-  time.params_predicted_s = predictedMakespan(by_params, *seconds, config);
-  time.predicted_s = predictedMakespan(plan.stages, *seconds, config);
+  if (times->predict_step) {
+    time.params_predicted_s = times->predict_step(by_params);
+    time.predicted_s = times->predict_step(plan.stages);
+  }
   if (time.params_predicted_s > 0 && time.params_predicted_s < time.predicted_s) {
     plan.stages = by_params;  // the slowest stage is not all the schedule waits on
     time.imbalance = time.params_imbalance;
@@ -223,9 +203,9 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
 }  // namespace
 
 StagePlan planStages(const ModelGraph& model, const ValueShapes& shapes,
-                     const PipelineConfig& config, const UnitSeconds* unit_seconds) {
+                     const PipelineConfig& config, const UnitTimes* unit_times) {
   if (!config.split_points.empty()) return planAtSplitPoints(model, shapes, config);
-  return planBalanced(model, shapes, config, unit_seconds);
+  return planBalanced(model, shapes, config, unit_times);
 }
 
 }  // namespace ppstage

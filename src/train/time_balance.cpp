@@ -1,16 +1,19 @@
-// See include/ppstage/split/unit_times.h.
-#include "ppstage/split/unit_times.h"
+// See include/ppstage/train/time_balance.h.
+#include "ppstage/train/time_balance.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/core/error.h"
-#include "ppstage/observe/metrics.h"
+#include "ppstage/core/statistics.h"
+#include "ppstage/runtime/loss.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/train/job_plan.h"
 
 namespace ppstage {
 
@@ -102,6 +105,75 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
     seconds.backward.push_back(median(backward[u]));
   }
   return seconds;
+}
+
+namespace {
+
+// The run's loss against placeholder targets (class 0, or zeros): the work is the same.
+UnitLoss trainingLoss(const TrainConfig& train, const LoadedModel& model) {
+  const LossKind kind = resolveLossKind(train.loss, model.input.dtype);
+  return [kind](const at::Tensor& output) {
+    const at::Tensor target = kind == LossKind::kCrossEntropy
+                                  ? at::zeros(output.sizes().slice(0, output.dim() - 1), at::kLong)
+                                  : at::zeros_like(output);
+    return computeLoss(kind, output, target.detach());
+  };
+}
+
+ScheduleOptions scheduleOptionsOf(const PipelineConfig& config, const Topology& pipeline) {
+  return scheduleOptionsFor(config, pipeline.numStages(), pipeline.stagesPerRank());
+}
+
+}  // namespace
+
+at::Tensor runMicroBatch(const CapturedModel& captured, const Config& config,
+                         const Topology& pipeline) {
+  const int microbatches = scheduleOptionsOf(config.pipeline, pipeline).microbatches;
+  const BatchLayout layout = batchLayout(config.train.batch_size, pipeline.dpSize(), microbatches);
+  return makeExampleInput(captured.model.input, layout.microbatch_size,
+                          static_cast<uint64_t>(config.train.seed));
+}
+
+UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
+                               const Topology& pipeline) {
+  return measureUnitSeconds(captured.graph, findUnits(captured.graph, captured.shapes),
+                            captured.shapes, runMicroBatch(captured, config, pipeline),
+                            trainingLoss(config.train, captured.model));
+}
+
+UnitTimes unitTimesOf(const UnitSeconds& seconds, const PipelineConfig& config,
+                      const Topology& pipeline) {
+  UnitTimes times;
+  for (size_t u = 0; u < seconds.forward.size(); ++u) times.seconds.push_back(seconds.of(u));
+  times.predict_step = [seconds, config, pipeline](const std::vector<StageRange>& stages) {
+    ScheduleOptions options = scheduleOptionsOf(config, pipeline);
+    for (const StageRange& s : stages) {
+      double f = 0, b = 0;
+      for (size_t u = s.first_unit; u < s.end_unit; ++u) {
+        f += seconds.forward[u];
+        b += seconds.backward[u];
+      }
+      options.costs.per_stage.push_back({f, b, b / 2, b / 2});
+    }
+    try {
+      return buildSchedule(makeScheduleRegistry(config.schedule_plugin), options)
+          .simulation.makespan;
+    } catch (const Error&) {
+      return 0.0;  // the run itself reports what is wrong with the schedule
+    }
+  };
+  return times;
+}
+
+ModelSplit splitModelMeasuringTime(const Config& config) {
+  CapturedModel captured = captureForSplit(config);
+  if (!balancesByTime(config.pipeline)) return splitCaptured(std::move(captured), config.pipeline);
+  const int stages = std::max(static_cast<int>(config.pipeline.stages), 1);
+  const int dp = static_cast<int>(std::max<int64_t>(config.train.dp, 1));
+  const Topology pipeline = Topology::forJob(stages * dp, dp, stages, 1);
+  const UnitTimes times =
+      unitTimesOf(measureUnitSeconds(captured, config, pipeline), config.pipeline, pipeline);
+  return splitCaptured(std::move(captured), config.pipeline, &times);
 }
 
 }  // namespace ppstage
