@@ -36,6 +36,7 @@ struct ModeRow {
   double step_time_s = 0;        // steadyStepTime: the median after the warm-up steps
   double peak_rss_mb = 0;        // the largest of the ranks' peaks during this mode's run
   double rss_growth = 0;         // MB per 100 steps after warm-up, the largest of the ranks
+  size_t growth_steps = 0;       // the steps after the warm-up it is measured over
   double peak_allocated_mb = 0;  // tensor memory (observe/tensor_memory.h), the largest rank's
   double peak_activation_mb = 0;
   LossDifference loss;  // against none (the first mode when none is not listed)
@@ -49,6 +50,7 @@ ModeRow summarize(CompileMode mode, RunMetrics metrics, bool peak_reset) {
   row.mode = mode;
   row.metrics = std::move(metrics);
   row.step_time_s = steadyStepTime(row.metrics.step_time_s);
+  row.growth_steps = growthSteps(row.metrics.step_time_s.size());
   for (const RankMetrics& r : row.metrics.ranks) {
     row.peak_rss_mb = std::max(row.peak_rss_mb, peak_reset ? r.peak_rss_mb : r.max_step_rss_mb);
     row.rss_growth = std::max(row.rss_growth, r.rss_growth_mb_per_100_steps);
@@ -56,6 +58,16 @@ ModeRow summarize(CompileMode mode, RunMetrics metrics, bool peak_reset) {
     row.peak_activation_mb = std::max(row.peak_activation_mb, r.peak_activation_mb);
   }
   return row;
+}
+
+bool growthMeasured(const ModeRow& row) { return row.growth_steps >= kMinGrowthSteps; }
+
+// RSS growth, or why there is none: too few steps to fit a line to.
+std::string growthText(const ModeRow& row) {
+  if (!growthMeasured(row)) return "n/a";
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(2) << row.rss_growth;
+  return text.str();
 }
 
 void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
@@ -69,8 +81,13 @@ void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
               << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
               << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
               << std::setw(12) << r.peak_allocated_mb << std::setw(16) << r.peak_activation_mb
-              << std::setw(18) << std::setprecision(2) << r.rss_growth << "  " << std::scientific
-              << std::setprecision(2) << r.loss.max_rel_diff << std::defaultfloat << "\n";
+              << std::setw(18) << growthText(r) << "  " << std::scientific << std::setprecision(2)
+              << r.loss.max_rel_diff << std::defaultfloat << "\n";
+  }
+  if (!rows.empty() && !growthMeasured(rows.front())) {
+    std::cout << "RSS growth is fitted over at least " << kMinGrowthSteps
+              << " steps after the warm-up; these runs had " << rows.front().growth_steps
+              << " (--train.steps " << rows.front().metrics.step_time_s.size() << ")\n";
   }
 }
 
@@ -88,7 +105,9 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"peak_rss_mb", r.peak_rss_mb},
                      {"peak_allocated_mb", r.peak_allocated_mb},
                      {"peak_activation_mb", r.peak_activation_mb},
-                     {"rss_growth_mb_per_100_steps", r.rss_growth},
+                     {"rss_growth_mb_per_100_steps",
+                      growthMeasured(r) ? nlohmann::json(r.rss_growth) : nlohmann::json()},
+                     {"rss_growth_steps", r.growth_steps},
                      {"loss_max_rel_diff", r.loss.max_rel_diff},
                      {"final_loss", r.metrics.final_loss}});
   }
@@ -161,10 +180,11 @@ const char* const kUsage =
     "Runs the same training (model, data, seed, steps, layout) once per compile mode and\n"
     "prints, per mode: compile time (the first 3 steps over as many steady steps), graphs\n"
     "compiled and cache hits (over all ranks), the median steady step, the peak resident\n"
-    "memory and its growth per 100 steps after warm-up (a leak shows here), and the\n"
-    "largest relative loss difference against none. Between modes the process hands its\n"
-    "free memory back and starts its peak over; stage runs last, as the heap it leaves\n"
-    "behind cannot all be handed back.";
+    "memory and its growth per 100 steps after warm-up (a leak shows here; n/a when too\n"
+    "few steps ran to measure it), and the largest relative loss difference against none\n"
+    "(a loss that went NaN in one mode only fails the command). Between modes the process\n"
+    "hands its free memory back and starts its peak over; stage runs last, as the heap it\n"
+    "leaves behind cannot all be handed back.";
 
 }  // namespace
 
@@ -183,7 +203,9 @@ int compareCompileMain(int argc, const char* const* argv) {
       "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
       "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
       "peak_allocated_mb, peak_activation_mb, "
-      "rss_growth_mb_per_100_steps, loss_max_rel_diff, final_loss}]}");
+      "rss_growth_mb_per_100_steps (null when too few steps ran to measure it), "
+      "rss_growth_steps (the steps after the warm-up it is fitted over), loss_max_rel_diff, "
+      "final_loss}]}");
   options.add(comparison);
 
   keepFreedMemoryForReuse();

@@ -49,7 +49,7 @@ double relativeDiff(const at::Tensor& a, const at::Tensor& b, double atol) {
   return (diff - atol).clamp_min(0).max().item<double>() / scale;
 }
 
-void compareLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
+void compareRunLosses(const RunMetrics& ref, const RunMetrics& run, Comparison& c) {
   const LossDifference d =
       ppstage::compareLosses(ref.losses, ref.first_step, run.losses, run.first_step);
   c.steps = d.steps;
@@ -161,7 +161,7 @@ int compareRunsMain(int argc, const char* const* argv) {
   const RunMetrics ref = readMetrics(reference_path);
   const RunMetrics run = readMetrics(candidate_path);
   Comparison c;
-  compareLosses(ref, run, c);
+  compareRunLosses(ref, run, c);
   // Final parameters only of runs that end at the same step.
   c.with_params = !ref.params_dir.empty() && !run.params_dir.empty() &&
                   ref.first_step + ref.losses.size() == run.first_step + run.losses.size();

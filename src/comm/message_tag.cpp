@@ -15,10 +15,9 @@ const char* toString(MessageKind kind) {
   return "message";
 }
 
-// Layout, low to high bits: tensor (7) | micro-batch (14) | stage (7) | kind (2) = 30 bits.
 namespace {
 
-// The tag's fields, low bits first: tensor, micro-batch, stage, kind (2 bits).
+// The tag's fields, low bits first: tensor (7) | micro-batch (14) | stage (7) | kind (2).
 constexpr int kTensorBits = 7;
 constexpr int kMicrobatchShift = kTensorBits;
 constexpr int kStageShift = kMicrobatchShift + kMicrobatchIndexBits;

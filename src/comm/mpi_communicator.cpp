@@ -11,7 +11,6 @@
 #include <mpi.h>
 
 #include <climits>
-#include <map>
 #include <mutex>
 #include <thread>
 

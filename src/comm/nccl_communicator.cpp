@@ -15,7 +15,6 @@
 #include <nccl.h>
 
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 

@@ -151,9 +151,14 @@ double currentRssMb() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
+size_t growthSteps(size_t steps) {
+  const size_t warmup = std::max<size_t>(kWarmupSteps, steps / 10);
+  return steps > warmup ? steps - warmup : 0;
+}
+
 double growthPer100Steps(const std::vector<double>& samples) {
-  const size_t begin = std::max<size_t>(kWarmupSteps, samples.size() / 10);
-  if (samples.size() < begin + 3) return 0;
+  if (growthSteps(samples.size()) < kMinGrowthSteps) return 0;
+  const size_t begin = samples.size() - growthSteps(samples.size());
   const double n = static_cast<double>(samples.size() - begin);
   double mean_x = 0, mean_y = 0;
   for (size_t i = begin; i < samples.size(); ++i) {

@@ -77,17 +77,18 @@ nlohmann::json writeCheckpointFile(const std::string& dir, const std::string& na
       {"name", name}, {"bytes", static_cast<int64_t>(bytes.size())}, {"sha256", sha256Hex(bytes)}};
 }
 
-SavedLayout layoutOf(const Config& config, const JobPlan& plan) {
+SavedLayout savedLayoutOf(const Config& config, const JobLayout& job_layout,
+                          const ModelSplit& split) {
   SavedLayout layout;
-  const Topology& t = plan.topology;
+  const Topology& t = job_layout.topology;
   layout.pp = t.ppSize();
   layout.dp = t.dpSize();
   layout.stages = t.numStages();
   layout.stages_per_rank = t.stagesPerRank();
-  layout.microbatches = plan.batch.microbatches;
-  layout.schedule = plan.schedule.name;
+  layout.microbatches = job_layout.batch.microbatches;
+  layout.schedule = job_layout.schedule.name;
   layout.compile_mode = toString(config.compile.mode);
-  for (const StageModule& stage : plan.split.stages) layout.stage_modules.push_back(stage.modules);
+  for (const StageModule& stage : split.stages) layout.stage_modules.push_back(stage.modules);
   return layout;
 }
 
@@ -98,8 +99,9 @@ std::string describeLayout(const SavedLayout& l) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const Config& config, const JobPlan& plan, Communicator& world)
-    : config_(config), plan_(plan), world_(world) {}
+Checkpointer::Checkpointer(const Config& config, const JobLayout& layout, const RankModel& model,
+                           Communicator& world)
+    : config_(config), layout_(layout), model_(model), world_(world) {}
 
 std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_done,
                                        StepRunner& runner) {
@@ -108,13 +110,13 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     PPSTAGE_CHECK(!ec, "cannot create '", dir, "': ", ec.message());
-    const std::map<std::string, int> writer = writerStages(plan_.split);
-    for (const StageModule* stage : plan_.my_stages) {
+    const std::map<std::string, int> writer = writerStages(model_.split);
+    for (const StageModule* stage : model_.mine) {
       TensorDict tensors;
       StateDict states;
       for (const StageParameter& p : stage->parameters) {
         if (p.random_key) continue;
-        const std::string path = storedPathOf(plan_.split.graph, p);
+        const std::string path = storedPathOf(model_.split.graph, p);
         if (writer.at(path) != stage->index) continue;
         tensors[path] = p.value;
         if (p.is_parameter && p.value.requires_grad()) {
@@ -177,21 +179,21 @@ Manifest Checkpointer::manifestOf(int64_t steps_done, int64_t samples_seen) cons
   m.step = steps_done;
   m.time = utcNow();
   m.model = config_.model.name;
-  m.model_hash = modelHash(plan_.split.graph);
+  m.model_hash = modelHash(model_.split.graph);
   m.optimizer = toString(config_.train.optimizer);
   m.seed = config_.train.seed;
   m.batch_size = config_.train.batch_size;
   m.samples_seen = samples_seen;
-  m.random_keys = randomKeys(plan_.split.graph);
-  m.layout = layoutOf(config_, plan_);
-  m.tensors = modelTensors(plan_.split.graph);
+  m.random_keys = randomKeys(model_.split.graph);
+  m.layout = savedLayoutOf(config_, layout_, model_.split);
+  m.tensors = modelTensors(model_.split.graph);
   return m;
 }
 
 CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
   const auto start = Clock::now();
   const std::string dir = config_.checkpoint.dir + "/" + checkpointName(steps_done);
-  const bool writes = plan_.topology.dpRank() == 0;
+  const bool writes = layout_.topology.dpRank() == 0;
   const std::string mine = writes ? writeMyFiles(dir, steps_done, runner) : std::string("{}");
   const std::vector<std::string> parts = allGatherStrings(world_, mine);
   std::string outcome;
@@ -227,7 +229,7 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, st
     resumed.manifest = manifestFromJson(readFile(chosen + "/manifest.json", "checkpoint manifest"),
                                         chosen + "/manifest.json");
     const Manifest& m = resumed.manifest;
-    checkSameModel(m, chosen, plan_.split.graph);
+    checkSameModel(m, chosen, model_.split.graph);
     PPSTAGE_CHECK(m.seed == config_.train.seed, "checkpoint ", chosen, " was trained with ",
                   "--train.seed ", m.seed, ", this run has ", config_.train.seed,
                   " (the data order and random ops follow the seed)");
@@ -247,10 +249,10 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, st
 
 void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
   at::NoGradGuard no_grad;
-  for (StageModule* stage : plan_.my_stages) {
+  for (StageModule* stage : model_.mine) {
     for (StageParameter& p : stage->parameters) {
       if (p.random_key) continue;
-      const std::string path = storedPathOf(plan_.split.graph, p);
+      const std::string path = storedPathOf(model_.split.graph, p);
       const at::Tensor saved = reader.tensor(path);
       PPSTAGE_CHECK(
           saved.sizes() == p.value.sizes() && saved.scalar_type() == p.value.scalar_type(),

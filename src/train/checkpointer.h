@@ -30,11 +30,14 @@ class CheckpointReader;
 class Communicator;
 class StepRunner;
 struct Config;
-struct JobPlan;
+struct JobLayout;
+struct RankModel;
 
 class Checkpointer {
  public:
-  Checkpointer(const Config& config, const JobPlan& plan, Communicator& world);
+  // `layout` and `model` (this rank's stages: what it saves and loads into) must outlive it.
+  Checkpointer(const Config& config, const JobLayout& layout, const RankModel& model,
+               Communicator& world);
 
   // Continues from the newest complete checkpoint in --checkpoint.dir: loads this rank's
   // stages and optimizer state, sets the runner's data position, and returns where it was
@@ -61,7 +64,8 @@ class Checkpointer {
   void load(CheckpointReader& reader, StepRunner& runner);
 
   const Config& config_;
-  const JobPlan& plan_;
+  const JobLayout& layout_;
+  const RankModel& model_;
   Communicator& world_;
 };
 

@@ -108,39 +108,42 @@ BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_
   return spec;
 }
 
-// This rank's stages behind their compiled graphs; other ranks' stages drop their
-// parameter copies.
-void compileLocalStages(const Config& config, int rank, JobPlan& plan) {
+// This rank's stages behind their compiled graphs (in `model`'s compile cache, made here);
+// other ranks' stages drop their parameter copies.
+std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
+                                           RankModel& model) {
   const CompileMode mode = config.compile.mode;
   setShapeStrategy(config.compile.dynamic);
-  plan.compile_cache = std::make_unique<CompileCache>(
-      mode, rank, config.compile.max_respecializations, config.compile.dynamic);
+  model.compile_cache = std::make_unique<CompileCache>(
+      mode, topology.rank(), config.compile.max_respecializations, config.compile.dynamic);
   std::vector<bool> blocks;
   if (mode == CompileMode::kBlock) {
-    blocks = findBlocks(plan.split.graph, config.compile.block_pattern);
+    blocks = findBlocks(model.split.graph, config.compile.block_pattern);
   }
-  for (int s : plan.topology.myStages()) {
-    StageModule& module = plan.split.stages[static_cast<size_t>(s)];
+  std::vector<LocalStage> stages;
+  for (int s : topology.myStages()) {
+    StageModule& module = model.split.stages[static_cast<size_t>(s)];
     LocalStage stage;
     stage.module = &module;
-    for (const ModuleCall& call : plan.split.graph.calls) stage.call_paths.push_back(call.path);
+    for (const ModuleCall& call : model.split.graph.calls) stage.call_paths.push_back(call.path);
     stage.compiled = std::make_unique<CompiledStage>(
-        module.graph, module.inputs.size(), *plan.compile_cache, "stage " + std::to_string(s),
+        module.graph, module.inputs.size(), *model.compile_cache, "stage " + std::to_string(s),
         mode == CompileMode::kBlock
-            ? segmentStage(*module.graph, module.node_call, plan.split.graph, blocks)
+            ? segmentStage(*module.graph, module.node_call, model.split.graph, blocks)
             : std::vector<GraphSegment>{});
     stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);
-    if (s + 1 < plan.topology.numStages()) {
+    if (s + 1 < topology.numStages()) {
       stage.output_spec = boundarySpecOf(module, false, config.train.batch_size);
     }
-    plan.local_stages.push_back(std::move(stage));
-    plan.my_stages.push_back(&module);
+    stages.push_back(std::move(stage));
+    model.mine.push_back(&module);
   }
-  for (StageModule& module : plan.split.stages) {
-    if (!plan.topology.owns(module.index)) {
+  for (StageModule& module : model.split.stages) {
+    if (!topology.owns(module.index)) {
       for (StageParameter& p : module.parameters) p.value = at::Tensor();
     }
   }
+  return stages;
 }
 
 // Every path this rank will write, proven writable before anything else is done: a run
@@ -172,39 +175,61 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
   }
 }
 
-// Everything local: no collective, so that runAgreed can report any rank's failure.
-JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
-  JobPlan plan(jobTopology(config.pipeline, config.train, world).atRank(rank));
-  const Topology& topology = plan.topology;
+// The layout, the micro-batches and the schedule of this rank of `world`. On the way it
+// proves this rank's output paths writable (checkOutputPaths) and sets this process's
+// compute threads.
+JobLayout layoutOf(const Config& config, int rank, int world) {
+  JobLayout layout(jobTopology(config.pipeline, config.train, world).atRank(rank));
+  const Topology& topology = layout.topology;
   checkOutputPaths(config, topology);
-  plan.threads = computeThreads(config.train, world);
-  setComputeThreads(plan.threads);
-
+  layout.threads = computeThreads(config.train, world);
+  setComputeThreads(layout.threads);
   const ScheduleOptions options =
       scheduleOptionsFor(config.pipeline, topology.numStages(), topology.stagesPerRank());
-  plan.batch = batchLayout(config.train.batch_size, topology.dpSize(), options.microbatches);
-  plan.schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
-  PPSTAGE_CHECK(static_cast<int>(plan.schedule.ranks.size()) == topology.ppSize(), "schedule '",
-                plan.schedule.name, "' has ", plan.schedule.ranks.size(), " ranks; the job has ",
-                topology.ppSize(), " pipeline ranks");
+  layout.batch = batchLayout(config.train.batch_size, topology.dpSize(), options.microbatches);
+  layout.schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
+  PPSTAGE_CHECK(static_cast<int>(layout.schedule.ranks.size()) == topology.ppSize(), "schedule '",
+                layout.schedule.name, "' has ", layout.schedule.ranks.size(),
+                " ranks; the job has ", topology.ppSize(), " pipeline ranks");
+  return layout;
+}
 
-  Config split_config = config;
-  split_config.pipeline.stages = topology.numStages();
+// Everything local: no collective, so that runAgreed can report any rank's failure.
+JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
+  JobLayout layout = layoutOf(config, rank, world);
+  const Topology& topology = layout.topology;
+  PipelineConfig pipeline = config.pipeline;
+  pipeline.stages = topology.numStages();  // 0 (automatic) resolved by the layout
   std::optional<UnitTimes> times;
   if (unit_seconds != nullptr) times = unitTimesOf(*unit_seconds, config.pipeline, topology);
-  plan.split = splitModel(split_config, times ? &*times : nullptr);
-  plan.loss = resolveLossKind(config.train.loss, plan.split.model.input.dtype);
+  RankModel model;
+  model.split = splitCaptured(captureForSplit(config), pipeline, times ? &*times : nullptr);
+  layout.loss = resolveLossKind(config.train.loss, model.split.model.input.dtype);
 
-  const DataRequest request = dataRequestOf(plan.split, plan.loss, config.train);
-  plan.tokens_per_step = tokensPerStep(request, config.train.batch_size);
+  const DataRequest request = dataRequestOf(model.split, layout.loss, config.train);
+  layout.tokens_per_step = tokensPerStep(request, config.train.batch_size);
+  std::unique_ptr<Dataset> data;
   if (topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0) {
-    plan.data = openDataset(config.data, request);
+    data = openDataset(config.data, request);
   }
-  compileLocalStages(config, rank, plan);
-  return plan;
+  std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
+  return JobPlan(std::move(layout), std::move(model), std::move(data), std::move(stages));
 }
 
 }  // namespace
+
+JobPlan::JobPlan(JobLayout layout, RankModel model, std::unique_ptr<Dataset> data,
+                 std::vector<LocalStage> local_stages)
+    : layout_(std::move(layout)),
+      model_(std::move(model)),
+      data_(std::move(data)),
+      local_stages_(std::move(local_stages)) {}
+
+std::vector<LocalStage> JobPlan::takeLocalStages() {
+  PPSTAGE_INTERNAL_ASSERT(!stages_taken_, "this rank's stages were taken already");
+  stages_taken_ = true;
+  return std::move(local_stages_);
+}
 
 BatchLayout batchLayout(int64_t batch_size, int dp, int microbatches) {
   const int64_t parts = static_cast<int64_t>(dp) * microbatches;

@@ -91,18 +91,19 @@ void addRanks(const Topology& topology, const RunRecord& record,
 }
 
 // What ran, and the step figures.
-RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord& record) {
+RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Dataset* data,
+                      const RunRecord& record) {
   RunMetrics metrics;
   metrics.model = config.model.name;
-  metrics.schedule = plan.schedule.name;
+  metrics.schedule = layout.schedule.name;
   metrics.compile.mode = toString(config.compile.mode);
-  metrics.data = plan.data ? plan.data->describe() : "";
-  metrics.stages = plan.topology.numStages();
-  metrics.pp = plan.topology.ppSize();
-  metrics.dp = plan.topology.dpSize();
-  metrics.microbatches = plan.batch.microbatches;
+  metrics.data = data != nullptr ? data->describe() : "";
+  metrics.stages = layout.topology.numStages();
+  metrics.pp = layout.topology.ppSize();
+  metrics.dp = layout.topology.dpSize();
+  metrics.microbatches = layout.batch.microbatches;
   metrics.batch_size = config.train.batch_size;
-  metrics.tokens_per_step = plan.tokens_per_step;
+  metrics.tokens_per_step = layout.tokens_per_step;
   metrics.params_dir = config.output.params_dir;
   metrics.resumed_from = record.resumed_from;
   metrics.resume_s = record.resume_s;
@@ -118,7 +119,7 @@ RunMetrics runMetrics(const Config& config, const JobPlan& plan, const RunRecord
   metrics.compile.compile_time_s = warmupOverhead(metrics.step_time_s);
   std::vector<double> throughput;
   for (double s : metrics.step_time_s) {
-    throughput.push_back(static_cast<double>(plan.tokens_per_step) / s);
+    throughput.push_back(static_cast<double>(layout.tokens_per_step) / s);
   }
   metrics.tokens_per_s = median(throughput);
   return metrics;
@@ -270,17 +271,18 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   }
 }
 
-RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
-                        Communicator& world, std::ostream& log) {
+RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const RankModel& model,
+                        const Dataset* data, const RunRecord& record, Communicator& world,
+                        std::ostream& log) {
   const std::vector<RankSummary> summaries =
-      RankSummary::gather(world, summaryOfThisRank(record, *plan.compile_cache));
-  if (!config.output.params_dir.empty() && plan.topology.dpRank() == 0) {
-    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(plan.my_stages));
+      RankSummary::gather(world, summaryOfThisRank(record, *model.compile_cache));
+  if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
+    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(model.mine));
   }
-  RunMetrics metrics = runMetrics(config, plan, record);
-  addPrediction(plan.schedule, plan.topology, record, summaries,
-                stageActionCosts(plan.topology, record, world), metrics);
-  addRanks(plan.topology, record, summaries, metrics);
+  RunMetrics metrics = runMetrics(config, layout, data, record);
+  addPrediction(layout.schedule, layout.topology, record, summaries,
+                stageActionCosts(layout.topology, record, world), metrics);
+  addRanks(layout.topology, record, summaries, metrics);
   if (world.rank() == 0) {
     printSummary(metrics, log);
     if (!config.output.metrics_json.empty()) {

@@ -7,7 +7,6 @@
 // summary and writes the metrics JSON.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -20,7 +19,9 @@ namespace ppstage {
 
 class Communicator;
 struct Config;
-struct JobPlan;
+class Dataset;
+struct JobLayout;
+struct RankModel;
 
 struct RunRecord {
   std::vector<double> losses;
@@ -62,7 +63,9 @@ struct RunRecord {
 // Collective over `world`. Returns the run's metrics (the data's description only where the
 // data set is open, rank 0 among them); rank 0 prints the closing lines to `log` and writes
 // --output.metrics_json. Counts the compile cache's optimized graphs first.
-RunMetrics summarizeRun(const Config& config, JobPlan& plan, const RunRecord& record,
-                        Communicator& world, std::ostream& log);
+// `data` is null where this rank reads no samples.
+RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const RankModel& model,
+                        const Dataset* data, const RunRecord& record, Communicator& world,
+                        std::ostream& log);
 
 }  // namespace ppstage

@@ -98,39 +98,42 @@ std::vector<BoundaryLink> remoteLinks(const Topology& topology,
 
 }  // namespace
 
-StepRunner::StepRunner(const Config& config, JobPlan& plan, Communicator& world)
-    : config_(config), plan_(plan), world_(world) {
-  links_ = remoteLinks(plan.topology, plan.local_stages);
+StepRunner::StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
+                       const Dataset* data, std::vector<LocalStage> stages, Communicator& world)
+    : config_(config), layout_(layout), model_(model), data_(data), world_(world) {
+  links_ = remoteLinks(layout.topology, stages);
   for (const BoundaryLink& link : links_) {
     exchangeBoundarySpec(world, link.peer, link.spec, /*sender_side=*/!link.receiver);
   }
-  sync_ = std::make_unique<GradientSync>(world, plan.topology, plan.my_stages, plan.split.ties);
+  sync_ = std::make_unique<GradientSync>(world, layout.topology, model.mine, model.split.ties);
   params_ = sync_->parameters();
   optimizer_ = makeOptimizer(config.train, params_);
 
   ExecutorOptions options;
-  options.microbatch_size = plan.batch.microbatch_size;
-  options.loss = plan.loss;
+  options.microbatch_size = layout.batch.microbatch_size;
+  options.loss = layout.loss;
   options.loss_scale =
-      1.0 / (static_cast<double>(plan.batch.microbatches) * plan.topology.dpSize());
+      1.0 / (static_cast<double>(layout.batch.microbatches) * layout.topology.dpSize());
   options.seed = config.train.seed;
-  options.first_microbatch = static_cast<int64_t>(plan.topology.dpRank()) * plan.batch.microbatches;
+  options.first_microbatch =
+      static_cast<int64_t>(layout.topology.dpRank()) * layout.batch.microbatches;
   if (!config.output.trace.empty()) {
     trace_ = std::make_unique<TraceRecorder>();
     clock_ = std::make_unique<ClockAlignment>(alignClocks(world));
     options.trace = trace_.get();
   }
   options.receives_ahead = config.comm.receives_ahead;
-  const ActionList& actions = plan.schedule.ranks.at(static_cast<size_t>(plan.topology.ppRank()));
-  executor_ = std::make_unique<Executor>(world, plan.topology, std::move(plan.local_stages),
-                                         actions, options);
-  order_ = std::make_unique<SampleOrder>(plan.data ? plan.data->size() : 0, config.train.seed);
+  const ActionList& actions =
+      layout.schedule.ranks.at(static_cast<size_t>(layout.topology.ppRank()));
+  executor_ =
+      std::make_unique<Executor>(world, layout.topology, std::move(stages), actions, options);
+  order_ = std::make_unique<SampleOrder>(data ? data->size() : 0, config.train.seed);
 }
 
 StepRunner::~StepRunner() = default;
 
 StepResult StepRunner::run(int64_t step) {
-  const Topology& topology = plan_.topology;
+  const Topology& topology = layout_.topology;
   const bool reads_inputs = topology.owns(0);
   const bool reads_targets = topology.owns(topology.numStages() - 1);
   const int64_t bytes_at_start = tensorBytesNow();
@@ -138,12 +141,12 @@ StepResult StepRunner::run(int64_t step) {
   std::vector<at::Tensor> inputs, targets;
   if (reads_inputs || reads_targets) {
     const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
-    const int64_t replica_begin = topology.dpRank() * plan_.batch.local_batch;
+    const int64_t replica_begin = topology.dpRank() * layout_.batch.local_batch;
     if (reads_inputs) {
-      inputs = cutMicrobatches(*plan_.data, indices, replica_begin, plan_.batch, false);
+      inputs = cutMicrobatches(*data_, indices, replica_begin, layout_.batch, false);
     }
     if (reads_targets) {
-      targets = cutMicrobatches(*plan_.data, indices, replica_begin, plan_.batch, true);
+      targets = cutMicrobatches(*data_, indices, replica_begin, layout_.batch, true);
     }
   }
   samples_seen_ += config_.train.batch_size;
@@ -174,7 +177,7 @@ StepResult StepRunner::run(int64_t step) {
     if (coefficient < 1) sync_->scale(coefficient);
     stepAndClear(*optimizer_, params_);
   } else {
-    result.nonfinite = whereNonfinite(result, plan_.split);
+    result.nonfinite = whereNonfinite(result, model_.split);
     clearGradients(params_);
   }
   trace(TraceKind::kOptimizer);
@@ -203,21 +206,21 @@ StepResult StepRunner::run(int64_t step) {
 }
 
 TransferSeconds StepRunner::measureTransfers() {
-  return ppstage::measureTransfers(world_, links_, plan_.batch.microbatch_size);
+  return ppstage::measureTransfers(world_, links_, layout_.batch.microbatch_size);
 }
 
 int64_t StepRunner::writeTrace() {
   PPSTAGE_INTERNAL_ASSERT(trace_ != nullptr, "writeTrace without --output.trace");
-  const Topology& t = plan_.topology;
+  const Topology& t = layout_.topology;
   const std::string track = rankTrackName(t.rank(), t.myStages(), t.dpSize() > 1 ? t.dpRank() : -1);
   const std::vector<std::pair<std::string, std::string>> about = {
       {"producer", "ppstage train"},
       {"model", config_.model.name},
-      {"schedule", plan_.schedule.name},
+      {"schedule", layout_.schedule.name},
       {"stages", std::to_string(t.numStages())},
       {"pp", std::to_string(t.ppSize())},
       {"dp", std::to_string(t.dpSize())},
-      {"microbatches", std::to_string(plan_.batch.microbatches)},
+      {"microbatches", std::to_string(layout_.batch.microbatches)},
       {"compile", toString(config_.compile.mode)},
   };
   writeChromeTrace(world_, *trace_, *clock_, track, about, config_.output.trace);
@@ -231,8 +234,8 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};
   }
-  mine.graphs_compiled = static_cast<double>(plan_.compile_cache->stats().graphs_compiled);
-  mine.respecializations = static_cast<double>(plan_.compile_cache->stats().respecializations);
+  mine.graphs_compiled = static_cast<double>(model_.compile_cache->stats().graphs_compiled);
+  mine.respecializations = static_cast<double>(model_.compile_cache->stats().respecializations);
   mine.sizeSlots(world_.size());
   const auto me = static_cast<size_t>(world_.rank());
   mine.busy_s[me] = stats.busy_s();

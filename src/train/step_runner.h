@@ -30,8 +30,11 @@ class SampleOrder;
 class TraceRecorder;
 struct ClockAlignment;
 struct StepStats;
+class Dataset;
 struct Config;
-struct JobPlan;
+struct JobLayout;
+struct LocalStage;
+struct RankModel;
 
 // What one step did, over the whole job.
 struct StepResult {
@@ -61,9 +64,11 @@ struct StepResult {
 class StepRunner {
  public:
   // Collective over `world`: exchanges boundary descriptions with remote neighbours, makes
-  // the gradient sync groups, the optimizer and the executor, which takes over the plan's
-  // local stages. `plan` must outlive the runner.
-  StepRunner(const Config& config, JobPlan& plan, Communicator& world);
+  // the gradient sync groups, the optimizer and the executor, which owns `stages` (this
+  // rank's compiled stages, JobPlan::takeLocalStages). `layout`, `model` and `data` (null
+  // where this rank reads no samples) must outlive the runner.
+  StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
+             const Dataset* data, std::vector<LocalStage> stages, Communicator& world);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -98,7 +103,9 @@ class StepRunner {
   at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory);
 
   const Config& config_;
-  JobPlan& plan_;
+  const JobLayout& layout_;
+  const RankModel& model_;
+  const Dataset* data_;
   Communicator& world_;
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;

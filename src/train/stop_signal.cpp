@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 
 namespace ppstage {
 namespace {
@@ -78,6 +79,12 @@ int jobStopSignal(const std::vector<double>& per_rank) {
     if (signal != 0) stop = signal;
   }
   return stop;
+}
+
+std::string signalNote(int signal) {
+  const bool under_open_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  if (signal != SIGTERM || !under_open_mpi) return "";
+  return " (under mpirun, a Ctrl-C reaches the ranks as SIGTERM)";
 }
 
 const char* signalName(int signal) {

@@ -126,8 +126,8 @@ ScheduleOptions scheduleOptionsOf(const PipelineConfig& config, const Topology& 
 
 }  // namespace
 
-at::Tensor runMicroBatch(const CapturedModel& captured, const Config& config,
-                         const Topology& pipeline) {
+at::Tensor microBatchInput(const CapturedModel& captured, const Config& config,
+                           const Topology& pipeline) {
   const int microbatches = scheduleOptionsOf(config.pipeline, pipeline).microbatches;
   const BatchLayout layout = batchLayout(config.train.batch_size, pipeline.dpSize(), microbatches);
   return makeExampleInput(captured.model.input, layout.microbatch_size,
@@ -137,7 +137,7 @@ at::Tensor runMicroBatch(const CapturedModel& captured, const Config& config,
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
                                const Topology& pipeline) {
   return measureUnitSeconds(captured.graph, findUnits(captured.graph, captured.shapes),
-                            captured.shapes, runMicroBatch(captured, config, pipeline),
+                            captured.shapes, microBatchInput(captured, config, pipeline),
                             trainingLoss(config.train, captured.model));
 }
 
@@ -168,9 +168,12 @@ UnitTimes unitTimesOf(const UnitSeconds& seconds, const PipelineConfig& config,
 ModelSplit splitModelMeasuringTime(const Config& config) {
   CapturedModel captured = captureForSplit(config);
   if (!balancesByTime(config.pipeline)) return splitCaptured(std::move(captured), config.pipeline);
-  const int stages = std::max(static_cast<int>(config.pipeline.stages), 1);
+  const PipelineConfig& p = config.pipeline;
+  const int stages = std::max(static_cast<int>(p.stages), 1);
+  const int per_rank = static_cast<int>(p.stages_per_rank);
   const int dp = static_cast<int>(std::max<int64_t>(config.train.dp, 1));
-  const Topology pipeline = Topology::forJob(stages * dp, dp, stages, 1);
+  const Topology pipeline =
+      Topology::forJob(std::max(stages / per_rank, 1) * dp, dp, stages, per_rank, p.placement);
   const UnitTimes times =
       unitTimesOf(measureUnitSeconds(captured, config, pipeline), config.pipeline, pipeline);
   return splitCaptured(std::move(captured), config.pipeline, &times);

@@ -48,23 +48,25 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
 }
 
 void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan) {
-  const Topology& t = plan.topology;
+  const JobLayout& layout = plan.layout();
+  const Topology& t = layout.topology;
   log << "ppstage train: " << t.worldSize() << " rank" << (t.worldSize() > 1 ? "s" : "") << " = pp "
       << t.ppSize() << " x dp " << t.dpSize() << ", " << t.numStages() << " stage"
       << (t.numStages() > 1 ? "s" : "") << " (" << t.stagesPerRank() << " per rank, "
-      << toString(t.placement()) << " placement), " << plan.threads << " thread"
-      << (plan.threads > 1 ? "s" : "") << " per rank\n"
-      << "  model     " << modelDescription(c.model, plan.split) << "\n"
-      << "  schedule  " << plan.schedule.name << ", " << plan.batch.microbatches
-      << " micro-batches of " << plan.batch.microbatch_size << " (batch " << c.train.batch_size
+      << toString(t.placement()) << " placement), " << layout.threads << " thread"
+      << (layout.threads > 1 ? "s" : "") << " per rank\n"
+      << "  model     " << modelDescription(c.model, plan.model().split) << "\n"
+      << "  schedule  " << layout.schedule.name << ", " << layout.batch.microbatches
+      << " micro-batches of " << layout.batch.microbatch_size << " (batch " << c.train.batch_size
       << "), simulated bubble " << std::fixed << std::setprecision(3)
-      << plan.schedule.simulation.bubble_fraction << "\n"
+      << layout.schedule.simulation.bubble_fraction << "\n"
       << std::defaultfloat << std::setprecision(6) << "  compile   " << toString(c.compile.mode)
       << "\n"
       << "  train     " << c.train.steps << " steps, " << toString(c.train.optimizer) << " lr "
       << c.train.lr << " weight_decay " << c.train.weight_decay << ", grad_clip "
-      << c.train.grad_clip << ", loss " << toString(plan.loss) << ", seed " << c.train.seed << "\n"
-      << "  data      " << (plan.data ? plan.data->describe() : "?") << "\n\n";
+      << c.train.grad_clip << ", loss " << toString(layout.loss) << ", seed " << c.train.seed
+      << "\n"
+      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n\n";
 }
 
 // "step    3/50  loss 4.1234  time 0.031 s  tokens/s 16516  bubble 0.301  grad_norm 1.234",
@@ -102,32 +104,35 @@ class TrainLoop {
         world_(world),
         log_(log),
         leader_(world.rank() == 0),
-        runner_(config, plan, world),
-        checkpointer_(config, plan, world),
+        runner_(config, plan.layout(), plan.model(), plan.data(), plan.takeLocalStages(), world),
+        checkpointer_(config, plan.layout(), plan.model(), world),
         live_progress_(live_progress && leader_) {}
 
   RunMetrics run() {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
     if (live_progress_) {
-      progress_.emplace(log_, record_.first_step, config_.train.steps, plan_.tokens_per_step);
+      progress_.emplace(log_, record_.first_step, config_.train.steps,
+                        plan_.layout().tokens_per_step);
     }
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
       const StepResult result = runner_.run(step);
       record_.add(step - record_.first_step, config_.train.steps - record_.first_step, result);
-      if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
-        clearProgress();
-        printStep(log_, config_, step, result, plan_.tokens_per_step);
-      }
-      if (progress_) progress_->update(step, result.loss, result.seconds);
+      // A stopping step saves before it writes a line: once mpirun itself got the SIGTERM it
+      // no longer reads the ranks' output, and a write that blocks must not cost the
+      // checkpoint.
+      const bool stopping = result.stop_signal != 0;
+      if (!stopping) logStep(step, result);
       if (!result.finite) onNonfinite(step, result);
       if (result.finite) {
         last_finite_ = {step, result.loss};
         skipped_.finite();
       }
-      const bool stopping = result.stop_signal != 0;
       if (checkpointDue(step, stopping)) save(step + 1);
-      if (stopping) return stop(step, result.stop_signal);
+      if (stopping) {
+        logStep(step, result);
+        return stop(step, result.stop_signal);
+      }
     }
     clearProgress();
     record_.transfers = runner_.measureTransfers();
@@ -139,7 +144,8 @@ class TrainLoop {
   // went to its last step measures its messages first (comm_s): one stopped by a signal
   // or a failure has seconds left before it is killed, and spends them on its checkpoint.
   RunMetrics finish() {
-    RunMetrics metrics = summarizeRun(config_, plan_, record_, world_, log_);
+    RunMetrics metrics =
+        summarizeRun(config_, plan_.layout(), plan_.model(), plan_.data(), record_, world_, log_);
     if (runner_.tracing()) {
       const int64_t events = runner_.writeTrace();
       if (leader_) {
@@ -150,6 +156,15 @@ class TrainLoop {
       }
     }
     return metrics;
+  }
+
+  // The step's line (rank 0, every --output.log_every steps) and the live line.
+  void logStep(int64_t step, const StepResult& result) {
+    if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
+      clearProgress();
+      printStep(log_, config_, step, result, plan_.layout().tokens_per_step);
+    }
+    if (progress_) progress_->update(step, result.loss, result.seconds);
   }
 
   // Before any other line: the live line (on a terminal) is redrawn after it.
@@ -206,7 +221,10 @@ class TrainLoop {
       throw JobError(stopped + "; nothing saved (no --checkpoint.dir)", Checkpointer::kExitNotSaved,
                      leader_);
     }
-    if (leader_) log_ << stopped << "; checkpoint " << record_.checkpoints.back().path << std::endl;
+    if (leader_) {
+      log_ << stopped << "; checkpoint " << record_.checkpoints.back().path << signalNote(signal)
+           << std::endl;
+    }
     return metrics;
   }
 
@@ -224,8 +242,9 @@ class TrainLoop {
                              last_finite_.first + 1, ")");
     }
     if (config_.train.nonfinite == NonfinitePolicy::kSkip) {
-      ++record_.skipped_steps;
-      if (skipped_.skip()) {
+      const bool goes_on = skipped_.skip();
+      record_.skipped_steps = skipped_.total();
+      if (goes_on) {
         if (leader_) log_ << line << "; update skipped (" << skipped_.inARow() << " in a row)\n";
         return;
       }
@@ -259,7 +278,7 @@ RunMetrics train(const Config& config, Communicator& world, std::ostream& log, b
   JobPlan plan = planJob(config, world);
   if (world.rank() == 0) {
     printConfiguration(log, config, plan);
-    printPlanTable(log, plan.split);
+    printPlanTable(log, plan.model().split);
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).

@@ -138,6 +138,22 @@ TEST(TrainCli, PluginAndTableSchedulesTrainLikeTheBuiltIns) {
   }
 }
 
+// 8 steps are too few to fit memory growth to: no figure (null, n/a), and the steps it
+// would be fitted over said, not a slope of 5 noisy steps times 100 that reads as a leak.
+TEST(CompareCompile, FewStepsReportNoMemoryGrowth) {
+  const Result json = runPpstage("compare-compile" + config("mlp-tiny.ini") +
+                                 " --compile.modes none --train.steps 8 --train.threads 1 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json mode = nlohmann::json::parse(json.out).at("modes").at(0);
+  EXPECT_TRUE(mode.at("rss_growth_mb_per_100_steps").is_null()) << json.out;
+  EXPECT_EQ(mode.at("rss_growth_steps").get<int>(), 5);
+  const Result text = runPpstage("compare-compile" + config("mlp-tiny.ini") +
+                                 " --compile.modes none --train.steps 8 --train.threads 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("n/a"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("these runs had 5 (--train.steps 8)"), std::string::npos) << text.out;
+}
+
 // compare-compile runs every mode on the same training: the same losses, identical blocks
 // compiled once, and no memory growth. 200 steps of mlp-tiny per mode; the bound on growth
 // is generous (allocator noise is a few MB), a leak of a step's activations is not.

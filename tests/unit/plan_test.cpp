@@ -302,10 +302,10 @@ TEST(Balance, UnitsAreTimedOnTheRunsMicroBatch) {
   config.pipeline.stages = 0;
   const CapturedModel captured = captureForSplit(config);
   const Topology two_ranks = Topology::forJob(2, 1, 0, 1);
-  EXPECT_EQ(runMicroBatch(captured, config, two_ranks).size(0), 2);
+  EXPECT_EQ(microBatchInput(captured, config, two_ranks).size(0), 2);
   config.train.dp = 2;
   const Topology two_replicas = Topology::forJob(4, 2, 0, 1);
-  EXPECT_EQ(runMicroBatch(captured, config, two_replicas).size(0), 1);
+  EXPECT_EQ(microBatchInput(captured, config, two_replicas).size(0), 1);
 }
 
 }  // namespace

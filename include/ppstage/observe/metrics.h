@@ -125,9 +125,14 @@ double currentRssMb();
 // the first step; with one call per step it spreads over three.
 constexpr size_t kWarmupSteps = 3;
 
-// Growth per 100 steps of `samples` (one per step) after the warm-up (kWarmupSteps or the
-// first 10% of the steps, whichever is more): the least-squares slope times 100; 0 for
-// fewer than 3 samples after the warm-up.
+// The fewest steps after the warm-up that growth is measured over: a slope fitted to a few
+// noisy steps, times 100, reads as a leak.
+constexpr size_t kMinGrowthSteps = 20;
+// How many of `steps` steps come after the warm-up (kWarmupSteps or the first 10% of the
+// steps, whichever is more): what growth is measured over.
+size_t growthSteps(size_t steps);
+// Growth per 100 steps of `samples` (one per step) after the warm-up: the least-squares
+// slope times 100; 0 for fewer than kMinGrowthSteps samples after the warm-up.
 double growthPer100Steps(const std::vector<double>& samples);
 
 // The steady step: the median of the steps after the first kWarmupSteps (with fewer

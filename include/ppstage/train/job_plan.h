@@ -30,25 +30,51 @@ struct BatchLayout {
   int64_t microbatch_size = 1;  // samples per micro-batch
 };
 
-// Move-only. my_stages and every LocalStage point into split.stages, and the compiled
-// stages into *compile_cache: moving the plan keeps them valid, copying would not.
-struct JobPlan {
-  explicit JobPlan(Topology layout_of_this_rank) : topology(std::move(layout_of_this_rank)) {}
+// What this rank decided about the job before its first step; fixed from then on.
+struct JobLayout {
+  explicit JobLayout(Topology layout_of_this_rank) : topology(std::move(layout_of_this_rank)) {}
 
   Topology topology;  // as this rank sees it
   BatchLayout batch;
   PipelineSchedule schedule;  // every pipeline rank's lowered actions
-  ModelSplit split;           // every stage; only this rank's keep their parameters
   LossKind loss = LossKind::kCrossEntropy;
+  int threads = 1;              // intra-op threads of this rank
+  int64_t tokens_per_step = 0;  // samples x tokens per sample (samples, for float inputs)
+};
+
+// This rank's share of the model. Move-only: `mine` points into split.stages.
+struct RankModel {
+  ModelSplit split;                             // every stage; only this rank's keep parameters
+  std::vector<StageModule*> mine;               // this rank's stages, in order
+  std::unique_ptr<CompileCache> compile_cache;  // this rank's, shared by its stages
+};
+
+// The plan of this rank: the layout, the model, the data, and this rank's compiled stages,
+// which the executor takes once (takeLocalStages). Move-only: the local stages point into
+// model().split.stages and their compiled graphs into *model().compile_cache.
+class JobPlan {
+ public:
+  JobPlan(JobLayout layout, RankModel model, std::unique_ptr<Dataset> data,
+          std::vector<LocalStage> local_stages);
+  JobPlan(JobPlan&&) = default;
+  JobPlan& operator=(JobPlan&&) = default;
+
+  const JobLayout& layout() const { return layout_; }
+  const RankModel& model() const { return model_; }
   // Open where samples are read (the first and the last stage's ranks) and on rank 0,
   // which describes it; null elsewhere.
-  std::unique_ptr<Dataset> data;
-  std::unique_ptr<CompileCache> compile_cache;  // this rank's, shared by its stages
-  std::vector<LocalStage> local_stages;         // this rank's stages, compiled, in order (until
-                                                // StepRunner hands them to its Executor)
-  std::vector<StageModule*> my_stages;          // the same stages' modules (in `split`)
-  int threads = 1;                              // intra-op threads of this rank
-  int64_t tokens_per_step = 0;  // samples x tokens per sample (samples, for float inputs)
+  const Dataset* data() const { return data_.get(); }
+
+  // This rank's compiled stages, in order, for its executor. Taken once: the plan keeps
+  // none afterwards, and taking them again is our bug.
+  std::vector<LocalStage> takeLocalStages();
+
+ private:
+  JobLayout layout_;
+  RankModel model_;
+  std::unique_ptr<Dataset> data_;
+  std::vector<LocalStage> local_stages_;
+  bool stages_taken_ = false;
 };
 
 // The agreed plan of this rank of `world` (collective; see above). Sets this process's

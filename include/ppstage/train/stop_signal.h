@@ -9,6 +9,7 @@
 // ignored), _exits the rank with 128 + the signal, as an unhandled one would.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace ppstage {
@@ -27,12 +28,17 @@ class StopSignal {
   static int received();
 };
 
-// The job's stop from what each rank received (0 for none): SIGINT when any rank saw one,
+// The job's stop from what each rank received (0: nothing): SIGINT when any rank saw one,
 // since Ctrl-C reaches every rank of mpirun's process group and mpirun passes it on as
-// SIGTERM, so some ranks may see that first; else the signal any rank saw; 0 for none.
+// SIGTERM, so some ranks may see that first; else the signal any rank saw; else 0.
 int jobStopSignal(const std::vector<double>& per_rank);
 
 // "SIGTERM", "SIGINT", or "a signal".
 const char* signalName(int signal);
+
+// What the stop line adds about `signal`: under Open MPI's mpirun, whose ranks sit in
+// process groups of their own, a Ctrl-C reaches only mpirun, which passes it on to the ranks
+// as SIGTERM (as it does a SIGTERM), so the ranks cannot tell the two apart; "" elsewhere.
+std::string signalNote(int signal);
 
 }  // namespace ppstage

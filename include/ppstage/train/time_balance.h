@@ -46,10 +46,10 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
 // One micro-batch of `captured`'s example input as a run of `config` over `pipeline` cuts
 // its batch (batchLayout: the layout's replicas, and the schedule's micro-batches for its
 // stages): what each action of the run computes on.
-at::Tensor runMicroBatch(const CapturedModel& captured, const Config& config,
-                         const Topology& pipeline);
+at::Tensor microBatchInput(const CapturedModel& captured, const Config& config,
+                           const Topology& pipeline);
 
-// Every unit of `captured` measured on runMicroBatch (time is not linear in the batch: a
+// Every unit of `captured` measured on microBatchInput (time is not linear in the batch: a
 // wide head's logits outgrow the caches), with the run's loss against placeholder targets
 // in the last unit.
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
@@ -61,8 +61,8 @@ UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& conf
 UnitTimes unitTimesOf(const UnitSeconds& seconds, const PipelineConfig& config,
                       const Topology& pipeline);
 
-// `ppstage split` and export: splitModel, measuring the units first (in this process) where
-// `config` balances by time.
+// `ppstage split`: splitModel, measuring the units first (in this process) where `config`
+// balances by time, as a run of config.pipeline.stages stages would cut its batch.
 ModelSplit splitModelMeasuringTime(const Config& config);
 
 }  // namespace ppstage
