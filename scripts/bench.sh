@@ -25,6 +25,8 @@
 #                              first), against which the table's steps are compared;
 #                              ppstage's 1F1B also runs cut where the peer cuts
 #                              (layers.4) for a like-for-like figure
+#   scripts/bench.sh sha256    SHA-256 of 1 GiB: OpenSSL (what checkpoints use) against the
+#                              hand-written one it replaced (from git history), 3 rounds
 #   scripts/bench.sh balance   --pipeline.balance time against params on gpt-small with
 #                              vocab 4096 and 16384 at pp 2 (1F1B, M 8): step of each and
 #                              the stage-time imbalance of both plans, in rounds (3)
@@ -400,6 +402,50 @@ PY
   done
 }
 
+# SHA-256 of 1 GiB, as a checkpoint's files are checked: OpenSSL's EVP digest (what
+# src/checkpoint/sha256.cpp uses) against the hand-written FIPS 180-4 it replaced (taken
+# from git history, commit 3c353a5), both -O2, 3 rounds. Needs the git history.
+bench_sha256() {
+  local dir
+  dir=$(mktemp -d)
+  git show 3c353a5:src/checkpoint/sha256.cpp | sed 's/sha256Hex/handWrittenSha256Hex/g' > "$dir/old.cpp"
+  cat > "$dir/bench.cpp" <<'CPP'
+#include <openssl/evp.h>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+namespace ppstage { std::string handWrittenSha256Hex(const void* data, size_t size); }
+static std::string evpHex(const void* data, size_t size) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data, size, md, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) hex += "0123456789abcdef"[md[i] >> 4], hex += "0123456789abcdef"[md[i] & 15];
+  return hex;
+}
+int main() {
+  std::vector<unsigned char> bytes(size_t(1) << 30);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+  using Clock = std::chrono::steady_clock;
+  for (int round = 1; round <= 3; ++round) {
+    const auto t0 = Clock::now();
+    const std::string a = ppstage::handWrittenSha256Hex(bytes.data(), bytes.size());
+    const auto t1 = Clock::now();
+    const std::string b = evpHex(bytes.data(), bytes.size());
+    const auto t2 = Clock::now();
+    std::printf("| %d | %.3f | %.3f | %s |\n", round, std::chrono::duration<double>(t1 - t0).count(),
+                std::chrono::duration<double>(t2 - t1).count(), a == b ? "yes" : "NO");
+  }
+}
+CPP
+  g++ -O2 -std=c++17 -Iinclude "$dir/bench.cpp" "$dir/old.cpp" -lcrypto -o "$dir/bench"
+  echo "| round | hand-written s | OpenSSL s | same digest |"
+  echo "|---|---|---|---|"
+  "$dir/bench"
+  rm -rf "$dir"
+}
+
 case "$what" in
   split) bench_split ;;
   comm) bench_comm ;;
@@ -410,6 +456,7 @@ case "$what" in
   trace) bench_trace ;;
   schedules) bench_schedules ;;
   balance) bench_balance ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules|balance" >&2
+  sha256) bench_sha256 ;;
+  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

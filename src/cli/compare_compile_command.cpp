@@ -23,7 +23,6 @@
 #include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/tensor_memory.h"
-#include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -212,13 +211,9 @@ int compareCompileMain(int argc, const char* const* argv) {
   installCountingAllocator();
   MpiSession mpi;
   std::vector<CompileMode> modes;
-  std::set<std::string> given;
-  std::string layout_note;
-  const std::unique_ptr<Communicator> world = startMpiCommand(
-      argc, argv, options, kUsage, config.comm,
+  const std::unique_ptr<Communicator> world = startTrainingCommand(
+      argc, argv, options, kUsage, config,
       [&] {
-        layout_note = defaultScheduleLayout(config.pipeline, given);
-        validate(config);
         PPSTAGE_CHECK(config.checkpoint.dir.empty(), "compare-compile runs the same training ",
                       "once per mode; it takes no --checkpoint.dir");
         for (const std::string& mode : splitList(modes_text)) {
@@ -226,10 +221,9 @@ int compareCompileMain(int argc, const char* const* argv) {
         }
         PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
       },
-      &given);
+      [&] { return json; });
   if (!world) return 0;
   const bool leader = world->rank() == 0;
-  if (leader && !json && !layout_note.empty()) std::cout << layout_note << std::endl;
   return runCommand([&] {
     std::vector<ModeRow> rows(modes.size());
     for (const size_t index : runOrder(modes)) {

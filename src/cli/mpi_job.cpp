@@ -9,6 +9,7 @@
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage::cli {
 
@@ -42,6 +43,26 @@ std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
     if (parse_error) std::rethrow_exception(parse_error);
   });
   if (help) return nullptr;
+  return world;
+}
+
+std::unique_ptr<Communicator> startTrainingCommand(
+    int argc, const char* const* argv, boost::program_options::options_description& options,
+    const std::string& usage, Config& config, const std::function<void()>& validate,
+    const std::function<bool()>& quiet) {
+  std::set<std::string> given;
+  std::string layout_note;
+  std::unique_ptr<Communicator> world = startMpiCommand(
+      argc, argv, options, usage, config.comm,
+      [&] {
+        layout_note = defaultScheduleLayout(config.pipeline, given);
+        ppstage::validate(config);
+        validate();
+      },
+      &given);
+  if (world && world->rank() == 0 && !layout_note.empty() && !quiet()) {
+    std::cout << layout_note << std::endl;
+  }
   return world;
 }
 

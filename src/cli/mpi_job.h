@@ -30,4 +30,13 @@ std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
                                               const std::function<void()>& validate,
                                               std::set<std::string>* given = nullptr);
 
+// startMpiCommand for a command that trains (train, compare-compile): before `validate`,
+// the layout the chosen schedule needs is filled in where the user left it
+// (defaultScheduleLayout), and rank 0 says so on stdout unless `quiet` (asked after
+// parsing: a --json flag). Validates `config` as a whole before `validate`.
+std::unique_ptr<Communicator> startTrainingCommand(
+    int argc, const char* const* argv, boost::program_options::options_description& options,
+    const std::string& usage, Config& config, const std::function<void()>& validate,
+    const std::function<bool()>& quiet);
+
 }  // namespace ppstage::cli

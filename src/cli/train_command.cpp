@@ -12,7 +12,6 @@
 #include "ppstage/core/allocator.h"
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/observe/tensor_memory.h"
-#include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/trainer.h"
 #include "run_command.h"
 
@@ -35,17 +34,9 @@ int trainMain(int argc, const char* const* argv) {
   keepFreedMemoryForReuse();
   installCountingAllocator();  // before the model's tensors are made
   MpiSession mpi;
-  std::set<std::string> given;
-  std::string layout_note;
-  const std::unique_ptr<Communicator> world = startMpiCommand(
-      argc, argv, options, usage, config.comm,
-      [&] {
-        layout_note = defaultScheduleLayout(config.pipeline, given);
-        validate(config);
-      },
-      &given);
+  const std::unique_ptr<Communicator> world = startTrainingCommand(
+      argc, argv, options, usage, config, [] {}, [] { return false; });
   if (!world) return 0;
-  if (world->rank() == 0 && !layout_note.empty()) std::cout << layout_note << std::endl;
   return runCommand([&] {
     train(config, *world, std::cout, world->rank() == 0 && stdoutIsTerminal());
     return 0;

@@ -337,6 +337,11 @@ void SplitGradient::run(Stack& stack) {
   for (const c10::IValue& v : inputs) detached_inputs.push_back(detached(v));
   auto state = std::make_shared<CallState>();
   if (record) {
+    // The backward graph's inputs are, in this order (torch::jit::Gradient's contract): the
+    // output gradients (df_input_vjps), the captured inputs (df_input_captured_inputs, in
+    // its order), then the captured outputs (df_input_captured_outputs, in its order).
+    // `captures` is the tail after the gradients: the inputs go in first, here, and
+    // recordCall appends the outputs after the forward ran; I pushes them in that order.
     for (const size_t i : gradient_.df_input_captured_inputs) {
       state->captures.push_back(detached_inputs[i]);
     }

@@ -29,17 +29,26 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What one (stage, micro-batch) keeps between its actions.
+// One micro-batch of one stage, from its forward (or the receive of its input) to its last
+// backward. Shapes are for a micro-batch of b samples; a boundary's tensors are as its
+// BoundarySpec says (a GPT block's activation: (b, seq, d_model), float32).
 struct MicroBatchState {
-  std::vector<at::Tensor> inputs;  // received or handed over; leaves for autograd
+  // The stage's inputs, one per boundary input (stage 0: the model's input, (b, ...));
+  // received or handed over; leaves for autograd.
+  std::vector<at::Tensor> inputs;
   // The pool buffers its RECV_F and RECV_B received into (inputs alias the first; output_grads
   // are the second), given back when the micro-batch is done.
   std::vector<at::Tensor> input_buffers, grad_buffers;
   std::vector<std::shared_ptr<Work>> input_works;
-  std::vector<at::Tensor> outputs;       // forward's outputs (autograd roots)
-  at::Tensor loss;                       // last stage: the scaled loss
-  std::vector<at::Tensor> output_grads;  // one per output; undefined: no gradient
+  // The forward's outputs, one per boundary output (the last stage: the model's outputs,
+  // e.g. logits (b, seq, vocab)); autograd roots.
+  std::vector<at::Tensor> outputs;
+  at::Tensor loss;  // last stage: the scaled loss, a scalar ()
+  // The gradient of each output, shaped like it; undefined: no gradient.
+  std::vector<at::Tensor> output_grads;
   std::vector<std::shared_ptr<Work>> output_grad_works;
-  std::vector<at::Tensor> input_grads;   // one per input needing a gradient; for SEND_B
+  // The gradient of each input that needs one, shaped like it; what SEND_B sends.
+  std::vector<at::Tensor> input_grads;
   std::unique_ptr<SplitBackward> split;  // from I to W: what W needs (Note [Eager I/W split])
   bool forward_done = false;
   bool weights_done = false;  // W (or B) ran: only input gradients may still wait to be sent

@@ -1,7 +1,8 @@
 // split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h).
 //
-// For every stage, first find what it reads from outside (uses()), then which tensors cross
-// each cut (crossings()), then copy its nodes into a graph of its own (buildStage()).
+// For every stage, first find what it reads from outside (findUses()), then which tensors
+// cross each cut (findCrossings()), then copy its nodes into a graph of its own
+// (buildStage()).
 //
 // Note [Values crossing a cut]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
