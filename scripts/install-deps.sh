@@ -13,6 +13,7 @@ packages=(
   libgtest-dev
   nlohmann-json3-dev
   libssl-dev              # OpenSSL's libcrypto: SHA-256 of checkpoint files
+  zlib1g-dev              # gzipped IDX files (dataset-fashion-mnist)
   clang-format            # scripts/check-style.sh (CTest's `style` test)
   librsvg2-bin            # rsvg-convert: the timeline test renders the SVGs to PNG
   libxml2-utils           # xmllint: the same test parses them as XML

@@ -25,6 +25,11 @@ change them. Each model is small (the whole folder stays well under 2 MB) and se
                     squeeze-excitation, channel shuffle, window attention,
                     nn.MultiheadAttention, nn.TransformerEncoder, nn.Transformer, LSTM + GRU
 
+  data/             data files in every format ppstage reads (data/data_files.h), written
+                    with `/usr/bin/python3 scripts/make_fixtures.py data` (which writes only
+                    them): a small ResNet-style classifier and its images and labels as .npy,
+                    torch.save and IDX files, token files with and without llm.c's header
+
 fixtures.json records each model's example input for the tests.
 """
 import json
@@ -481,7 +486,89 @@ def write_real_models():
     print("wrote", ", ".join(sorted(listing)), "to", os.path.normpath(out))
 
 
+class ResidualBlock(nn.Module):
+    """conv-norm-relu-conv-norm plus the input (projected when the shape changes)."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.norm1 = nn.GroupNorm(4, cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.norm2 = nn.GroupNorm(4, cout)
+        self.shortcut = nn.Identity() if stride == 1 and cin == cout else nn.Conv2d(cin, cout, 1, stride)
+
+    def forward(self, x):
+        h = F.relu(self.norm1(self.conv1(x)))
+        return F.relu(self.norm2(self.conv2(h)) + self.shortcut(x))
+
+
+class SmallResNet(nn.Module):
+    """A ResNet-style classifier of (N, 1, H, W) images into 10 classes. GroupNorm, not
+    BatchNorm: a pipelined run then matches one process at any micro-batch size."""
+
+    def __init__(self, width: int = 16, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, width, 3, 1, 1, bias=False), nn.GroupNorm(4, width), nn.ReLU())
+        self.blocks = nn.Sequential(
+            ResidualBlock(width, width, 1), ResidualBlock(width, 2 * width, 2),
+            ResidualBlock(2 * width, 2 * width, 1), ResidualBlock(2 * width, 4 * width, 2))
+        self.head = nn.Linear(4 * width, classes)
+
+    def forward(self, images):
+        h = self.blocks(self.stem(images))
+        return self.head(h.mean(dim=(2, 3)))
+
+
+def write_idx(path: str, values, gzipped: bool):
+    import gzip
+    import struct
+    header = struct.pack(">BBBB", 0, 0, 0x08, values.dim()) + b"".join(
+        struct.pack(">I", d) for d in values.shape)
+    data = header + values.to(torch.uint8).numpy().tobytes()
+    with (gzip.open(path, "wb") if gzipped else open(path, "wb")) as f:
+        f.write(data)
+
+
+def write_data_fixtures():
+    """tests/fixtures/data: 64 images of 8x8 in 10 classes (the class is where a bright
+    square sits, so the classifier can learn it), in every format; token files."""
+    import numpy as np
+    out = os.path.join(OUT, "data")
+    os.makedirs(os.path.join(out, "classes_npy"), exist_ok=True)
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(SmallResNet()), os.path.join(out, "small_resnet.pt"))
+    n = 64
+    labels = torch.randint(0, 10, (n,))
+    pixels = torch.randint(0, 60, (n, 8, 8))
+    for i in range(n):
+        r, c = divmod(int(labels[i]), 4)
+        pixels[i, 2 * r:2 * r + 3, 2 * c:2 * c + 2] += 180
+    images = pixels.float().div(255).unsqueeze(1)  # (N, 1, 8, 8) as ppstage reads IDX
+    ignored = labels.clone()
+    ignored[::7] = -100  # --train.ignore_index's default: these do not count
+    np.save(os.path.join(out, "classes_npy", "images.npy"), images.numpy())
+    np.save(os.path.join(out, "classes_npy", "labels.npy"), ignored.numpy())
+    np.save(os.path.join(out, "onehot.npy"), F.one_hot(labels, 10).float().numpy())  # mse targets
+    torch.save({"images": images, "labels": labels}, os.path.join(out, "classes.pt"))
+    write_idx(os.path.join(out, "tiny-images-idx3-ubyte.gz"), pixels, gzipped=True)
+    write_idx(os.path.join(out, "tiny-labels-idx1-ubyte.gz"), labels, gzipped=True)
+    # Tokens: bytes of this script (ids below 256), uint16, bare and after llm.c's header.
+    with open(os.path.abspath(__file__), "rb") as f:
+        tokens = np.frombuffer(f.read()[:6000], dtype=np.uint8).astype(np.uint16)
+    tokens.tofile(os.path.join(out, "tokens_u16.bin"))
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, len(tokens))
+    with open(os.path.join(out, "tokens_header.bin"), "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.tobytes())
+    print("wrote the data fixtures to", os.path.normpath(out))
+
+
 def main():
+    import sys
+    if sys.argv[1:] == ["data"]:
+        write_data_fixtures()
+        return
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     inputs = {}
@@ -513,6 +600,7 @@ def main():
         f.write("\n")
     print("wrote", ", ".join(sorted(inputs)), "to", os.path.normpath(OUT))
     write_real_models()
+    write_data_fixtures()
 
 
 if __name__ == "__main__":

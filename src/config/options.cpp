@@ -159,7 +159,16 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   po::options_description section("Training loop [train]");
   auto add = section.add_options();
   add("train.steps", po::value(&t.steps)->default_value(t.steps), "optimizer steps to run");
-  add("train.lr", po::value(&t.lr)->default_value(t.lr, shortestText(t.lr)), "learning rate");
+  add("train.lr", po::value(&t.lr)->default_value(t.lr, shortestText(t.lr)),
+      "learning rate (the peak, after warm-up)");
+  add("train.lr_schedule",
+      po::value(&t.lr_schedule)->default_value(t.lr_schedule, toString(t.lr_schedule)),
+      "the learning rate after warm-up: constant | cosine (half a cosine from lr down to "
+      "min_lr at the last step) | linear (a straight line from lr down to min_lr)");
+  add("train.warmup_steps", po::value(&t.warmup_steps)->default_value(t.warmup_steps),
+      "steps over which the learning rate rises linearly to lr (step k of W: lr x k / W)");
+  add("train.min_lr", po::value(&t.min_lr)->default_value(t.min_lr, shortestText(t.min_lr)),
+      "where cosine and linear decay end, at the last step");
   add("train.weight_decay",
       po::value(&t.weight_decay)->default_value(t.weight_decay, shortestText(t.weight_decay)),
       "weight decay (decoupled for adamw, L2 for sgd)");
@@ -169,8 +178,12 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer, toString(t.optimizer)),
       "adamw | sgd");
   add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
-      "cross_entropy (next-token, for token-id inputs) | mse | auto: cross_entropy when the "
-      "model takes token ids, mse otherwise");
+      "cross_entropy (logits (N, C) against labels (N), or (N, T, V) against (N, T)) | mse | "
+      "auto: from the data (token windows and integer labels: cross_entropy; float "
+      "targets: mse; synthetic and text: cross_entropy when the model takes token ids)");
+  add("train.ignore_index", po::value(&t.ignore_index)->default_value(t.ignore_index),
+      "cross_entropy: targets equal to this do not count (the loss is the mean over the "
+      "others, over the whole step)");
   add("train.momentum", po::value(&t.momentum)->default_value(t.momentum, shortestText(t.momentum)),
       "sgd momentum (0: none)");
   add("train.nonfinite", po::value(&t.nonfinite)->default_value(t.nonfinite, toString(t.nonfinite)),
@@ -210,8 +223,23 @@ void addDataOptions(po::options_description& desc, DataConfig& d) {
   po::options_description section("Data [data]");
   auto add = section.add_options();
   add("data.path", po::value(&d.path)->default_value(d.path),
-      "text file read as bytes (byte-level tokens, next-byte targets) | synthetic (random "
-      "samples from the seed) | empty: the public-domain text embedded in ppstage");
+      "a data file (or a folder of .npy files) read as --data.format says | synthetic (random "
+      "samples from the seed, shaped like the model's input) | empty: the public-domain text "
+      "embedded in ppstage");
+  add("data.format", po::value(&d.format)->default_value(d.format, toString(d.format)),
+      "text (bytes, byte-level tokens) | tokens (a flat token file, windows of "
+      "model.seq_len + 1 tokens; with or without a 256-int32 header) | npy (a .npy file, or a "
+      "folder of them, one per named tensor) | tensors (torch.save of a dict of tensors) | "
+      "idx (MNIST's IDX files, gzipped or not) | auto: by extension and magic number");
+  add("data.token_dtype",
+      po::value(&d.token_dtype)->default_value(d.token_dtype, toString(d.token_dtype)),
+      "the token type of a tokens file without a header: uint16 | uint32");
+  add("data.targets", po::value(&d.targets)->default_value(d.targets),
+      "npy: the targets' .npy file beside one --data.path x.npy; idx: the labels file "
+      "(default: the images file's name with images-idx3 made labels-idx1)");
+  add("data.target", po::value(&d.target)->default_value(d.target),
+      "the field of the data that is the loss's target; empty: the one named labels, label, "
+      "targets or target");
   desc.add(section);
 }
 
@@ -361,6 +389,10 @@ void validate(const TrainConfig& t) {
   PPSTAGE_CHECK(t.momentum == 0 || t.optimizer == OptimizerKind::kSgd,
                 "--train.momentum applies to --train.optimizer sgd");
   PPSTAGE_CHECK(t.max_skipped >= 1, "--train.max_skipped must be at least 1; got ", t.max_skipped);
+  PPSTAGE_CHECK(t.warmup_steps >= 0, "--train.warmup_steps must not be negative; got ",
+                t.warmup_steps);
+  PPSTAGE_CHECK(t.min_lr >= 0 && t.min_lr <= t.lr, "--train.min_lr must be in [0, --train.lr ",
+                t.lr, "]; got ", t.min_lr);
 }
 
 void validate(const CheckpointConfig& c) {

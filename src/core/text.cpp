@@ -32,6 +32,12 @@ std::vector<std::string> splitList(const std::string& text, char separator) {
   return items;
 }
 
+std::string joinText(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
 std::string shapeText(const std::vector<int64_t>& sizes) {
   std::string out = "[";
   for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -36,11 +37,16 @@ uint64_t sampleSeed(int64_t seed, int64_t index, uint64_t stream) {
 class TextDataset : public Dataset {
  public:
   TextDataset(std::string bytes, std::string name, int64_t seq_len)
-      : bytes_(std::move(bytes)), name_(std::move(name)), seq_len_(seq_len) {}
+      : bytes_(std::move(bytes)),
+        name_(std::move(name)),
+        seq_len_(seq_len),
+        fields_(tokenWindowFields(seq_len, kByteVocabulary)) {}
 
   int64_t size() const override { return (static_cast<int64_t>(bytes_.size()) - 1) / seq_len_; }
-  at::Tensor input(int64_t index) const override { return window(index, 0); }
-  at::Tensor target(int64_t index) const override { return window(index, 1); }
+  const std::vector<SampleField>& fields() const override { return fields_; }
+  at::Tensor sample(size_t field, int64_t index) const override {
+    return window(index, static_cast<int64_t>(field));
+  }
   std::string describe() const override {
     return detail::concat(name_, ", ", bytes_.size(), " bytes, ", size(), " sequences of ",
                           seq_len_, " bytes");
@@ -60,6 +66,7 @@ class TextDataset : public Dataset {
   std::string bytes_;
   std::string name_;
   int64_t seq_len_;
+  std::vector<SampleField> fields_;
 };
 
 // Random samples drawn from (seed, index): token sequences whose targets are the inputs
@@ -68,20 +75,13 @@ class TextDataset : public Dataset {
 // standard normal otherwise.
 class SyntheticDataset : public Dataset {
  public:
-  explicit SyntheticDataset(DataRequest request) : r_(std::move(request)) {}
+  explicit SyntheticDataset(DataRequest request)
+      : r_(std::move(request)), fields_{{"input", r_.input}, {"targets", targetShape()}} {}
 
   int64_t size() const override { return 0; }
-  at::Tensor input(int64_t index) const override {
-    if (r_.loss == LossKind::kCrossEntropy) return tokens(index).narrow(-1, 0, lastDim());
-    at::Generator gen = at::detail::createCPUGenerator(sampleSeed(r_.seed, index, 0));
-    if (isIntegral()) return at::randint(r_.input.token_bound, r_.input.shape, gen, at::kLong);
-    return at::randn(r_.input.shape, gen, r_.input.dtype);
-  }
-  at::Tensor target(int64_t index) const override {
-    if (r_.loss == LossKind::kCrossEntropy) return tokens(index).narrow(-1, 1, lastDim());
-    if (!isIntegral() && r_.output.shape == r_.input.shape) return at::sin(input(index));
-    at::Generator gen = at::detail::createCPUGenerator(sampleSeed(r_.seed, index, 1));
-    return at::randn(r_.output.shape, gen, r_.output.dtype);
+  const std::vector<SampleField>& fields() const override { return fields_; }
+  at::Tensor sample(size_t field, int64_t index) const override {
+    return field == 0 ? input(index) : target(index);
   }
   std::string describe() const override {
     return detail::concat("synthetic ", r_.loss == LossKind::kCrossEntropy ? "tokens" : "samples",
@@ -89,6 +89,23 @@ class SyntheticDataset : public Dataset {
   }
 
  private:
+  SampleShape targetShape() const {
+    if (r_.loss == LossKind::kCrossEntropy)
+      return {at::kLong, r_.input.shape, r_.input.token_bound};
+    return r_.output;
+  }
+  at::Tensor input(int64_t index) const {
+    if (r_.loss == LossKind::kCrossEntropy) return tokens(index).narrow(-1, 0, lastDim());
+    at::Generator gen = at::detail::createCPUGenerator(sampleSeed(r_.seed, index, 0));
+    if (isIntegral()) return at::randint(r_.input.token_bound, r_.input.shape, gen, at::kLong);
+    return at::randn(r_.input.shape, gen, r_.input.dtype);
+  }
+  at::Tensor target(int64_t index) const {
+    if (r_.loss == LossKind::kCrossEntropy) return tokens(index).narrow(-1, 1, lastDim());
+    if (!isIntegral() && r_.output.shape == r_.input.shape) return at::sin(input(index));
+    at::Generator gen = at::detail::createCPUGenerator(sampleSeed(r_.seed, index, 1));
+    return at::randn(r_.output.shape, gen, r_.output.dtype);
+  }
   bool isIntegral() const { return at::isIntegralType(r_.input.dtype, false); }
   int64_t lastDim() const { return r_.input.shape.back(); }
   // One more token than the input along the last dimension.
@@ -99,22 +116,73 @@ class SyntheticDataset : public Dataset {
     return at::randint(r_.input.token_bound, shape, gen, at::kLong);
   }
   DataRequest r_;
+  std::vector<SampleField> fields_;
 };
 
 void checkCrossEntropy(const DataRequest& r) {
   PPSTAGE_CHECK(at::isIntegralType(r.input.dtype, false) && !r.input.shape.empty(),
                 "cross_entropy needs a model that takes token ids; this one takes ", r.input.dtype,
                 " ", shapeText(r.input.shape), " (use --train.loss mse)");
-  PPSTAGE_CHECK(!r.output.shape.empty() &&
-                    product(r.output.shape) / r.output.shape.back() == product(r.input.shape),
-                "cross_entropy needs one row of logits per input token; the model maps ",
-                shapeText(r.input.shape), " tokens to an output of ", shapeText(r.output.shape));
-  PPSTAGE_CHECK(r.input.token_bound <= r.output.shape.back(), "the data has token ids up to ",
-                r.input.token_bound - 1, " but the model's output has only ", r.output.shape.back(),
-                " classes");
+  checkTargetsFit({"labels", {at::kLong, r.input.shape, r.input.token_bound}}, r.output, r.loss,
+                  /*ignore_index=*/-1);
+}
+
+// Why byte-level text cannot feed the model of `r`, or "" when it can.
+std::string textMismatch(const DataRequest& r) {
+  const bool token_ids = at::isIntegralType(r.input.dtype, false) && r.input.shape.size() == 1;
+  if (!token_ids) {
+    return detail::concat("gives sequences of byte token ids, int64 (seq_len); the model takes ",
+                          r.input.dtype, " ", shapeText(r.input.shape),
+                          " samples: give it data it takes (a data file, --data.format, or "
+                          "--data.path synthetic)");
+  }
+  if (r.loss != LossKind::kCrossEntropy) {
+    return "has next-token targets: it needs --train.loss cross_entropy (or auto)";
+  }
+  const int64_t classes = r.output.shape.empty() ? 0 : r.output.shape.back();
+  const int64_t rows = classes > 0 ? product(r.output.shape) / classes : 0;
+  if (rows != product(r.input.shape)) {
+    return detail::concat("has one next-token target per input token, but the model's output ",
+                          shapeText(r.output.shape), " is not one row of logits per token (",
+                          "a sequence classifier?): give it a data file with its labels");
+  }
+  if (classes < kByteVocabulary) {
+    return detail::concat("has byte tokens (0-255) but the model's output has ", classes,
+                          " classes",
+                          r.builtin_model ? " (set --model.vocab_size 256)"
+                                          : ": give it a token file (--data.format tokens) of ids "
+                                            "it knows, or --data.path synthetic");
+  }
+  return "";
 }
 
 }  // namespace
+
+void checkTargetsFit(const SampleField& target, const SampleShape& output, LossKind loss,
+                     int64_t ignore_index) {
+  const std::string& name = target.name;
+  const SampleShape& t = target.sample;
+  if (loss == LossKind::kMse) {
+    PPSTAGE_CHECK(t.shape == output.shape, "mse compares the model's output with the targets '",
+                  name, "', but one sample of the output is ", shapeText(output.shape),
+                  " and one of the targets ", shapeText(t.shape));
+    return;
+  }
+  PPSTAGE_CHECK(at::isIntegralType(t.dtype, false), "cross_entropy needs integer labels; the ",
+                "targets '", name, "' are ", t.dtype, " (use --train.loss mse)");
+  const int64_t classes = output.shape.empty() ? 0 : output.shape.back();
+  PPSTAGE_CHECK(classes > 0 && product(output.shape) / classes == product(t.shape),
+                "cross_entropy needs one row of logits per label: one sample of the model's ",
+                "output is ", shapeText(output.shape), " and one of the labels '", name, "' ",
+                shapeText(t.shape));
+  const bool bound_ignored = t.token_bound - 1 == ignore_index;
+  PPSTAGE_CHECK(t.token_bound <= classes || bound_ignored, "the labels '", name, "' go up to ",
+                t.token_bound - 1, " but the model's output has ", classes, " classes (0 to ",
+                classes - 1, ")");
+  PPSTAGE_CHECK(t.lowest >= 0 || t.lowest == ignore_index, "the labels '", name, "' go down to ",
+                t.lowest, ", which is neither a class (0 to ", classes - 1,
+                ") nor --train.ignore_index (", ignore_index, ")");
+}
 
 std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest& request) {
   if (config.path == "synthetic") {
@@ -125,18 +193,8 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
   }
   const bool embedded = config.path.empty();
   const std::string source = embedded ? "the embedded text" : "--data.path '" + config.path + "'";
-  PPSTAGE_CHECK(request.loss == LossKind::kCrossEntropy, source, " is byte-level text: it ",
-                "needs --train.loss cross_entropy (or --data.path synthetic)");
-  PPSTAGE_CHECK(request.input.shape.size() == 1, source, " gives sequences of token ids; ",
-                "the model takes samples of shape ", shapeText(request.input.shape),
-                " (use --data.path synthetic)");
-  DataRequest text = request;
-  text.input.token_bound = kByteVocabulary;
-  PPSTAGE_CHECK(request.output.shape.empty() || request.output.shape.back() >= kByteVocabulary,
-                source, " has byte tokens (0-255) but the model's vocabulary has ",
-                request.output.shape.empty() ? 0 : request.output.shape.back(),
-                " entries (set --model.vocab_size 256, or use --data.path synthetic)");
-  checkCrossEntropy(text);
+  const std::string mismatch = textMismatch(request);
+  PPSTAGE_CHECK(mismatch.empty(), source, " ", mismatch);
   std::string bytes =
       embedded ? std::string(embeddedText()) : readFile(config.path, "the data file --data.path");
   const int64_t seq_len = request.input.shape[0];
@@ -185,16 +243,42 @@ std::vector<int64_t> SampleOrder::samples(int64_t first, int64_t count) const {
   return indices;
 }
 
-at::Tensor stackInputs(const Dataset& data, const std::vector<int64_t>& indices) {
+at::Tensor stackField(const Dataset& data, size_t field, const std::vector<int64_t>& indices) {
   std::vector<at::Tensor> samples;
-  for (int64_t i : indices) samples.push_back(data.input(i));
+  samples.reserve(indices.size());
+  for (int64_t i : indices) samples.push_back(data.sample(field, i));
   return at::stack(samples);
 }
 
-at::Tensor stackTargets(const Dataset& data, const std::vector<int64_t>& indices) {
-  std::vector<at::Tensor> samples;
-  for (int64_t i : indices) samples.push_back(data.target(i));
-  return at::stack(samples);
+std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound) {
+  const SampleShape window{at::kLong, {seq_len}, token_bound};
+  return {{"input_ids", window}, {"labels", window}};
+}
+
+DataRoles dataRolesOf(const Dataset& data, const DataConfig& config) {
+  const std::vector<SampleField>& fields = data.fields();
+  std::vector<std::string> names;
+  for (const SampleField& f : fields) names.push_back(f.name);
+  const auto find = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  const std::string listed = joinText(names, ", ");
+  auto target = static_cast<size_t>(find(config.target));
+  if (!config.target.empty()) {
+    PPSTAGE_CHECK(target < names.size(), "--data.target '", config.target,
+                  "' is not in the data, which gives ", listed);
+  }
+  // A .npy file given as --data.targets is named after itself (npy_file.cpp).
+  const std::string targets_file = std::filesystem::path(config.targets).stem().string();
+  for (const std::string name : {targets_file, std::string("labels"), std::string("label"),
+                                 std::string("targets"), std::string("target")}) {
+    if (target >= names.size()) target = static_cast<size_t>(find(name));
+  }
+  PPSTAGE_CHECK(target < names.size(), "the data gives ", listed, " and no target: name one ",
+                "labels (or targets), or say which with --data.target");
+  PPSTAGE_CHECK(names.size() == 2, "the data gives ", names.size() - 1, " inputs beside its ",
+                "target '", names[target], "' (", listed, "); ppstage feeds a model one input");
+  return DataRoles{target == 0 ? size_t{1} : size_t{0}, target};
 }
 
 }  // namespace ppstage

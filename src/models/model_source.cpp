@@ -33,6 +33,8 @@ torch::jit::Module loadScriptFile(const std::string& path) {
 
 }  // namespace
 
+bool isBuiltinModel(const std::string& name) { return name == "gpt" || name == "mlp"; }
+
 LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train) {
   const auto seed = static_cast<uint64_t>(train.seed);
   if (model.name == "gpt") {
@@ -53,6 +55,7 @@ LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train) {
 }
 
 at::Tensor makeExampleInput(const InputSpec& spec, int64_t batch, uint64_t seed) {
+  if (spec.samples) return spec.samples(batch);
   PPSTAGE_CHECK(!spec.shape.empty(), "the example input needs a shape (--model.input_shape)");
   std::vector<int64_t> shape = spec.shape;
   shape[0] = batch;

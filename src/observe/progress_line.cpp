@@ -47,8 +47,12 @@ bool stdoutIsTerminal() {
 }
 
 ProgressLine::ProgressLine(std::ostream& out, int64_t first_step, int64_t steps,
-                           int64_t tokens_per_step)
-    : out_(out), first_step_(first_step), steps_(steps), tokens_per_step_(tokens_per_step) {}
+                           int64_t tokens_per_step, std::string unit)
+    : out_(out),
+      first_step_(first_step),
+      steps_(steps),
+      tokens_per_step_(tokens_per_step),
+      unit_(std::move(unit)) {}
 
 void ProgressLine::update(int64_t step, double loss, double seconds) {
   const Clock::time_point now = Clock::now();
@@ -59,7 +63,7 @@ void ProgressLine::update(int64_t step, double loss, double seconds) {
   const double eta = elapsed / done * static_cast<double>(steps_ - step - 1);
   std::ostringstream line;
   line << "step " << step + 1 << "/" << steps_ << "  loss " << std::fixed << std::setprecision(4)
-       << loss << "  tokens/s " << std::setprecision(0)
+       << loss << "  " << unit_ << "/s " << std::setprecision(0)
        << static_cast<double>(tokens_per_step_) / seconds << "  elapsed " << clockText(elapsed)
        << "  eta " << clockText(eta);
   out_ << "\r" << line.str() << "\x1b[K" << std::flush;  // ESC[K: erase to the line's end

@@ -198,13 +198,12 @@ struct Executor::Impl {
 
   // --- compute ----------------------------------------------------------------------------
 
-  void forward(int s, int m, const std::vector<at::Tensor>& data_inputs,
-               const std::vector<at::Tensor>& targets) {
+  void forward(int s, int m, const StepData& data) {
     MicroBatchState& st = state(s, m);
     LocalStage& stage = local(s);
     waitAll(st.input_works, {ActionKind::kRecvForward, s, m});
     if (s == 0) {
-      st.inputs = {data_inputs.at(m)};
+      st.inputs = {data.inputs.at(m)};
     }
     PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,
                             " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",
@@ -231,18 +230,22 @@ struct Executor::Impl {
     st.outputs.clear();
     for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
     if (isLast(s)) {
-      at::Tensor loss;
+      LossTerms terms;
       try {
-        loss = computeLoss(options.loss, st.outputs.at(0), targets.at(m));
+        terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m), options.ignore_index);
+      } catch (const Error& e) {
+        throw Error(where(s, m) + e.what());
       } catch (const c10::Error& e) {
         throw Error(where(s, m) + "the loss fails: " + rootCause(errorMessage(e)));
       }
-      const double value = loss.item<double>();
-      stats.loss_sum += value * options.loss_scale;
+      // This micro-batch's share of the step's mean (runtime/loss.h).
+      st.loss = terms.sum / static_cast<double>(data.targets_in_step);
+      const double value = st.loss.item<double>();
+      stats.loss_sum += value;
+      stats.correct += terms.correct;
       if (!std::isfinite(value) && stats.first_nonfinite_microbatch < 0) {
         stats.first_nonfinite_microbatch = options.first_microbatch + m;
       }
-      st.loss = options.loss_scale == 1 ? loss : loss * options.loss_scale;
       // Only the loss goes backward: the other outputs need not stay alive as roots.
       st.outputs.clear();
     } else if (runsHere(s + 1)) {
@@ -457,8 +460,7 @@ Executor::Executor(Communicator& comm, const Topology& topology, std::vector<Loc
 
 Executor::~Executor() = default;
 
-StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
-                            const std::vector<at::Tensor>& targets) {
+StepStats Executor::runStep(int64_t step, const StepData& data) {
   Impl& impl = *impl_;
   impl.stats = StepStats{};
   impl.stats.stage_compute_s.assign(impl.stages.size(), {});
@@ -471,7 +473,7 @@ StepStats Executor::runStep(int64_t step, const std::vector<at::Tensor>& inputs,
       case ActionKind::kSendForward:
       case ActionKind::kRecvBackward:
       case ActionKind::kSendBackward: impl.post(a); break;
-      case ActionKind::kForward: impl.forward(a.stage, a.microbatch, inputs, targets); break;
+      case ActionKind::kForward: impl.forward(a.stage, a.microbatch, data); break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight: impl.backward(a.kind, a.stage, a.microbatch); break;

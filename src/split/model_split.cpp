@@ -33,9 +33,10 @@ class Stopwatch {
 
 }  // namespace
 
-CapturedModel captureForSplit(const Config& config) {
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input) {
   Stopwatch watch;
   CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {}};
+  if (data_input != nullptr) captured.model.input = *data_input;
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
   captured.graph = captureModel(
@@ -53,9 +54,8 @@ CapturedModel captureForSplit(const Config& config) {
   } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
     throw Error(detail::concat(
         "the model fails on its example input (", dtypeName(captured.model.input.dtype), " ",
-        shapeText(captured.example_input.sizes().vec()),
-        ", set by --model.input_shape/--model.input_dtype): ",
-        describeModelFailure(captured.graph, captured.example_input, errorMessage(e))));
+        shapeText(captured.example_input.sizes().vec()), ", set by ", captured.model.input.source,
+        "): ", describeModelFailure(captured.graph, captured.example_input, errorMessage(e))));
   }
   captured.timings.shapes_s = watch.lap();
   return captured;
@@ -83,8 +83,9 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
   return split;
 }
 
-ModelSplit splitModel(const Config& config, const UnitTimes* unit_times) {
-  return splitCaptured(captureForSplit(config), config.pipeline, unit_times);
+ModelSplit splitModel(const Config& config, const UnitTimes* unit_times,
+                      const InputSpec* data_input) {
+  return splitCaptured(captureForSplit(config, data_input), config.pipeline, unit_times);
 }
 
 }  // namespace ppstage

@@ -18,6 +18,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
+#include "ppstage/data/data_files.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/time_balance.h"
 
@@ -63,25 +64,38 @@ SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
   return sample;
 }
 
-// What the data set must give: the model's input samples and, for the loss, targets shaped
-// like one sample of its first output.
-DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const TrainConfig& train) {
+// What a model-shaped data set must give: the model's input samples and, for the loss,
+// targets shaped like one sample of its first output.
+DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const Config& config) {
   DataRequest request;
   request.input.dtype = split.model.input.dtype;
   request.input.shape.assign(split.model.input.shape.begin() + 1, split.model.input.shape.end());
   request.input.token_bound = split.model.input.token_bound;
-  request.output = outputSample(split.stages.back().outputs.at(0), train.batch_size);
+  request.output = outputSample(split.stages.back().outputs.at(0), config.train.batch_size);
   request.loss = loss;
-  request.seed = train.seed;
+  request.seed = config.train.seed;
+  request.builtin_model = isBuiltinModel(config.model.name);
   return request;
 }
 
-int64_t tokensPerStep(const DataRequest& request, int64_t batch_size) {
-  int64_t tokens = batch_size;
-  if (at::isIntegralType(request.input.dtype, false)) {
-    for (int64_t d : request.input.shape) tokens *= d;
-  }
-  return tokens;
+// The example input of a data file: its first samples of the input field (cycling when the
+// data set is smaller than the batch asked for).
+InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRoles& roles,
+                        const DataConfig& config) {
+  const SampleShape& sample = data->fields().at(roles.input).sample;
+  InputSpec spec;
+  spec.dtype = sample.dtype;
+  spec.shape = {1};
+  spec.shape.insert(spec.shape.end(), sample.shape.begin(), sample.shape.end());
+  spec.token_bound = sample.token_bound;
+  spec.source = "the first samples of --data.path '" + config.path + "'";
+  const size_t field = roles.input;
+  spec.samples = [data, field](int64_t batch) {
+    std::vector<int64_t> indices;
+    for (int64_t i = 0; i < batch; ++i) indices.push_back(i % data->size());
+    return stackField(*data, field, indices);
+  };
+  return spec;
 }
 
 // The BoundarySpec of a stage's inputs (`inputs` true) or outputs, from the plan's shapes at
@@ -194,31 +208,64 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
-// Everything local: no collective, so that runAgreed can report any rank's failure.
-JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
-  JobLayout layout = layoutOf(config, rank, world);
-  const Topology& topology = layout.topology;
+// The model's split, cut on the data's first samples when the data file describes them.
+ModelSplit splitForJob(const Config& config, const Topology& topology,
+                       const UnitSeconds* unit_seconds, const InputSpec* data_input) {
   PipelineConfig pipeline = config.pipeline;
   pipeline.stages = topology.numStages();  // 0 (automatic) resolved by the layout
   std::optional<UnitTimes> times;
   if (unit_seconds != nullptr) times = unitTimesOf(*unit_seconds, config.pipeline, topology);
-  RankModel model;
-  model.split = splitCaptured(captureForSplit(config), pipeline, times ? &*times : nullptr);
-  layout.loss = resolveLossKind(config.train.loss, model.split.model.input.dtype);
+  return splitCaptured(captureForSplit(config, data_input), pipeline, times ? &*times : nullptr);
+}
 
-  const DataRequest request = dataRequestOf(model.split, layout.loss, config.train);
-  layout.tokens_per_step = tokensPerStep(request, config.train.batch_size);
-  std::unique_ptr<Dataset> data;
-  if (topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0) {
-    data = openDataset(config.data, request);
+// Everything local: no collective, so that runAgreed can report any rank's failure.
+JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
+  JobLayout layout = layoutOf(config, rank, world);
+  const Topology& topology = layout.topology;
+  std::optional<DataFile> file = openDataFileOf(config);
+  std::shared_ptr<const Dataset> data = file ? file->data : nullptr;
+  if (file) layout.roles = file->roles;
+  RankModel model;
+  model.split = splitForJob(config, topology, unit_seconds, file ? &file->input : nullptr);
+  const at::ScalarType decides_loss =
+      data ? data->fields().at(layout.roles.target).sample.dtype : model.split.model.input.dtype;
+  layout.loss = resolveLossKind(config.train.loss, decides_loss);
+  const SampleShape output =
+      outputSample(model.split.stages.back().outputs.at(0), config.train.batch_size);
+  if (data) {
+    checkTargetsFit(data->fields().at(layout.roles.target), output, layout.loss,
+                    config.train.ignore_index);
+  } else {
+    data = openDataset(config.data, dataRequestOf(model.split, layout.loss, config));
   }
+  const SampleShape& input = data->fields().at(layout.roles.input).sample;
+  const SampleShape& target = data->fields().at(layout.roles.target).sample;
+  layout.token_inputs = at::isIntegralType(input.dtype, /*includeBool=*/false);
+  layout.classifies = layout.loss == LossKind::kCrossEntropy && target.shape.empty();
+  layout.tokens_per_step = config.train.batch_size;
+  if (layout.token_inputs) {
+    for (int64_t d : input.shape) layout.tokens_per_step *= d;
+  }
+  PPSTAGE_CHECK(data->size() == 0 || data->size() >= config.train.batch_size, data->describe(),
+                " has fewer samples than one batch (--train.batch_size ", config.train.batch_size,
+                ")");
+  const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
-  return JobPlan(std::move(layout), std::move(model), std::move(data), std::move(stages));
+  return JobPlan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
 }
 
 }  // namespace
 
-JobPlan::JobPlan(JobLayout layout, RankModel model, std::unique_ptr<Dataset> data,
+std::optional<DataFile> openDataFileOf(const Config& config) {
+  if (isModelShaped(config.data)) return std::nullopt;
+  DataFile file;
+  file.data = openDataFile(config.data, config.model.seq_len);
+  file.roles = dataRolesOf(*file.data, config.data);
+  file.input = dataInputSpec(file.data, file.roles, config.data);
+  return file;
+}
+
+JobPlan::JobPlan(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
                  std::vector<LocalStage> local_stages)
     : layout_(std::move(layout)),
       model_(std::move(model)),
@@ -274,7 +321,9 @@ std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator&
     if (world.rank() != 0) return;
     setComputeThreads(computeThreads(config.train, world.size()));
     const Topology topology = jobTopology(config.pipeline, config.train, world.size());
-    mine = encodeSeconds(measureUnitSeconds(captureForSplit(config), config, topology));
+    const std::optional<DataFile> file = openDataFileOf(config);
+    const CapturedModel captured = captureForSplit(config, file ? &file->input : nullptr);
+    mine = encodeSeconds(measureUnitSeconds(captured, config, topology));
   });
   return decodeSeconds(allGatherStrings(world, mine).at(0));
 }

@@ -64,6 +64,12 @@ void stepAndClear(torch::optim::Optimizer& optimizer, const std::vector<at::Tens
   clearGradients(params);
 }
 
+void setLearningRate(torch::optim::Optimizer& optimizer, double lr) {
+  for (torch::optim::OptimizerParamGroup& group : optimizer.param_groups()) {
+    group.options().set_lr(lr);
+  }
+}
+
 void clearGradients(const std::vector<at::Tensor>& params) {
   for (at::Tensor p : params) p.mutable_grad() = at::Tensor();  // p shares the parameter
 }

@@ -112,6 +112,8 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.skipped_steps = record.skipped_steps;
   metrics.stopped_by = record.stopped_by;
   metrics.losses = record.losses;
+  metrics.accuracies = record.accuracies;
+  metrics.learning_rates = record.learning_rates;
   metrics.step_time_s = record.step_time_s;
   metrics.bubble_fraction = record.bubble_fraction;
   metrics.final_loss = metrics.losses.back();
@@ -122,6 +124,7 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
     throughput.push_back(static_cast<double>(layout.tokens_per_step) / s);
   }
   metrics.tokens_per_s = median(throughput);
+  metrics.throughput_unit = layout.token_inputs ? "tokens" : "samples";
   return metrics;
 }
 
@@ -214,8 +217,8 @@ void printSummary(const RunMetrics& m, std::ostream& log) {
       << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_step_s
       << " s (actions " << m.predicted_makespan_s << " + tail "
       << m.predicted_step_s - m.predicted_makespan_s << ", messages " << std::setprecision(3)
-      << m.comm_s * 1e3 << " ms each), " << std::setprecision(0) << m.tokens_per_s << " tokens/s"
-      << std::defaultfloat << std::setprecision(6) << "\n"
+      << m.comm_s * 1e3 << " ms each), " << std::setprecision(0) << m.tokens_per_s << " "
+      << m.throughput_unit << "/s" << std::defaultfloat << std::setprecision(6) << "\n"
       << "compile " << m.compile.mode << ": " << m.compile.graphs_compiled << " graphs compiled, "
       << m.compile.cache_hits << " cache hits, " << m.compile.respecializations
       << " re-specializations, " << m.compile.fusion_groups << " fusion groups, "
@@ -236,6 +239,8 @@ void writeMetricsJson(const RunMetrics& metrics, const std::string& path) {
 
 void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   losses.push_back(result.loss);
+  accuracies.push_back(result.accuracy);
+  learning_rates.push_back(result.lr);
   step_time_s.push_back(result.seconds);
   bubble_fraction.push_back(result.bubble);
   rss_mb.push_back(result.rss_mb);

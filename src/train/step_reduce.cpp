@@ -14,6 +14,7 @@ namespace {
 template <typename Reduce, typename Field>
 void forEachStepNumber(Reduce& r, Field field) {
   field(r.loss);
+  field(r.accuracy);
   field(r.norm_squared);
   for (auto& cost : r.costs) {
     field(cost.seconds);

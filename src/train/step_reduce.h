@@ -19,7 +19,8 @@ struct StepReduce {
     double seconds = 0;
     double count = 0;
   };
-  double loss = 0;             // the scaled micro-batch losses (last stage)
+  double loss = 0;             // the micro-batches' shares of the step's loss (last stage)
+  double accuracy = 0;         // cross_entropy: the shares of targets predicted right
   double norm_squared = 0;     // shares of the squared gradient norm (GradientSync)
   PerCompute<KindCost> costs;  // compute seconds and count of every kind
   double graphs_compiled = 0;  // the compile caches' counts so far
@@ -42,7 +43,7 @@ struct StepReduce {
   // Every per-rank slot sized for `world` ranks, zero.
   void sizeSlots(int world);
 
-  // [loss, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
+  // [loss, accuracy, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
   //  busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...,
   //  peak_allocated_mb..., peak_activation_mb...] as one
   // double tensor, and back.

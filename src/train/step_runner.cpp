@@ -15,8 +15,10 @@
 #include "ppstage/observe/metrics.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/observe/trace.h"
+#include "ppstage/runtime/loss.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
+#include "ppstage/train/lr_schedule.h"
 #include "ppstage/train/optimizer.h"
 #include "ppstage/train/stop_signal.h"
 
@@ -25,14 +27,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Micro-batches of this replica's samples: `indices[begin, begin + local_batch)`.
-std::vector<at::Tensor> cutMicrobatches(const Dataset& data, const std::vector<int64_t>& indices,
-                                        int64_t begin, const BatchLayout& layout, bool targets) {
+// Micro-batches of this replica's samples of `field`: `indices[begin, begin + local_batch)`.
+std::vector<at::Tensor> cutMicrobatches(const Dataset& data, size_t field,
+                                        const std::vector<int64_t>& indices, int64_t begin,
+                                        const BatchLayout& layout) {
   std::vector<at::Tensor> out;
   for (int m = 0; m < layout.microbatches; ++m) {
     const auto first = indices.begin() + begin + m * layout.microbatch_size;
-    const std::vector<int64_t> part(first, first + layout.microbatch_size);
-    out.push_back(targets ? stackTargets(data, part) : stackInputs(data, part));
+    out.push_back(stackField(data, field, {first, first + layout.microbatch_size}));
   }
   return out;
 }
@@ -112,8 +114,7 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   ExecutorOptions options;
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
-  options.loss_scale =
-      1.0 / (static_cast<double>(layout.batch.microbatches) * layout.topology.dpSize());
+  options.ignore_index = config.train.ignore_index;
   options.seed = config.train.seed;
   options.first_microbatch =
       static_cast<int64_t>(layout.topology.dpRank()) * layout.batch.microbatches;
@@ -138,20 +139,19 @@ StepResult StepRunner::run(int64_t step) {
   const bool reads_targets = topology.owns(topology.numStages() - 1);
   const int64_t bytes_at_start = tensorBytesNow();
   resetTensorBytesPeak();
-  std::vector<at::Tensor> inputs, targets;
+  StepData data;
   if (reads_inputs || reads_targets) {
     const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
     const int64_t replica_begin = topology.dpRank() * layout_.batch.local_batch;
     if (reads_inputs) {
-      inputs = cutMicrobatches(*data_, indices, replica_begin, layout_.batch, false);
+      data.inputs =
+          cutMicrobatches(*data_, layout_.roles.input, indices, replica_begin, layout_.batch);
     }
-    if (reads_targets) {
-      targets = cutMicrobatches(*data_, indices, replica_begin, layout_.batch, true);
-    }
+    if (reads_targets) data = withTargets(std::move(data), indices, replica_begin);
   }
   samples_seen_ += config_.train.batch_size;
   const auto start = Clock::now();
-  const StepStats stats = executor_->runStep(step, inputs, targets);
+  const StepStats stats = executor_->runStep(step, data);
   const auto actions_end = Clock::now();
   int64_t traced = trace_ ? TraceRecorder::now() : 0;
   // Adds the span from the last traced instant to now as a `kind` event.
@@ -166,15 +166,18 @@ StepResult StepRunner::run(int64_t step) {
   const TensorPeak memory{bytes_at_start, tensorBytesPeak()};  // before the optimizer's state
 
   StepResult result;
-  result.reduced = StepReduce::unpack(allReduceStep(stats, memory));
+  result.reduced = StepReduce::unpack(allReduceStep(stats, memory, data.targets_in_step));
   trace(TraceKind::kAllReduce);
   result.loss = result.reduced.loss;
+  result.accuracy = layout_.classifies ? result.reduced.accuracy : std::nan("");
   result.grad_norm = std::sqrt(result.reduced.norm_squared);
   result.stop_signal = jobStopSignal(result.reduced.stop_signal);
   result.finite = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
+  result.lr = learningRate(config_.train, step);
   if (result.finite) {
     const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
     if (coefficient < 1) sync_->scale(coefficient);
+    setLearningRate(*optimizer_, result.lr);
     stepAndClear(*optimizer_, params_);
   } else {
     result.nonfinite = whereNonfinite(result, model_.split);
@@ -205,6 +208,21 @@ StepResult StepRunner::run(int64_t step) {
   return result;
 }
 
+StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indices,
+                                 int64_t replica_begin) const {
+  // The whole step's targets (every replica's), to count what the step's mean divides by;
+  // a step whose targets are all ignored counts 1, so that its loss and gradients are 0.
+  const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
+  data.targets_in_step =
+      std::max<int64_t>(1, countTargets(layout_.loss, all, config_.train.ignore_index));
+  const BatchLayout& batch = layout_.batch;
+  for (int m = 0; m < batch.microbatches; ++m) {
+    data.targets.push_back(
+        all.narrow(0, replica_begin + m * batch.microbatch_size, batch.microbatch_size));
+  }
+  return data;
+}
+
 TransferSeconds StepRunner::measureTransfers() {
   return ppstage::measureTransfers(world_, links_, layout_.batch.microbatch_size);
 }
@@ -227,9 +245,12 @@ int64_t StepRunner::writeTrace() {
   return static_cast<int64_t>(trace_->events().size());
 }
 
-at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory) {
+at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory,
+                                     int64_t targets_in_step) {
   StepReduce mine;
   mine.loss = stats.loss_sum;
+  // Every replica's last stage adds its share: the sum is the step's accuracy.
+  mine.accuracy = static_cast<double>(stats.correct) / static_cast<double>(targets_in_step);
   mine.norm_squared = sync_->squaredNormShare();
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};

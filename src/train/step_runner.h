@@ -29,6 +29,7 @@ class GradientSync;
 class SampleOrder;
 class TraceRecorder;
 struct ClockAlignment;
+struct StepData;
 struct StepStats;
 class Dataset;
 struct Config;
@@ -39,6 +40,8 @@ struct RankModel;
 // What one step did, over the whole job.
 struct StepResult {
   double loss = 0;       // the mean loss of the step's global batch
+  double accuracy = 0;   // classification: the share of its labels predicted right; else NaN
+  double lr = 0;         // the learning rate the optimizer applied (train/lr_schedule.h)
   double grad_norm = 0;  // the global gradient norm before clipping
   double seconds = 0;    // wall time of the step on this rank
   double bubble = 0;     // idle over (ranks x step time)
@@ -100,7 +103,13 @@ class StepRunner {
     int64_t peak = 0;
   };
   // This rank's part of the step's one world all-reduce, summed over all ranks (packed).
-  at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory);
+  // `targets_in_step`: what the step's loss was divided by (StepData).
+  at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory,
+                           int64_t targets_in_step);
+  // `data` with this replica's targets of the step's samples `indices` (this replica's
+  // begin at `replica_begin`) and the count of the whole step's.
+  StepData withTargets(StepData data, const std::vector<int64_t>& indices,
+                       int64_t replica_begin) const;
 
   const Config& config_;
   const JobLayout& layout_;

@@ -166,7 +166,8 @@ UnitTimes unitTimesOf(const UnitSeconds& seconds, const PipelineConfig& config,
 }
 
 ModelSplit splitModelMeasuringTime(const Config& config) {
-  CapturedModel captured = captureForSplit(config);
+  const std::optional<DataFile> file = openDataFileOf(config);
+  CapturedModel captured = captureForSplit(config, file ? &file->input : nullptr);
   if (!balancesByTime(config.pipeline)) return splitCaptured(std::move(captured), config.pipeline);
   const PipelineConfig& p = config.pipeline;
   const int stages = std::max(static_cast<int>(p.stages), 1);

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <optional>
 #include <ostream>
+#include <sstream>
 
 #include "checkpointer.h"
 #include "ppstage/comm/agreement.h"
@@ -26,6 +27,28 @@
 
 namespace ppstage {
 namespace {
+
+// " (auto: labels are int64)" when --train.loss auto picked the loss; else "".
+std::string lossChoiceText(const Config& c, const JobPlan& plan) {
+  if (c.train.loss || plan.data() == nullptr) return "";
+  const SampleField& target = plan.data()->fields().at(plan.layout().roles.target);
+  return " (auto: " + target.name + " are " + dtypeName(target.sample.dtype) + ")";
+}
+
+// " (cosine to 0.0001 after 100 warm-up steps)"; "" for a constant rate without warm-up.
+std::string lrScheduleText(const TrainConfig& t) {
+  std::ostringstream out;
+  if (t.lr_schedule != LrSchedule::kConstant) {
+    out << " (" << toString(t.lr_schedule) << " to " << t.min_lr;
+  } else if (t.warmup_steps > 0) {
+    out << " (constant";
+  } else {
+    return "";
+  }
+  if (t.warmup_steps > 0) out << " after " << t.warmup_steps << " warm-up steps";
+  out << ")";
+  return out.str();
+}
 
 // The built-in models by the options that built them; a model file by what was captured,
 // since the gpt options do not describe it.
@@ -63,19 +86,23 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
       << std::defaultfloat << std::setprecision(6) << "  compile   " << toString(c.compile.mode)
       << "\n"
       << "  train     " << c.train.steps << " steps, " << toString(c.train.optimizer) << " lr "
-      << c.train.lr << " weight_decay " << c.train.weight_decay << ", grad_clip "
-      << c.train.grad_clip << ", loss " << toString(layout.loss) << ", seed " << c.train.seed
-      << "\n"
+      << c.train.lr << lrScheduleText(c.train) << " weight_decay " << c.train.weight_decay
+      << ", grad_clip " << c.train.grad_clip << ", loss " << toString(layout.loss)
+      << lossChoiceText(c, plan) << ", seed " << c.train.seed << "\n"
       << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n\n";
 }
 
-// "step    3/50  loss 4.1234  time 0.031 s  tokens/s 16516  bubble 0.301  grad_norm 1.234",
-// with the compile counts so far (over all ranks) when compiling.
-void printStep(std::ostream& log, const Config& c, int64_t step, const StepResult& r,
-               int64_t tokens_per_step) {
+// "step    3/50  loss 4.1234  lr 0.003  time 0.031 s  tokens/s 16516  bubble 0.301
+// grad_norm 1.234" (accuracy after the loss when classifying; samples/s for inputs that are
+// not token ids), with the compile counts so far (over all ranks) when compiling.
+void printStep(std::ostream& log, const Config& c, const JobLayout& layout, int64_t step,
+               const StepResult& r) {
   log << "step " << std::setw(4) << step + 1 << "/" << c.train.steps << "  loss " << std::fixed
-      << std::setprecision(4) << r.loss << "  time " << std::setprecision(3) << r.seconds
-      << " s  tokens/s " << std::setprecision(0) << static_cast<double>(tokens_per_step) / r.seconds
+      << std::setprecision(4) << r.loss;
+  if (layout.classifies) log << "  accuracy " << r.accuracy;
+  log << std::defaultfloat << std::setprecision(3) << "  lr " << r.lr << std::fixed << "  time "
+      << r.seconds << " s  " << (layout.token_inputs ? "tokens/s " : "samples/s ")
+      << std::setprecision(0) << static_cast<double>(layout.tokens_per_step) / r.seconds
       << "  bubble " << std::setprecision(3) << r.bubble << "  grad_norm " << std::setprecision(3)
       << r.grad_norm;
   if (countingAllocatorInstalled()) {  // the largest rank's tensor memory in this step
@@ -112,8 +139,9 @@ class TrainLoop {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
     if (live_progress_) {
-      progress_.emplace(log_, record_.first_step, config_.train.steps,
-                        plan_.layout().tokens_per_step);
+      const JobLayout& layout = plan_.layout();
+      progress_.emplace(log_, record_.first_step, config_.train.steps, layout.tokens_per_step,
+                        layout.token_inputs ? "tokens" : "samples");
     }
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
       const StepResult result = runner_.run(step);
@@ -162,7 +190,7 @@ class TrainLoop {
   void logStep(int64_t step, const StepResult& result) {
     if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
       clearProgress();
-      printStep(log_, config_, step, result, plan_.layout().tokens_per_step);
+      printStep(log_, config_, plan_.layout(), step, result);
     }
     if (progress_) progress_->update(step, result.loss, result.seconds);
   }

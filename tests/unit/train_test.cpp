@@ -53,8 +53,8 @@ TEST(Data, TextWindowsAreInputsAndNextByteTargets) {
   config.path = path;
   const auto data = openDataset(config, tokenRequest(4, 256));
   EXPECT_EQ(data->size(), 2);
-  EXPECT_TRUE(at::equal(data->input(1), at::tensor({'e', 'f', 'g', 'h'}, at::kLong)));
-  EXPECT_TRUE(at::equal(data->target(1), at::tensor({'f', 'g', 'h', 'i'}, at::kLong)));
+  EXPECT_TRUE(at::equal(data->sample(0, 1), at::tensor({'e', 'f', 'g', 'h'}, at::kLong)));
+  EXPECT_TRUE(at::equal(data->sample(1, 1), at::tensor({'f', 'g', 'h', 'i'}, at::kLong)));
   std::remove(path.c_str());
 }
 
@@ -63,7 +63,7 @@ TEST(Data, EmbeddedTextIsTheDefault) {
   EXPECT_GT(embeddedText().size(), 200000u);
   EXPECT_EQ(data->size(), static_cast<int64_t>((embeddedText().size() - 1) / 64));
   EXPECT_NE(data->describe().find("Jargon File"), std::string::npos);
-  EXPECT_EQ(data->input(0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
+  EXPECT_EQ(data->sample(0, 0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
 }
 
 TEST(Data, BadDataIsRejectedWithTheReason) {
@@ -75,7 +75,7 @@ TEST(Data, BadDataIsRejectedWithTheReason) {
             std::string::npos);
   EXPECT_NE(test::errorOf([&] {
               openDataset(DataConfig{}, tokenRequest(8, 96));
-            }).find("the model's vocabulary has 96 entries"),
+            }).find("the model's output has 96 classes"),
             std::string::npos);
   DataRequest mse = tokenRequest(8, 256);
   mse.loss = LossKind::kMse;
@@ -88,11 +88,11 @@ TEST(Data, SyntheticSamplesDependOnTheIndexAndSeedOnly) {
   synthetic.path = "synthetic";
   const auto a = openDataset(synthetic, tokenRequest(16, 50));
   const auto b = openDataset(synthetic, tokenRequest(16, 50));
-  EXPECT_TRUE(at::equal(a->input(7), b->input(7)));
-  EXPECT_FALSE(at::equal(a->input(7), a->input(8)));
+  EXPECT_TRUE(at::equal(a->sample(0, 7), b->sample(0, 7)));
+  EXPECT_FALSE(at::equal(a->sample(0, 7), a->sample(0, 8)));
   // Targets are the inputs shifted by one.
-  EXPECT_TRUE(at::equal(a->input(3).narrow(0, 1, 15), a->target(3).narrow(0, 0, 15)));
-  EXPECT_LT(a->input(3).max().item<int64_t>(), 50);
+  EXPECT_TRUE(at::equal(a->sample(0, 3).narrow(0, 1, 15), a->sample(1, 3).narrow(0, 0, 15)));
+  EXPECT_LT(a->sample(0, 3).max().item<int64_t>(), 50);
 }
 
 TEST(Data, EveryEpochVisitsEverySampleOnceInTheSameOrderOnEveryRank) {

@@ -42,6 +42,37 @@ enum class LossKind {
   kMse,           // mean squared error against targets of the output's shape
 };
 
+// --data.format: how --data.path is read (data/data_files.h).
+enum class DataFormat { kAuto, kText, kTokens, kNpy, kTensors, kIdx };
+
+// --data.token_dtype: the integer type of a flat token file.
+enum class TokenDtype { kUint16, kUint32 };
+
+// --train.lr_schedule: the learning rate of each step (train/lr_schedule.h).
+enum class LrSchedule { kConstant, kCosine, kLinear };
+
+template <>
+struct Choices<DataFormat> {
+  static constexpr const char* kOption = "data.format";
+  static constexpr std::pair<DataFormat, const char*> kNames[] = {
+      {DataFormat::kAuto, "auto"},       {DataFormat::kText, "text"},
+      {DataFormat::kTokens, "tokens"},   {DataFormat::kNpy, "npy"},
+      {DataFormat::kTensors, "tensors"}, {DataFormat::kIdx, "idx"}};
+};
+template <>
+struct Choices<TokenDtype> {
+  static constexpr const char* kOption = "data.token_dtype";
+  static constexpr std::pair<TokenDtype, const char*> kNames[] = {{TokenDtype::kUint16, "uint16"},
+                                                                  {TokenDtype::kUint32, "uint32"}};
+};
+template <>
+struct Choices<LrSchedule> {
+  static constexpr const char* kOption = "train.lr_schedule";
+  static constexpr std::pair<LrSchedule, const char*> kNames[] = {
+      {LrSchedule::kConstant, "constant"},
+      {LrSchedule::kCosine, "cosine"},
+      {LrSchedule::kLinear, "linear"}};
+};
 template <>
 struct Choices<InputDtype> {
   static constexpr const char* kOption = "model.input_dtype";
@@ -118,12 +149,16 @@ struct TrainConfig {
   int64_t batch_size = 8;  // global batch (over all micro-batches and replicas)
   int64_t seed = 0;        // parameter initialisation, example inputs, sample order, random ops
   int64_t steps = 50;      // optimizer steps
-  double lr = 3e-3;
+  double lr = 3e-3;        // the peak learning rate (after warm-up)
+  LrSchedule lr_schedule = LrSchedule::kConstant;
+  int64_t warmup_steps = 0;  // linear from lr / warmup_steps at step 1 up to lr
+  double min_lr = 0;         // cosine and linear decay end here at the last step
   double weight_decay = 0.01;
   double grad_clip = 1.0;  // global gradient-norm bound; 0 turns clipping off
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double momentum = 0;           // sgd only
-  std::optional<LossKind> loss;  // empty: auto (cross_entropy for token ids, else mse)
+  std::optional<LossKind> loss;  // empty: auto, from the data's targets (runtime/loss.h)
+  int64_t ignore_index = -100;   // cross_entropy: targets equal to it do not count
   int64_t dp = 1;                // data-parallel replicas; world = pp * dp
   int64_t threads = 0;           // intra-op threads per rank; 0: cores / local ranks
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
@@ -149,8 +184,12 @@ struct CompileConfig {
 // [data]: where training samples come from.
 struct DataConfig {
   // "" : the public-domain text embedded in ppstage; "synthetic": random samples drawn
-  // from the seed; anything else: a file read as bytes (byte-level tokens).
+  // from the seed; anything else: a data file or folder read as `format` says.
   std::string path;
+  DataFormat format = DataFormat::kAuto;         // auto: by extension and magic number
+  TokenDtype token_dtype = TokenDtype::kUint16;  // tokens files without a header
+  std::string targets;  // npy: the targets' file beside one --data.path x.npy
+  std::string target;   // the field that is the target; empty: labels, label, targets, target
 };
 
 // [output]: what a training run reports.

@@ -14,6 +14,9 @@ namespace ppstage {
 // Splits "a,b,,c" into {"a", "b", "c"} (whitespace trimmed, empty items dropped).
 std::vector<std::string> splitList(const std::string& text, char separator = ',');
 
+// {"a", "b", "c"} -> "a, b, c" (with separator ", ").
+std::string joinText(const std::vector<std::string>& items, const std::string& separator);
+
 // {8, 128, 64} -> "[8, 128, 64]"
 std::string shapeText(const std::vector<int64_t>& sizes);
 

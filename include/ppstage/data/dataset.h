@@ -1,13 +1,16 @@
-// data: where training samples come from. A Dataset maps a sample index to one (input,
-// target) pair without the batch dimension; a SampleOrder says which samples make up each
+// data: where training samples come from. A Dataset maps a sample index to its named
+// tensors (fields) without the batch dimension; DataRoles say which field the model takes
+// and which one its loss compares against; a SampleOrder says which samples make up each
 // step's global batch, the same on every rank (a function of the seed and the step only).
 //
-// Kinds (--data.path):
+// Kinds (--data.path, --data.format):
 //   ""          the public-domain text embedded in ppstage (embedded_text.h), as bytes
-//   "synthetic" random samples drawn from (seed, index)
-//   a path      a file read as bytes
-// Text is cut into non-overlapping windows of seq_len + 1 bytes: the first seq_len are the
-// input token ids, the last seq_len (shifted by one) the next-token targets.
+//   "synthetic" random samples drawn from (seed, index), shaped like the model's input
+//   text        a file read as bytes
+//   tokens, npy, tensors, idx: data files that describe their own samples (data_files.h)
+// Text and token files are cut into windows of seq_len + 1 tokens, window i starting at
+// token i * seq_len: the first seq_len are the input ids (`input_ids`), the last seq_len
+// (shifted by one) the next-token targets (`labels`).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,19 +29,44 @@ namespace ppstage {
 struct SampleShape {
   at::ScalarType dtype = at::kLong;
   std::vector<int64_t> shape;
-  int64_t token_bound = 0;  // integer samples are below it
+  int64_t token_bound = 0;  // integer samples are below it; 0: not known
+  int64_t lowest = 0;       // integer samples are at least it (where known)
 };
 
+// One named tensor of every sample: "input_ids" int64 (64), "images" float (1, 28, 28).
+struct SampleField {
+  std::string name;
+  SampleShape sample;
+};
+
+// The samples of a data set. Reads only: safe to share, not to call from two threads.
 class Dataset {
  public:
   virtual ~Dataset() = default;
   // Number of distinct samples; 0 when unbounded (synthetic).
   virtual int64_t size() const = 0;
-  virtual at::Tensor input(int64_t index) const = 0;
-  virtual at::Tensor target(int64_t index) const = 0;
+  // The named tensors of a sample, in the data's own order.
+  virtual const std::vector<SampleField>& fields() const = 0;
+  // Field `field` of sample `index`: a new tensor of that field's dtype and shape.
+  virtual at::Tensor sample(size_t field, int64_t index) const = 0;
   // "embedded text (Jargon File 4.4.7 excerpt, 309840 bytes, 4841 sequences of 64)"
   virtual std::string describe() const = 0;
 };
+
+// The fields of token windows: input_ids and labels, (seq_len) int64 below token_bound.
+std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound);
+
+// Which field of a data set feeds the model and which is its loss's target.
+struct DataRoles {
+  size_t input = 0;
+  size_t target = 1;
+};
+
+// The roles of `data`'s fields: the target is the field --data.target names, else the one
+// named after the --data.targets file, else the one named labels, label, targets or target; the
+// input is the one other field. Throws ppstage::Error when there is no target, or when the data
+// gives several inputs (the model is fed one so far) or a --data.target it does not have.
+DataRoles dataRolesOf(const Dataset& data, const DataConfig& config);
 
 // What the model takes and what its loss compares against.
 struct DataRequest {
@@ -46,12 +74,21 @@ struct DataRequest {
   SampleShape output;  // the model's first output
   LossKind loss = LossKind::kCrossEntropy;
   int64_t seed = 0;
+  bool builtin_model = false;  // gpt or mlp: --model.vocab_size changes its vocabulary
 };
 
-// Opens the data set of `config` for `request`. Throws ppstage::Error when the file is
-// missing or shorter than one sequence, or when the data cannot feed this model and loss
-// (text needs token-id inputs of one dimension, cross-entropy and a vocabulary of 256).
+// Opens a data set whose samples the model shapes (the embedded text, a text file, or
+// synthetic: isModelShaped) for `request`. Throws ppstage::Error when the file is missing
+// or shorter than one sequence, or when the data cannot feed this model and loss (text
+// needs token-id inputs of one dimension, cross-entropy and a vocabulary of 256).
 std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest& request);
+
+// Throws ppstage::Error when the targets `target` cannot be compared by `loss` with one
+// sample of the model's first output (`output`): cross_entropy needs integer labels, one
+// per row of logits, below the number of classes; mse the output's shape.
+// Labels equal to `ignore_index` are not checked.
+void checkTargetsFit(const SampleField& target, const SampleShape& output, LossKind loss,
+                     int64_t ignore_index);
 
 // Which samples each step uses: epochs of a seeded permutation of a bounded data set
 // (every sample once per epoch), consecutive indices of an unbounded one.
@@ -71,8 +108,7 @@ class SampleOrder {
   mutable std::vector<std::pair<int64_t, std::vector<int64_t>>> cache_;
 };
 
-// Stacks the inputs (or targets) of `indices` into one batch tensor.
-at::Tensor stackInputs(const Dataset& data, const std::vector<int64_t>& indices);
-at::Tensor stackTargets(const Dataset& data, const std::vector<int64_t>& indices);
+// Stacks field `field` of the samples `indices` into one batch tensor: (indices, ...).
+at::Tensor stackField(const Dataset& data, size_t field, const std::vector<int64_t>& indices);
 
 }  // namespace ppstage

@@ -81,12 +81,15 @@ struct RunMetrics {
   std::string stopped_by;       // "SIGTERM" or "SIGINT" when a signal ended the run early
   // Per step of this run (a skipped step's loss is NaN, null in JSON).
   std::vector<double> losses;
+  std::vector<double> accuracies;      // classification: labels predicted right; else null
+  std::vector<double> learning_rates;  // the learning rate each step applied
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;  // measured: idle / (ranks * step time)
   // Summary.
   double final_loss = 0;
-  double tokens_per_s = 0;     // median over steps
-  double measured_step_s = 0;  // median over steps
+  double tokens_per_s = 0;  // median over steps (samples/s when inputs are not tokens)
+  std::string throughput_unit = "tokens";  // "tokens" or "samples": what tokens_per_s counts
+  double measured_step_s = 0;              // median over steps
   // The schedule simulator's makespan with the costs every stage measured (its ranks'
   // action_s), and the predicted step: that makespan plus the tail of the rank that ends
   // its actions last (Note [Predicted step] in src/train/run_summary.cpp).

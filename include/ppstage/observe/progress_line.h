@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 
 namespace ppstage {
 
@@ -17,7 +18,9 @@ bool stdoutIsTerminal();
 class ProgressLine {
  public:
   // Steps [first_step, steps) of a run with `tokens_per_step` tokens (or samples) a step.
-  ProgressLine(std::ostream& out, int64_t first_step, int64_t steps, int64_t tokens_per_step);
+  // `unit`: what tokens_per_step counts, "tokens" or "samples".
+  ProgressLine(std::ostream& out, int64_t first_step, int64_t steps, int64_t tokens_per_step,
+               std::string unit = "tokens");
 
   // After step `step` (0-based) took `seconds`, with `loss`: redraws the line, at most ten
   // times a second (and always for the last step).
@@ -30,6 +33,7 @@ class ProgressLine {
   using Clock = std::chrono::steady_clock;
   std::ostream& out_;
   int64_t first_step_, steps_, tokens_per_step_;
+  std::string unit_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point drawn_at_{};
   bool drawn_ = false;

@@ -5,8 +5,8 @@
 //   RECV_F  post receives for s's inputs, into buffers of the rank's receive pools
 //   F       wait for the inputs, run the stage forward recording autograd (random ops draw
 //           from the micro-batch's RandomStream); keep the inputs
-//           (autograd leaves) and outputs backward needs. The last stage computes the loss
-//           of m against its targets, scaled by ExecutorOptions::loss_scale. When s+1 runs on
+//           (autograd leaves) and outputs backward needs. The last stage computes m's share
+//           of the step's loss against its targets (runtime/loss.h). When s+1 runs on
 //           this rank, its inputs are handed over directly (detached leaves, no copy).
 //   SEND_F  post sends of s's outputs
 //   RECV_B  post receives for the gradients of s's outputs
@@ -28,7 +28,8 @@
 // until the step ends) goes back at the end of the step. Sends are waited for at the end
 // of the step: a send's Work keeps its tensor alive until then.
 //
-// Gradients accumulate over micro-batches; with loss_scale = 1/(M * dp) a pipelined step
+// Gradients accumulate over micro-batches; with each micro-batch's loss divided by the
+// targets of the whole step (StepData::targets_in_step, over all replicas) a pipelined step
 // accumulates what one full-batch step of the mean loss computes.
 #pragma once
 
@@ -66,7 +67,7 @@ struct LocalStage {
 struct ExecutorOptions {
   int64_t microbatch_size = 1;
   LossKind loss = LossKind::kCrossEntropy;
-  double loss_scale = 1;  // applied to every micro-batch's loss before backward
+  int64_t ignore_index = -100;  // cross_entropy: targets equal to it do not count
   // The random stream of each forward (see ppstage/graph/random_stream.h): micro-batch m of
   // step t draws from (seed, t, first_microbatch + m).
   int64_t seed = 0;
@@ -77,9 +78,19 @@ struct ExecutorOptions {
   bool receives_ahead = true;
 };
 
+// One step's data on this rank.
+struct StepData {
+  std::vector<at::Tensor> inputs;   // [m]: micro-batch m of the model's input (stage 0)
+  std::vector<at::Tensor> targets;  // [m]: its targets (the last stage)
+  // The targets that count in the whole step, over every micro-batch and replica
+  // (countTargets): each micro-batch's loss sum is divided by it.
+  int64_t targets_in_step = 1;
+};
+
 // What one step cost on this rank.
 struct StepStats {
-  double loss_sum = 0;  // sum of scaled micro-batch losses (last stage only)
+  double loss_sum = 0;  // sum of the micro-batches' shares of the step's loss (last stage)
+  int64_t correct = 0;  // cross_entropy: counted targets predicted right (last stage)
   // The first global micro-batch (first_microbatch + m) whose loss was NaN or inf; -1: none.
   int64_t first_nonfinite_microbatch = -1;
   // Per compute kind: seconds and count, summed over this rank's stages.
@@ -109,13 +120,11 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Step `step` (0-based). `inputs[m]` is micro-batch m of the model's input (only read
-  // when this rank runs stage 0), `targets[m]` its targets (only read when it runs the last
-  // stage). Throws CommError when a peer does not answer in time, and ppstage::Error naming
-  // the stage, micro-batch, step and cause when the model fails (a token id beyond an
-  // embedding, ...); for a forward also the failing module and op.
-  StepStats runStep(int64_t step, const std::vector<at::Tensor>& inputs,
-                    const std::vector<at::Tensor>& targets);
+  // Step `step` (0-based) over `data` (its inputs are only read when this rank runs stage
+  // 0, its targets when it runs the last stage). Throws CommError when a peer does not answer in
+  // time, and ppstage::Error naming the stage, micro-batch, step and cause when the model fails (a
+  // token id beyond an embedding, ...); for a forward also the failing module and op.
+  StepStats runStep(int64_t step, const StepData& data);
 
  private:
   struct Impl;

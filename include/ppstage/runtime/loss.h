@@ -1,4 +1,9 @@
 // The loss the last stage computes for each micro-batch.
+//
+// A step's loss is the mean over every target that counts in the whole step (all its
+// micro-batches and replicas): each micro-batch contributes the sum of its terms divided by
+// the step's count (countTargets), so the number of micro-batches does not change it, and
+// targets equal to --train.ignore_index weigh nothing wherever they fall.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,13 +14,30 @@
 
 namespace ppstage {
 
-// The loss --train.loss names; auto (none named): cross_entropy when the model takes integer
-// token ids, mse otherwise.
-LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType input_dtype);
+// The loss --train.loss names; auto (none named): cross_entropy for integer targets (token
+// windows, class labels), mse for floating-point ones.
+LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType target_dtype);
 
-// Mean loss of `output` (the model's first output) against `target`. For cross entropy the
-// logits are flattened to (-1, V) and the targets to (-1), so (B, T, V) and (B*T, V)
-// logits both work with (B, T) targets. Throws ppstage::Error on shapes that do not fit.
-at::Tensor computeLoss(LossKind kind, const at::Tensor& output, const at::Tensor& target);
+// One micro-batch's share of a loss.
+struct LossTerms {
+  at::Tensor sum;       // scalar: the sum of the counted terms (differentiable)
+  int64_t correct = 0;  // cross_entropy: counted targets whose logit is the largest
+};
+
+// The terms of `output` (the model's first output) against `target`. Cross entropy
+// flattens the logits to (-1, C) and the targets to (-1), so (N, C) logits against (N)
+// labels and (N, T, V) against (N, T) both work; targets equal to `ignore_index` do not
+// count. Mse counts every element. Throws ppstage::Error on shapes that do not fit, and on
+// a label outside [0, C) that is not ignore_index.
+LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
+                    int64_t ignore_index);
+
+// How many terms of `target` count: cross_entropy the entries not equal to
+// `ignore_index`; mse every element.
+int64_t countTargets(LossKind kind, const at::Tensor& target, int64_t ignore_index);
+
+// The mean loss of one batch: lossTerms' sum over countTargets (NaN when none counts).
+at::Tensor computeLoss(LossKind kind, const at::Tensor& output, const at::Tensor& target,
+                       int64_t ignore_index = -100);
 
 }  // namespace ppstage

@@ -45,9 +45,11 @@ struct ModelSplit {
   SplitTimings timings;
 };
 
-// Loads (or builds) the model of `config` and captures it. Throws ppstage::Error for
-// anything the user can fix (a missing file, a model that fails on its example input).
-CapturedModel captureForSplit(const Config& config);
+// Loads (or builds) the model of `config` and captures it on its example input, or on
+// `data_input` when given (the first samples of a data file: no shape flags needed).
+// Throws ppstage::Error for anything the user can fix (a missing file, a model that fails
+// on its example input).
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr);
 
 // Cuts `captured` into stages as `pipeline` says (planStages; `unit_times` is required when
 // it balances by time) and finds the parameters tied across them.
@@ -55,7 +57,8 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
                          const UnitTimes* unit_times = nullptr);
 
 // captureForSplit, then splitCaptured.
-ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullptr);
+ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullptr,
+                      const InputSpec* data_input = nullptr);
 
 // Whether `pipeline` balances its stages by measured time (and so needs UnitTimes).
 bool balancesByTime(const PipelineConfig& pipeline);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct JobLayout {
   BatchLayout batch;
   PipelineSchedule schedule;  // every pipeline rank's lowered actions
   LossKind loss = LossKind::kCrossEntropy;
+  DataRoles roles;              // the data's fields the model takes and the loss compares to
+  bool classifies = false;      // cross_entropy against one label per sample: report accuracy
+  bool token_inputs = true;     // the model takes token ids: throughput in tokens/s
   int threads = 1;              // intra-op threads of this rank
   int64_t tokens_per_step = 0;  // samples x tokens per sample (samples, for float inputs)
 };
@@ -54,7 +58,7 @@ struct RankModel {
 // model().split.stages and their compiled graphs into *model().compile_cache.
 class JobPlan {
  public:
-  JobPlan(JobLayout layout, RankModel model, std::unique_ptr<Dataset> data,
+  JobPlan(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
           std::vector<LocalStage> local_stages);
   JobPlan(JobPlan&&) = default;
   JobPlan& operator=(JobPlan&&) = default;
@@ -72,10 +76,22 @@ class JobPlan {
  private:
   JobLayout layout_;
   RankModel model_;
-  std::unique_ptr<Dataset> data_;
+  std::shared_ptr<const Dataset> data_;
   std::vector<LocalStage> local_stages_;
   bool stages_taken_ = false;
 };
+
+// A data file that describes its samples (data/data_files.h), opened before the model so
+// that the model is captured on its first samples.
+struct DataFile {
+  std::shared_ptr<const Dataset> data;
+  DataRoles roles;
+  InputSpec input;  // the model's example input: the first samples of the input field
+};
+
+// The data file of `config`, or nothing when the model shapes the data (the embedded
+// text, a text file, synthetic). Throws ppstage::Error for a bad file (data_files.h).
+std::optional<DataFile> openDataFileOf(const Config& config);
 
 // The agreed plan of this rank of `world` (collective; see above). Sets this process's
 // intra-op threads and TorchScript's shape strategy. Throws JobError on every rank when

@@ -25,6 +25,9 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& train,
 // optimizer.step(), then every gradient is dropped (set undefined, like zero_grad(true)).
 void stepAndClear(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params);
 
+// Sets the learning rate of every parameter group (lr_schedule.h gives it per step).
+void setLearningRate(torch::optim::Optimizer& optimizer, double lr);
+
 // Drops every gradient without stepping (a skipped step).
 void clearGradients(const std::vector<at::Tensor>& params);
 

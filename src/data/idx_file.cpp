@@ -1,0 +1,80 @@
+// The IDX format of MNIST and Fashion-MNIST (yann.lecun.com/exdb/mnist): a big-endian
+// magic 0x0000TTDD (TT 0x08: unsigned bytes; DD: the number of dimensions), DD big-endian
+// uint32 sizes, then the values. Debian's dataset-fashion-mnist ships the files gzipped;
+// they are inflated into memory (47 MB for the 60000 training images).
+#include <ATen/ATen.h>
+#include <zlib.h>
+
+#include <cstring>
+
+#include "named_arrays.h"
+#include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
+
+namespace ppstage {
+namespace {
+
+constexpr uint8_t kUnsignedByte = 0x08;
+
+bool isGzip(const std::string& bytes) {
+  return bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
+         static_cast<uint8_t>(bytes[1]) == 0x8b;
+}
+
+std::string gunzip(const std::string& packed, const std::string& where) {
+  z_stream z{};
+  PPSTAGE_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, "zlib cannot start inflating ", where);
+  std::string out;
+  char buffer[1 << 16];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+  z.avail_in = static_cast<uInt>(packed.size());
+  int status = Z_OK;
+  while (status == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof(buffer);
+    status = inflate(&z, Z_NO_FLUSH);
+    out.append(buffer, sizeof(buffer) - z.avail_out);
+  }
+  inflateEnd(&z);
+  PPSTAGE_CHECK(status == Z_STREAM_END, where,
+                " is a damaged gzip file (zlib: ", z.msg != nullptr ? z.msg : "cut short", ")");
+  return out;
+}
+
+uint32_t bigEndian32(const std::string& bytes, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[at + i]);
+  return v;
+}
+
+}  // namespace
+
+NamedArray readIdx(const std::string& path, const std::string& name) {
+  const std::string where = "the IDX file '" + path + "'";
+  std::string bytes = readFile(path, "the IDX file");
+  if (isGzip(bytes)) bytes = gunzip(bytes, where);
+  const bool magic_ok = bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0 &&
+                        static_cast<uint8_t>(bytes[2]) == kUnsignedByte && bytes[3] >= 1 &&
+                        bytes[3] <= 4;
+  PPSTAGE_CHECK(magic_ok, where, " does not start with an IDX magic number of unsigned bytes ",
+                "(00 00 08 01..04)");
+  const size_t dims = static_cast<size_t>(bytes[3]);
+  PPSTAGE_CHECK(bytes.size() >= 4 + 4 * dims, where, " is cut short inside its header");
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    shape.push_back(bigEndian32(bytes, 4 + 4 * d));
+    count *= shape.back();
+  }
+  const size_t offset = 4 + 4 * dims;
+  PPSTAGE_CHECK(bytes.size() - offset == static_cast<size_t>(count), where, " has ",
+                bytes.size() - offset, " bytes of values; its header says ", count);
+  at::Tensor values = at::empty(shape, at::kByte);
+  std::memcpy(values.data_ptr<uint8_t>(), bytes.data() + offset, static_cast<size_t>(count));
+  if (dims == 1) return {name, values.to(at::kLong)};
+  // Images: (N, H, W) bytes -> (N, 1, H, W) in [0, 1], as torchvision's ToTensor gives them.
+  if (dims == 3) values = values.unsqueeze(1);
+  return {name, values.to(at::kFloat).div_(255)};
+}
+
+}  // namespace ppstage

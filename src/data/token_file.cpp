@@ -1,0 +1,116 @@
+// A flat token file, memory-mapped: uint16 or uint32 token ids, optionally after llm.c's
+// header of 256 int32 (magic, version, token count). Window i is tokens
+// [i * T, i * T + T + 1), read from the mapping when a step asks for it, so that a file of
+// any size opens at once.
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <memory>
+
+#include "ppstage/core/error.h"
+#include "ppstage/core/mapped_file.h"
+#include "token_file.h"
+
+namespace ppstage {
+namespace {
+
+constexpr int32_t kUint16Magic = 20240520;  // llm.c's GPT-2 token files, version 1
+constexpr int32_t kUint32Magic = 20240801;  // llm.c's LLaMA 3 token files, version 7
+constexpr size_t kHeaderBytes = 256 * sizeof(int32_t);
+
+int32_t headerWord(const MappedFile& file, size_t i) {
+  int32_t v = 0;
+  std::memcpy(&v, file.data() + i * sizeof(int32_t), sizeof(v));
+  return v;
+}
+
+class TokenFileDataset : public Dataset {
+ public:
+  TokenFileDataset(std::unique_ptr<MappedFile> file, size_t offset, size_t token_bytes,
+                   int64_t tokens, int64_t seq_len, std::string layout)
+      : file_(std::move(file)),
+        offset_(offset),
+        token_bytes_(token_bytes),
+        tokens_(tokens),
+        seq_len_(seq_len),
+        layout_(std::move(layout)),
+        fields_(tokenWindowFields(seq_len, 0)) {}
+
+  int64_t size() const override { return (tokens_ - 1) / seq_len_; }
+  const std::vector<SampleField>& fields() const override { return fields_; }
+  at::Tensor sample(size_t field, int64_t index) const override {
+    at::Tensor out = at::empty({seq_len_}, at::kLong);
+    int64_t* ids = out.data_ptr<int64_t>();
+    const int64_t first = index * seq_len_ + static_cast<int64_t>(field);
+    const uint8_t* base = file_->data() + offset_;
+    for (int64_t t = 0; t < seq_len_; ++t) ids[t] = token(base, first + t);
+    return out;
+  }
+  std::string describe() const override {
+    return detail::concat("token file '", file_->path(), "' (", layout_, ", ", tokens_, " tokens, ",
+                          size(), " sequences of ", seq_len_, ")");
+  }
+
+ private:
+  int64_t token(const uint8_t* base, int64_t i) const {
+    if (token_bytes_ == 2) {
+      uint16_t v = 0;
+      std::memcpy(&v, base + 2 * i, 2);
+      return v;
+    }
+    uint32_t v = 0;
+    std::memcpy(&v, base + 4 * i, 4);
+    return v;
+  }
+
+  std::unique_ptr<MappedFile> file_;
+  size_t offset_;
+  size_t token_bytes_;
+  int64_t tokens_;
+  int64_t seq_len_;
+  std::string layout_;
+  std::vector<SampleField> fields_;
+};
+
+}  // namespace
+
+bool hasTokenHeader(const uint8_t* bytes, size_t size) {
+  if (size < sizeof(int32_t)) return false;
+  int32_t magic = 0;
+  std::memcpy(&magic, bytes, sizeof(magic));
+  return magic == kUint16Magic || magic == kUint32Magic;
+}
+
+std::unique_ptr<Dataset> openTokenFile(const std::string& path, TokenDtype dtype, int64_t seq_len) {
+  auto file = std::make_unique<MappedFile>(path, "the token file --data.path");
+  const std::string where = "the token file '" + path + "'";
+  PPSTAGE_CHECK(file->size() > 0, where, " is empty");
+  size_t offset = 0;
+  size_t token_bytes = dtype == TokenDtype::kUint16 ? 2 : 4;
+  std::string layout = dtype == TokenDtype::kUint16 ? "uint16" : "uint32";
+  if (hasTokenHeader(file->data(), file->size())) {
+    PPSTAGE_CHECK(file->size() >= kHeaderBytes, where, " is shorter than its 1024-byte header");
+    const bool uint16 = headerWord(*file, 0) == kUint16Magic;
+    const int32_t version = headerWord(*file, 1);
+    PPSTAGE_CHECK(version == (uint16 ? 1 : 7), where, " has header version ", version,
+                  "; with magic ", headerWord(*file, 0), " ppstage reads version ", uint16 ? 1 : 7);
+    offset = kHeaderBytes;
+    token_bytes = uint16 ? 2 : 4;
+    layout = detail::concat(uint16 ? "uint16" : "uint32", " after a header");
+    const auto count = static_cast<size_t>(static_cast<uint32_t>(headerWord(*file, 2)));
+    PPSTAGE_CHECK(file->size() - offset == count * token_bytes, where, "'s header says ", count,
+                  " tokens (", count * token_bytes, " bytes) but ", file->size() - offset,
+                  " bytes follow it");
+  }
+  const size_t data_bytes = file->size() - offset;
+  PPSTAGE_CHECK(data_bytes % token_bytes == 0, where, " has ", data_bytes,
+                " bytes of tokens, not a multiple of ", token_bytes, " (", layout,
+                "): is --data.token_dtype right?");
+  const auto tokens = static_cast<int64_t>(data_bytes / token_bytes);
+  PPSTAGE_CHECK(tokens >= seq_len + 1, where, " has ", tokens, " tokens, fewer than one ",
+                "sequence of ", seq_len, " plus its next-token target (", seq_len + 1, ")");
+  return std::make_unique<TokenFileDataset>(std::move(file), offset, token_bytes, tokens, seq_len,
+                                            layout);
+}
+
+}  // namespace ppstage

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Every data format, every loss: a pipelined run matches the one-process run of the same
+# data. For each case a reference of one process, one stage and one micro-batch trains 6
+# steps; the same job on 2 ranks (1F1B, 4 micro-batches) and, for some, on pp 2 x dp 2
+# must give the same per-step losses and final parameters (`ppstage compare-runs`, rtol
+# 1e-5). The class labels of the .npy case hold --train.ignore_index (-100) entries that
+# fall unevenly into the micro-batches: only a loss that is the mean over the whole step's
+# counted labels matches there. The fixtures are tests/fixtures/data (scripts/make_fixtures.py).
+#
+# usage: data_numerics.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR
+set -euo pipefail
+ppstage=$1
+read -r -a mpiexec <<< "$2"
+data=$3/data
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+common=(--train.steps 6 --output.log_every 0 --train.threads 1 --comm.timeout_s 60
+        --train.optimizer sgd --train.lr 0.1 --train.grad_clip 0.5)
+resnet=(--model.name "$data/small_resnet.pt" --train.batch_size 16)
+gpt=(--model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 --train.batch_size 8)
+
+failed=0
+compare() {  # name, log line expected in the reference's start-up lines
+  local name=$1
+  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1); then
+    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
+  else
+    echo "DIFFERS $name"; echo "$out"; failed=1
+  fi
+}
+check() {  # name, "pp dp ...", train options...
+  local name=$1 layouts=$2
+  shift 2
+  rm -rf "$work/ref" "$work/run"
+  if ! "$ppstage" train "${common[@]}" "$@" --pipeline.stages 1 --pipeline.microbatches 1 \
+       --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log" 2>&1; then
+    echo "FAILED to run the reference of $name"; tail -5 "$work/ref.log"; failed=1; return
+  fi
+  grep -E "^  (train|data) " "$work/ref.log" | sed "s/^/        $name: /"
+  for layout in $layouts; do
+    local dp=${layout#*x} np=$((2 * ${layout#*x}))
+    rm -rf "$work/run"
+    if ! "${mpiexec[@]}" -np "$np" "$ppstage" train "${common[@]}" "$@" --train.dp "$dp" \
+         --output.metrics_json "$work/run.json" --output.params_dir "$work/run" > "$work/run.log" 2>&1; then
+      echo "FAILED to run $name at pp 2 x dp $dp"; tail -5 "$work/run.log"; failed=1; continue
+    fi
+    compare "$name, pp 2 x dp $dp"
+  done
+}
+
+check "npy folder, cross_entropy with ignored labels" "2x1 2x2" "${resnet[@]}" --data.path "$data/classes_npy"
+check "npy x + targets, mse" "2x1" "${resnet[@]}" --data.path "$data/classes_npy/images.npy" \
+  --data.targets "$data/onehot.npy"
+check "torch.save tensors, cross_entropy" "2x1" "${resnet[@]}" --data.path "$data/classes.pt"
+check "gzipped IDX, cross_entropy" "2x1" "${resnet[@]}" --data.path "$data/tiny-images-idx3-ubyte.gz"
+check "uint16 tokens, next-token cross_entropy" "2x1 2x2" "${gpt[@]}" --data.path "$data/tokens_u16.bin"
+check "llm.c token header" "2x1" "${gpt[@]}" --data.path "$data/tokens_header.bin" --data.format tokens
+
+# The labels the .npy case ignores are ignored: its reference loss differs from the same
+# job's with --train.ignore_index set to a value no label has (then -100 fails as a label).
+"$ppstage" train "${common[@]}" "${resnet[@]}" --data.path "$data/classes_npy" --pipeline.stages 1 --train.ignore_index 99 > "$work/unignored.log" 2>&1 && {
+  echo "FAIL: -100 labels were accepted with --train.ignore_index 99"; failed=1; }
+grep -q "labels 'labels' go down to -100, which is neither a class (0 to 9) nor --train.ignore_index (99)" "$work/unignored.log" || { echo "FAIL: no label error"; cat "$work/unignored.log"; failed=1; }
+exit "$failed"
