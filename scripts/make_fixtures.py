@@ -561,7 +561,20 @@ def write_data_fixtures():
     with open(os.path.join(out, "tokens_header.bin"), "wb") as f:
         f.write(header.tobytes())
         f.write(tokens.tobytes())
+    write_bad_data(os.path.join(out, "bad"), images, labels)
     print("wrote the data fixtures to", os.path.normpath(out))
+
+
+def write_bad_data(out: str, images, labels):
+    """tests/fixtures/data/bad: data files ppstage must refuse before step 1."""
+    import numpy as np
+    os.makedirs(os.path.join(out, "out_of_range"), exist_ok=True)
+    np.save(os.path.join(out, "fortran.npy"), np.asfortranarray(images.numpy()[:, 0]))
+    np.save(os.path.join(out, "big_endian.npy"), images.numpy().astype(">f4"))
+    np.save(os.path.join(out, "complex.npy"), images.numpy()[:, 0].astype(np.complex64))
+    torch.save({"images": images, "labels": labels[:10]}, os.path.join(out, "differ.pt"))
+    np.save(os.path.join(out, "out_of_range", "images.npy"), images.numpy())
+    np.save(os.path.join(out, "out_of_range", "labels.npy"), (labels + 5).numpy())  # up to 14
 
 
 def main():

@@ -121,8 +121,8 @@ class SyntheticDataset : public Dataset {
 
 void checkCrossEntropy(const DataRequest& r) {
   PPSTAGE_CHECK(at::isIntegralType(r.input.dtype, false) && !r.input.shape.empty(),
-                "cross_entropy needs a model that takes token ids; this one takes ", r.input.dtype,
-                " ", shapeText(r.input.shape), " (use --train.loss mse)");
+                "cross_entropy needs a model that takes token ids; this one takes ",
+                dtypeName(r.input.dtype), " ", shapeText(r.input.shape), " (use --train.loss mse)");
   checkTargetsFit({"labels", {at::kLong, r.input.shape, r.input.token_bound}}, r.output, r.loss,
                   /*ignore_index=*/-1);
 }
@@ -132,7 +132,7 @@ std::string textMismatch(const DataRequest& r) {
   const bool token_ids = at::isIntegralType(r.input.dtype, false) && r.input.shape.size() == 1;
   if (!token_ids) {
     return detail::concat("gives sequences of byte token ids, int64 (seq_len); the model takes ",
-                          r.input.dtype, " ", shapeText(r.input.shape),
+                          dtypeName(r.input.dtype), " ", shapeText(r.input.shape),
                           " samples: give it data it takes (a data file, --data.format, or "
                           "--data.path synthetic)");
   }
@@ -169,7 +169,7 @@ void checkTargetsFit(const SampleField& target, const SampleShape& output, LossK
     return;
   }
   PPSTAGE_CHECK(at::isIntegralType(t.dtype, false), "cross_entropy needs integer labels; the ",
-                "targets '", name, "' are ", t.dtype, " (use --train.loss mse)");
+                "targets '", name, "' are ", dtypeName(t.dtype), " (use --train.loss mse)");
   const int64_t classes = output.shape.empty() ? 0 : output.shape.back();
   PPSTAGE_CHECK(classes > 0 && product(output.shape) / classes == product(t.shape),
                 "cross_entropy needs one row of logits per label: one sample of the model's ",

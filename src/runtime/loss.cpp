@@ -5,6 +5,7 @@
 #include <ATen/core/Reduction.h>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 
 namespace ppstage {
 namespace {
@@ -15,10 +16,10 @@ std::pair<at::Tensor, at::Tensor> classRows(const at::Tensor& output, const at::
   PPSTAGE_CHECK(output.dim() >= 2 && at::isFloatingType(output.scalar_type()),
                 "cross_entropy loss needs floating-point logits with a class dimension last; "
                 "the model's output has shape ",
-                output.sizes(), " and dtype ", output.scalar_type());
+                output.sizes(), " and dtype ", dtypeName(output.scalar_type()));
   PPSTAGE_CHECK(at::isIntegralType(target.scalar_type(), /*includeBool=*/false),
                 "cross_entropy loss needs integer class labels; the targets are ",
-                target.scalar_type(), " (use --train.loss mse)");
+                dtypeName(target.scalar_type()), " (use --train.loss mse)");
   const int64_t classes = output.size(-1);
   PPSTAGE_CHECK(output.numel() / classes == target.numel(),
                 "cross_entropy loss: ", output.numel() / classes, " rows of logits (output shape ",

@@ -39,9 +39,16 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input)
   if (data_input != nullptr) captured.model.input = *data_input;
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
-  captured.graph = captureModel(
-      captured.model.module,
-      makeExampleInput(captured.model.input, std::min<int64_t>(config.train.batch_size, 2), seed));
+  try {
+    captured.graph =
+        captureModel(captured.model.module,
+                     makeExampleInput(captured.model.input,
+                                      std::min<int64_t>(config.train.batch_size, 2), seed));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind("the model fails on an example input", 0) != 0) throw;
+    throw Error(what + " (the example input is set by " + captured.model.input.source + ")");
+  }
   captured.timings.capture_s = watch.lap();
   captured.example_input = makeExampleInput(captured.model.input, config.train.batch_size, seed);
   try {

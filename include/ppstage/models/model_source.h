@@ -22,7 +22,8 @@ struct InputSpec {
   // When set, example inputs are the data's: `batch` samples, (batch, ...) as `shape`.
   std::function<at::Tensor(int64_t batch)> samples;
   // What set the shape, for error lines: "--model.input_shape/--model.input_dtype".
-  std::string source = "--model.input_shape/--model.input_dtype";
+  std::string source =
+      "--model.input_shape/--model.input_dtype, or by the first samples of a data file";
 };
 
 struct LoadedModel {
