@@ -240,6 +240,21 @@ void addDataOptions(po::options_description& desc, DataConfig& d) {
   add("data.target", po::value(&d.target)->default_value(d.target),
       "the field of the data that is the loss's target; empty: the one named labels, label, "
       "targets or target");
+  add("data.val_path", po::value(&d.val_path)->default_value(d.val_path),
+      "the validation set for --eval.every, in --data.path's format (a text file, a data "
+      "file, or synthetic)");
+  desc.add(section);
+}
+
+void addEvalOptions(po::options_description& desc, EvalConfig& e) {
+  po::options_description section("Evaluation [eval]");
+  auto add = section.add_options();
+  add("eval.every", po::value(&e.every)->default_value(e.every),
+      "evaluate on --data.val_path after every N steps and after the last (forward only, in "
+      "eval mode: no dropout, BatchNorm on its running statistics); 0: never");
+  add("eval.batches", po::value(&e.batches)->default_value(e.batches),
+      "global batches (--train.batch_size samples) of the validation set per evaluation, "
+      "from its start; fewer when it is smaller");
   desc.add(section);
 }
 
@@ -301,6 +316,7 @@ void addAllOptions(po::options_description& desc, Config& c) {
   addTrainingLoopOptions(desc, c.train);
   addCompileOptions(desc, c.compile);
   addDataOptions(desc, c.data);
+  addEvalOptions(desc, c.eval);
   addOutputOptions(desc, c.output);
   addCheckpointOptions(desc, c.checkpoint);
   addCommOptions(desc, c.comm);
@@ -415,6 +431,10 @@ void validate(const Config& c) {
   validate(c.compile);
   validate(c.output);
   validate(c.checkpoint);
+  PPSTAGE_CHECK(c.eval.every >= 0, "--eval.every must not be negative; got ", c.eval.every);
+  PPSTAGE_CHECK(c.eval.batches >= 1, "--eval.batches must be at least 1; got ", c.eval.batches);
+  PPSTAGE_CHECK(c.eval.every == 0 || !c.data.val_path.empty(),
+                "--eval.every needs a validation set: --data.val_path");
 }
 
 void validate(const OutputConfig& o) {

@@ -49,6 +49,11 @@ std::string metricsToJson(const RunMetrics& m) {
   }
   nlohmann::json stage_costs = nlohmann::json::array();
   for (const auto& costs : m.stage_action_s) stage_costs.push_back(perKindJson(costs));
+  nlohmann::json eval = nlohmann::json::array();
+  for (const EvalRecord& e : m.eval) {
+    eval.push_back(
+        {{"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"seconds", e.seconds}});
+  }
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const CheckpointRecord& c : m.checkpoints) {
     checkpoints.push_back({{"path", c.path}, {"seconds", c.seconds}});
@@ -73,6 +78,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"losses", m.losses},
       {"accuracies", m.accuracies},
       {"learning_rates", m.learning_rates},
+      {"eval", eval},
       {"final_loss", m.final_loss},
       {"step_time_s", m.step_time_s},
       {"bubble_fraction", m.bubble_fraction},

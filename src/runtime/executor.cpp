@@ -165,6 +165,7 @@ struct Executor::Impl {
                        comm.send(st.outputs[i].detach(), topology.nextRank(s),
                                  {MessageKind::kActivation, s + 1, m, static_cast<int>(i)})});
     }
+    if (options.forward_only) finishForwardOnly(s, m);
   }
 
   void recvBackward(int s, int m) {
@@ -209,11 +210,13 @@ struct Executor::Impl {
                             " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",
                             stage.input_spec.tensors.size());
     const auto start = Clock::now();
-    at::AutoGradMode grad_mode(true);
+    at::AutoGradMode grad_mode(!options.forward_only);
     const RandomStreamScope random({options.seed, step, options.first_microbatch + m});
     std::vector<c10::IValue> args;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
-      if (stage.input_spec.tensors[i].requires_grad) st.inputs[i].requires_grad_(true);
+      if (stage.input_spec.tensors[i].requires_grad && !options.forward_only) {
+        st.inputs[i].requires_grad_(true);
+      }
       args.emplace_back(st.inputs[i]);
     }
     for (const StageParameter& p : stage.module->parameters) args.emplace_back(p.value);
@@ -256,6 +259,19 @@ struct Executor::Impl {
     }
     st.forward_done = true;
     record({ActionKind::kForward, s, m}, start);
+    if (options.forward_only) {
+      st.weights_done = true;  // nothing to differentiate: done once its outputs are sent
+      if (isLast(s) || runsHere(s + 1)) finishForwardOnly(s, m);
+    }
+  }
+
+  // Forward only: drops (s, m) once its outputs are handed over or posted.
+  void finishForwardOnly(int s, int m) {
+    MicroBatchState& st = state(s, m);
+    st.outputs.clear();
+    st.loss = at::Tensor();
+    st.inputs.clear();
+    eraseIfDone(s, m);
   }
 
   std::string where(int s, int m) const {

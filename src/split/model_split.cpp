@@ -33,10 +33,11 @@ class Stopwatch {
 
 }  // namespace
 
-CapturedModel captureForSplit(const Config& config, const InputSpec* data_input) {
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
   Stopwatch watch;
   CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {}};
   if (data_input != nullptr) captured.model.input = *data_input;
+  if (!training) captured.model.module.eval();
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
   try {

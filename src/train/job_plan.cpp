@@ -18,6 +18,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/text.h"
 #include "ppstage/data/data_files.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/time_balance.h"
@@ -160,6 +161,20 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
   return stages;
 }
 
+// Makes `eval`'s parameters the training stage's own tensors, by name. Throws
+// ppstage::Error when the eval-mode stage uses one training's does not have.
+void shareParameters(const StageModule& train, StageModule& eval) {
+  for (StageParameter& p : eval.parameters) {
+    const auto same = std::find_if(train.parameters.begin(), train.parameters.end(),
+                                   [&](const StageParameter& t) { return t.name == p.name; });
+    PPSTAGE_CHECK(same != train.parameters.end(), "in eval mode, stage ", eval.index, " uses '",
+                  p.name,
+                  "', which the training stage does not: evaluation cannot share its "
+                  "parameters");
+    p.value = same->value;
+  }
+}
+
 // Every path this rank will write, proven writable before anything else is done: a run
 // must not lose its figures or parameters to a typo found after its last step.
 void checkOutputPaths(const Config& config, const Topology& topology) {
@@ -208,6 +223,60 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
+// The validation set, read as the training data is, whose fields match the training data's.
+std::shared_ptr<const Dataset> openValidationSet(const Config& config, const JobLayout& layout,
+                                                 const ModelSplit& split, const Dataset& train) {
+  DataConfig val = config.data;
+  val.path = config.data.val_path;
+  val.targets.clear();  // an .npy validation set is a folder of the same names
+  std::shared_ptr<const Dataset> data;
+  if (isModelShaped(val)) {
+    data = openDataset(val, dataRequestOf(split, layout.loss, config));
+  } else {
+    data = openDataFile(val, config.model.seq_len);
+  }
+  const auto describe = [](const Dataset& d) {
+    std::vector<std::string> fields;
+    for (const SampleField& f : d.fields()) {
+      fields.push_back(f.name + " " + dtypeName(f.sample.dtype) + " " + shapeText(f.sample.shape));
+    }
+    return joinText(fields, ", ");
+  };
+  PPSTAGE_CHECK(describe(*data) == describe(train), "--data.val_path '", val.path, "' gives ",
+                describe(*data), "; the training data gives ", describe(train));
+  PPSTAGE_CHECK(data->size() == 0 || data->size() >= config.train.batch_size, data->describe(),
+                " has fewer samples than one batch (--train.batch_size ", config.train.batch_size,
+                ")");
+  return data;
+}
+
+// Evaluation's model: captured in eval mode, cut where `train` is, sharing its parameters.
+std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layout,
+                                    const RankModel& train, const Dataset& train_data,
+                                    const InputSpec* data_input) {
+  const Topology& topology = layout.topology;
+  const StagePlan& plan = train.split.plan;
+  PipelineConfig pipeline = config.pipeline;
+  pipeline.stages = static_cast<int64_t>(plan.numStages());
+  pipeline.split_points.clear();
+  for (size_t s = 1; s < plan.stages.size(); ++s) {
+    pipeline.split_points.push_back(plan.units.at(plan.stages[s].first_unit).path);
+  }
+  auto eval = std::make_unique<EvalModel>();
+  eval->model.split =
+      splitCaptured(captureForSplit(config, data_input, /*training=*/false), pipeline);
+  for (int s : topology.myStages()) {
+    shareParameters(train.split.stages.at(static_cast<size_t>(s)),
+                    eval->model.split.stages.at(static_cast<size_t>(s)));
+  }
+  eval->stages = compileLocalStages(config, topology, eval->model);
+  eval->data = openValidationSet(config, layout, train.split, train_data);
+  const int64_t samples = eval->data->size();
+  eval->batches = samples == 0 ? config.eval.batches
+                               : std::min(config.eval.batches, samples / config.train.batch_size);
+  return eval;
+}
+
 // The model's split, cut on the data's first samples when the data file describes them.
 ModelSplit splitForJob(const Config& config, const Topology& topology,
                        const UnitSeconds* unit_seconds, const InputSpec* data_input) {
@@ -251,7 +320,14 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
                 ")");
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
-  return JobPlan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
+  std::unique_ptr<EvalModel> eval;
+  if (config.eval.every > 0) {
+    eval = planEval(config, layout, model, *data, file ? &file->input : nullptr);
+    if (!reads) eval->data = nullptr;
+  }
+  JobPlan plan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
+  plan.setEval(std::move(eval));
+  return plan;
 }
 
 }  // namespace

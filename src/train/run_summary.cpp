@@ -109,6 +109,7 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.resume_s = record.resume_s;
   metrics.first_step = record.first_step;
   metrics.checkpoints = record.checkpoints;
+  metrics.eval = record.eval;
   metrics.skipped_steps = record.skipped_steps;
   metrics.stopped_by = record.stopped_by;
   metrics.losses = record.losses;

@@ -27,6 +27,7 @@ struct RunRecord {
   std::vector<double> losses;
   std::vector<double> accuracies;      // NaN unless the run classifies
   std::vector<double> learning_rates;  // what the optimizer applied
+  std::vector<EvalRecord> eval;        // every evaluation
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;
   std::vector<double> rss_mb;  // this rank's, after every step

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "checkpointer.h"
+#include "evaluator.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
@@ -89,7 +90,12 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
       << c.train.lr << lrScheduleText(c.train) << " weight_decay " << c.train.weight_decay
       << ", grad_clip " << c.train.grad_clip << ", loss " << toString(layout.loss)
       << lossChoiceText(c, plan) << ", seed " << c.train.seed << "\n"
-      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n\n";
+      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n";
+  if (plan.eval() != nullptr && plan.eval()->data != nullptr) {
+    log << "  eval      every " << c.eval.every << " steps, " << plan.eval()->batches
+        << " batches of " << plan.eval()->data->describe() << "\n";
+  }
+  log << "\n";
 }
 
 // "step    3/50  loss 4.1234  lr 0.003  time 0.031 s  tokens/s 16516  bubble 0.301
@@ -133,7 +139,11 @@ class TrainLoop {
         leader_(world.rank() == 0),
         runner_(config, plan.layout(), plan.model(), plan.data(), plan.takeLocalStages(), world),
         checkpointer_(config, plan.layout(), plan.model(), world),
-        live_progress_(live_progress && leader_) {}
+        live_progress_(live_progress && leader_) {
+    if (plan.eval() != nullptr) {
+      evaluator_ = std::make_unique<Evaluator>(config, plan.layout(), *plan.eval(), world);
+    }
+  }
 
   RunMetrics run() {
     if (config_.checkpoint.resume) resume();
@@ -157,6 +167,7 @@ class TrainLoop {
         skipped_.finite();
       }
       if (checkpointDue(step, stopping)) save(step + 1);
+      if (!stopping && evaluator_ && evaluator_->dueAfter(step)) evaluate(step + 1);
       if (stopping) {
         logStep(step, result);
         return stop(step, result.stop_signal);
@@ -193,6 +204,18 @@ class TrainLoop {
       printStep(log_, config_, plan_.layout(), step, result);
     }
     if (progress_) progress_->update(step, result.loss, result.seconds);
+  }
+
+  // "eval step 100: loss 2.3100 accuracy 0.4200 (4 batches, 0.12 s)"; kept for the metrics.
+  void evaluate(int64_t steps) {
+    const EvalResult r = evaluator_->run(steps);
+    record_.eval.push_back({steps, r.loss, r.accuracy, r.seconds});
+    if (!leader_) return;
+    clearProgress();
+    log_ << "eval step " << steps << ": loss " << std::fixed << std::setprecision(4) << r.loss;
+    if (plan_.layout().classifies) log_ << " accuracy " << r.accuracy;
+    log_ << " (" << plan_.eval()->batches << " batches, " << std::setprecision(2) << r.seconds
+         << " s)" << std::defaultfloat << std::setprecision(6) << std::endl;
   }
 
   // Before any other line: the live line (on a terminal) is redrawn after it.
@@ -295,6 +318,7 @@ class TrainLoop {
   Checkpointer checkpointer_;
   RunRecord record_;
   const bool live_progress_;
+  std::unique_ptr<Evaluator> evaluator_;           // null without --eval.every
   std::optional<ProgressLine> progress_;           // rank 0 on a terminal
   std::pair<int64_t, double> last_finite_{-1, 0};  // step, loss
   SkippedSteps skipped_{config_.train.max_skipped};

@@ -57,6 +57,44 @@ check "gzipped IDX, cross_entropy" "2x1" "${resnet[@]}" --data.path "$data/tiny-
 check "uint16 tokens, next-token cross_entropy" "2x1 2x2" "${gpt[@]}" --data.path "$data/tokens_u16.bin"
 check "llm.c token header" "2x1" "${gpt[@]}" --data.path "$data/tokens_header.bin" --data.format tokens
 
+# Evaluation (--eval.every): the pipelined eval losses equal one process's within 1e-5, and
+# a run with evaluation trains bitwise as one without (its losses and parameters). With
+# dropout (gpt) and GroupNorm (resnet): eval mode must not draw random numbers either. The
+# reference has the pipelined runs' 4 micro-batches: dropout then draws the same numbers.
+evaluated() {  # name, train options...
+  local name=$1
+  shift
+  local eval=(--eval.every 3 --eval.batches 2)
+  rm -rf "$work/ref" "$work/run" "$work/plain"
+  "$ppstage" train "${common[@]}" "$@" "${eval[@]}" --pipeline.stages 1 --pipeline.microbatches 4 \
+    --output.metrics_json "$work/ref.json" > "$work/ref.log" 2>&1 || { echo "FAILED: $name reference"; tail -3 "$work/ref.log"; failed=1; return; }
+  "${mpiexec[@]}" -np 2 "$ppstage" train "${common[@]}" "$@" "${eval[@]}" \
+    --output.metrics_json "$work/run.json" --output.params_dir "$work/run" > "$work/run.log" 2>&1 || { echo "FAILED: $name with eval"; tail -3 "$work/run.log"; failed=1; return; }
+  "${mpiexec[@]}" -np 2 "$ppstage" train "${common[@]}" "$@" \
+    --output.metrics_json "$work/plain.json" --output.params_dir "$work/plain" > "$work/plain.log" 2>&1 || { echo "FAILED: $name without eval"; tail -3 "$work/plain.log"; failed=1; return; }
+  grep "^eval step" "$work/run.log" | sed "s/^/        $name: /"
+  if /usr/bin/python3 - "$work" <<'PY'; then echo "ok      $name: eval as one process, training bitwise as without eval"; else failed=1; fi
+import json, sys
+w = sys.argv[1]
+ref, run, plain = (json.load(open(f"{w}/{n}.json")) for n in ("ref", "run", "plain"))
+ok = True
+if [e["step"] for e in run["eval"]] != [3, 6] or len(ref["eval"]) != 2:
+    print("FAIL: evaluations at", [e["step"] for e in run["eval"]], "not after steps 3 and 6"); ok = False
+for r, p in zip(ref["eval"], run["eval"]):
+    if abs(r["loss"] - p["loss"]) > 1e-5 * abs(r["loss"]):
+        print(f"FAIL: eval loss after step {r['step']}: {p['loss']} pipelined, {r['loss']} in one process"); ok = False
+if run["losses"] != plain["losses"]:
+    print("FAIL: training losses differ with evaluation:", run["losses"], plain["losses"]); ok = False
+sys.exit(0 if ok else 1)
+PY
+  cmp -s "$work/run/params-rank0.pt" "$work/plain/params-rank0.pt" &&
+    cmp -s "$work/run/params-rank1.pt" "$work/plain/params-rank1.pt" ||
+    { echo "FAIL: $name: the final parameters differ with evaluation"; failed=1; }
+}
+evaluated "eval, resnet classes" "${resnet[@]}" --data.path "$data/classes_npy" --data.val_path "$data/classes.pt"
+evaluated "eval, gpt with dropout" "${gpt[@]}" --model.dropout 0.1 --data.path "$data/tokens_u16.bin" \
+  --data.val_path "$data/tokens_header.bin"
+
 # The labels the .npy case ignores are ignored: its reference loss differs from the same
 # job's with --train.ignore_index set to a value no label has (then -100 fails as a label).
 "$ppstage" train "${common[@]}" "${resnet[@]}" --data.path "$data/classes_npy" --pipeline.stages 1 --train.ignore_index 99 > "$work/unignored.log" 2>&1 && {

@@ -1,7 +1,10 @@
 // split::plan and split::extract rules: units, balance, split points and their errors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <random>
@@ -10,6 +13,7 @@
 #include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
+#include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 #include "ppstage/train/time_balance.h"
@@ -306,6 +310,44 @@ TEST(Balance, UnitsAreTimedOnTheRunsMicroBatch) {
   config.train.dp = 2;
   const Topology two_replicas = Topology::forJob(4, 2, 0, 1);
   EXPECT_EQ(microBatchInput(captured, config, two_replicas).size(0), 1);
+}
+
+}  // namespace
+}  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+// The training flags a captured graph passes to dropout and batch norm: constants.
+std::vector<bool> trainingFlags(const CapturedModel& c) {
+  std::vector<bool> flags;
+  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
+    for (torch::jit::Node* node : block->nodes()) {
+      for (torch::jit::Block* sub : node->blocks()) visit(sub);
+      const std::string kind = node->kind().toQualString();
+      const int train = kind == "aten::dropout" ? 2 : kind == "aten::batch_norm" ? 5 : -1;
+      if (train < 0) continue;
+      const auto flag = torch::jit::constant_as<bool>(node->input(static_cast<size_t>(train)));
+      EXPECT_TRUE(flag.has_value()) << kind << " with a training flag that is not a constant";
+      flags.push_back(flag.value_or(true));
+    }
+  };
+  visit(c.graph.graph->block());
+  return flags;
+}
+
+TEST(EvalMode, CapturedInEvalModeNoDropoutAndBatchNormOnRunningStatistics) {
+  Config config;
+  config.model.name = test::fixturePath("real/densenet.pt");  // BatchNorm and dropout
+  config.model.input_dtype = InputDtype::kFloat32;
+  config.model.input_shape = {4, 3, 32, 32};
+  config.train.batch_size = 4;
+  const std::vector<bool> training = trainingFlags(captureForSplit(config));
+  const std::vector<bool> eval = trainingFlags(captureForSplit(config, nullptr, false));
+  ASSERT_FALSE(training.empty());
+  EXPECT_EQ(std::count(training.begin(), training.end(), true), static_cast<long>(training.size()));
+  EXPECT_EQ(eval.size(), training.size());
+  EXPECT_EQ(std::count(eval.begin(), eval.end(), true), 0);
 }
 
 }  // namespace

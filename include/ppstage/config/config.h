@@ -188,8 +188,15 @@ struct DataConfig {
   std::string path;
   DataFormat format = DataFormat::kAuto;         // auto: by extension and magic number
   TokenDtype token_dtype = TokenDtype::kUint16;  // tokens files without a header
-  std::string targets;  // npy: the targets' file beside one --data.path x.npy
-  std::string target;   // the field that is the target; empty: labels, label, targets, target
+  std::string targets;   // npy: the targets' file beside one --data.path x.npy
+  std::string target;    // the field that is the target; empty: labels, label, targets, target
+  std::string val_path;  // the validation set (--eval), read as `path` is; empty: none
+};
+
+// [eval]: held-out evaluation during training (train/evaluator.h).
+struct EvalConfig {
+  int64_t every = 0;     // evaluate after every N steps (and after the last); 0: never
+  int64_t batches = 10;  // global batches of the validation set per evaluation (at most)
 };
 
 // [output]: what a training run reports.
@@ -215,6 +222,7 @@ struct Config {
   CommConfig comm;
   CompileConfig compile;
   DataConfig data;
+  EvalConfig eval;
   OutputConfig output;
   CheckpointConfig checkpoint;
 };

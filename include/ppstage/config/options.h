@@ -31,6 +31,7 @@ void addTrainOptions(po::options_description& desc, TrainConfig& train);
 void addTrainingLoopOptions(po::options_description& desc, TrainConfig& train);
 void addCompileOptions(po::options_description& desc, CompileConfig& compile);
 void addDataOptions(po::options_description& desc, DataConfig& data);
+void addEvalOptions(po::options_description& desc, EvalConfig& eval);
 void addOutputOptions(po::options_description& desc, OutputConfig& output);
 void addCheckpointOptions(po::options_description& desc, CheckpointConfig& checkpoint);
 void addCommOptions(po::options_description& desc, CommConfig& comm);

@@ -60,6 +60,14 @@ struct CheckpointRecord {
   double seconds = 0;  // the save's wall time: tensor files, the agreement, the manifest
 };
 
+// One evaluation on the validation set (--eval.every).
+struct EvalRecord {
+  long long step = 0;  // after this many training steps
+  double loss = 0;
+  double accuracy = 0;  // NaN (null in JSON) unless the run classifies
+  double seconds = 0;
+};
+
 struct RunMetrics {
   // What ran.
   std::string model;
@@ -83,6 +91,7 @@ struct RunMetrics {
   std::vector<double> losses;
   std::vector<double> accuracies;      // classification: labels predicted right; else null
   std::vector<double> learning_rates;  // the learning rate each step applied
+  std::vector<EvalRecord> eval;        // every evaluation of this run, in step order
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;  // measured: idle / (ranks * step time)
   // Summary.

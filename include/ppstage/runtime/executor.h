@@ -76,6 +76,9 @@ struct ExecutorOptions {
   TraceRecorder* trace = nullptr;
   // Receives posted ahead (--comm.receives_ahead); false: where the lowering put them.
   bool receives_ahead = true;
+  // Evaluation: the list holds only RECV_F, F and SEND_F; forwards record no autograd
+  // graph, and a micro-batch is dropped once its outputs are passed on or its loss taken.
+  bool forward_only = false;
 };
 
 // One step's data on this rank.

@@ -46,10 +46,12 @@ struct ModelSplit {
 };
 
 // Loads (or builds) the model of `config` and captures it on its example input, or on
-// `data_input` when given (the first samples of a data file: no shape flags needed).
-// Throws ppstage::Error for anything the user can fix (a missing file, a model that fails
-// on its example input).
-CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr);
+// `data_input` when given (the first samples of a data file: no shape flags needed), in
+// training mode, or in eval mode (`training` false: no dropout, BatchNorm on its running
+// statistics, as module.eval() makes it). Throws ppstage::Error for anything the user can
+// fix (a missing file, a model that fails on its example input).
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr,
+                              bool training = true);
 
 // Cuts `captured` into stages as `pipeline` says (planStages; `unit_times` is required when
 // it balances by time) and finds the parameters tied across them.

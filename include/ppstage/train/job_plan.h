@@ -53,6 +53,16 @@ struct RankModel {
   std::unique_ptr<CompileCache> compile_cache;  // this rank's, shared by its stages
 };
 
+// Evaluation's share of this rank (--eval.every): the model captured in eval mode and cut
+// where training cuts it, its parameters the training ones (the same tensors, so it sees
+// every update), compiled apart; and the validation set.
+struct EvalModel {
+  RankModel model;
+  std::vector<LocalStage> stages;       // this rank's, for the Evaluator
+  std::shared_ptr<const Dataset> data;  // where samples are read and on rank 0; else null
+  int64_t batches = 0;                  // global batches per evaluation
+};
+
 // The plan of this rank: the layout, the model, the data, and this rank's compiled stages,
 // which the executor takes once (takeLocalStages). Move-only: the local stages point into
 // model().split.stages and their compiled graphs into *model().compile_cache.
@@ -73,12 +83,18 @@ class JobPlan {
   // none afterwards, and taking them again is our bug.
   std::vector<LocalStage> takeLocalStages();
 
+  // Evaluation's model and data; null without --eval.every.
+  EvalModel* eval() { return eval_.get(); }
+  const EvalModel* eval() const { return eval_.get(); }
+  void setEval(std::unique_ptr<EvalModel> eval) { eval_ = std::move(eval); }
+
  private:
   JobLayout layout_;
   RankModel model_;
   std::shared_ptr<const Dataset> data_;
   std::vector<LocalStage> local_stages_;
   bool stages_taken_ = false;
+  std::unique_ptr<EvalModel> eval_;
 };
 
 // A data file that describes its samples (data/data_files.h), opened before the model so
