@@ -2,6 +2,7 @@
 # Checkpoints, against the uninterrupted run (docs/cli.md, "Checkpoints"):
 #   - resume on the same layout is bitwise: 8 steps straight against 4 + 4 (AdamW, SGD with
 #     momentum, AdamW in compile mode stage), losses and final parameters;
+#   - resume continues a learning-rate schedule (warm-up, cosine decay) bitwise;
 #   - a fresh run refuses a checkpoint directory that holds checkpoints (exit 2);
 #   - a pp 2 checkpoint resumes at pp 1, pp 4, pp 2 x dp 2, with zb-h1 and in compile mode
 #     block: the next step's loss within 1e-6;
@@ -54,6 +55,25 @@ for optimizer in adamw sgd adamw-stage; do
     "resumed-$optimizer.log" || fail "$optimizer: no 'resuming from' line"
   same "bitwise-$optimizer" "straight-$optimizer.json" "resumed-$optimizer.json" 0
 done
+
+# A learning-rate schedule continues exactly: 8 steps of warm-up and cosine decay saved at
+# step 4 and 8; resumed from step 4, steps 5-8 are bitwise the straight run's, with the same
+# learning rates.
+sched=(--train.steps 8 --train.lr_schedule cosine --train.warmup_steps 3 --train.min_lr 0.0003)
+train 2 "${sched[@]}" --checkpoint.dir ck-sched --checkpoint.every 4 \
+  --output.metrics_json straight-sched.json --output.params_dir straight-sched > /dev/null
+rm -rf ck-sched/step-00000008
+train 2 "${sched[@]}" --checkpoint.dir ck-sched --checkpoint.resume true \
+  --output.metrics_json resumed-sched.json --output.params_dir resumed-sched > /dev/null
+same bitwise-lr-schedule straight-sched.json resumed-sched.json 0
+/usr/bin/python3 - <<'PY' || fail "lr schedule: the resumed run's learning rates differ"
+import json
+straight = json.load(open("straight-sched.json"))["learning_rates"]
+resumed = json.load(open("resumed-sched.json"))["learning_rates"]
+assert len(straight) == 8 and straight[4:] == resumed, (straight, resumed)
+assert straight[0] < straight[2] and straight[7] == 0.0003, straight  # warm-up, then to min_lr
+print("ok: lr schedule resumed:", " ".join(f"{lr:.3g}" for lr in straight))
+PY
 
 set +e
 train 2 --train.steps 4 --checkpoint.dir ck-adamw > fresh.log 2>&1
