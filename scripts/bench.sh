@@ -32,6 +32,11 @@
 #                              the stage-time imbalance of both plans, in rounds (3)
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
+#   scripts/bench.sh data      data files: gpt-tiny at pp 2 on the embedded text against the
+#                              same bytes as a memory-mapped token file (bare uint16, and
+#                              after llm.c's header): tokens/s, medians of 3 interleaved
+#                              rounds, losses compared; then a one-step run on a sparse
+#                              10 GB token file against one on a small one
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -446,8 +451,56 @@ CPP
   rm -rf "$dir"
 }
 
+bench_data() {
+  local dir
+  dir=$(mktemp -d)
+  /usr/bin/python3 scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
+    "$dir/header" --val_fraction 0 > /dev/null
+  /usr/bin/python3 scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
+    "$dir/bare" --val_fraction 0 --bare > /dev/null
+  local mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  local train=(train --config configs/gpt-tiny.ini --train.steps 60 --output.log_every 0
+               --train.threads 1)
+  declare -A paths=([embedded]="" [tokens]="$dir/bare/train.bin" [tokens-header]="$dir/header/train.bin")
+  for round in 1 2 3; do
+    for name in embedded tokens tokens-header; do
+      "${mpirun[@]}" "$ppstage" "${train[@]}" --data.path "${paths[$name]}" \
+        --output.metrics_json "$dir/$name-$round.json" > /dev/null
+    done
+  done
+  echo "| data | tokens/s (median of 3 rounds) | losses as the embedded text's |"
+  echo "|---|---|---|"
+  /usr/bin/python3 - "$dir" <<'PY'
+import json, statistics, sys
+d = sys.argv[1]
+runs = {n: [json.load(open(f"{d}/{n}-{r}.json")) for r in (1, 2, 3)] for n in ("embedded", "tokens", "tokens-header")}
+for name, label in (("embedded", "embedded text (in the binary)"), ("tokens", "uint16 token file, mmap"),
+                    ("tokens-header", "uint16 token file after llm.c's header, mmap")):
+    rate = statistics.median(r["tokens_per_s"] for r in runs[name])
+    same = "bitwise" if runs[name][0]["losses"] == runs["embedded"][0]["losses"] else "DIFFER"
+    print(f"| {label} | {rate:.0f} | {same} |")
+PY
+  truncate -s 10G "$dir/big.bin"  # sparse: 5.4 G uint16 zeros
+  echo
+  echo "| token file | ppstage train of 1 step, s (best of 3) |"
+  echo "|---|---|"
+  for name in bare/train.bin big.bin; do
+    best=""
+    for _ in 1 2 3; do
+      start=$(date +%s.%N)
+      "$ppstage" train --config configs/gpt-tiny.ini --pipeline.stages 1 --train.steps 1 \
+        --data.path "$dir/$name" --data.format tokens --train.threads 1 > /dev/null
+      seconds=$(awk "BEGIN{print $(date +%s.%N) - $start}")
+      if [[ -z "$best" ]] || awk "BEGIN{exit !($seconds < $best)}"; then best=$seconds; fi
+    done
+    printf "| %s (%s bytes) | %.2f |\n" "$name" "$(stat -c %s "$dir/$name")" "$best"
+  done
+  rm -rf "$dir"
+}
+
 case "$what" in
   split) bench_split ;;
+  data) bench_data ;;
   comm) bench_comm ;;
   train) bench_train ;;
   compile) bench_compile ;;
@@ -457,6 +510,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh split|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh split|data|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

@@ -229,6 +229,31 @@ std::vector<int64_t> SampleOrder::batch(int64_t step, int64_t batch) const {
   return samples(step * batch, batch);
 }
 
+// Note [Permuting without memory]
+// A Feistel network over b-bit numbers (b even, 2^b >= n) is a bijection of [0, 2^b) for
+// any round function; with four rounds keyed by (seed, epoch, round) it is a seeded
+// pseudo-random permutation. Walking the cycle (applying it again while the result is n or
+// more) restricts it to a bijection of [0, n): since 2^b < 4n, about four applications on
+// average. Every position is computed on its own, with no table.
+int64_t SampleOrder::permuted(int64_t e, int64_t i) const {
+  int bits = 2;
+  while ((int64_t{1} << bits) < size_) bits += 2;
+  const int half = bits / 2;
+  const uint64_t mask = (uint64_t{1} << half) - 1;
+  auto x = static_cast<uint64_t>(i);
+  do {
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t round = 0; round < 4; ++round) {
+      const uint64_t f = sampleSeed(seed_ ^ static_cast<int64_t>(right << 8 | round), e, 3) & mask;
+      const uint64_t next = left ^ f;
+      left = right;
+      right = next;
+    }
+    x = left << half | right;
+  } while (x >= static_cast<uint64_t>(size_));
+  return static_cast<int64_t>(x);
+}
+
 std::vector<int64_t> SampleOrder::samples(int64_t first, int64_t count) const {
   std::vector<int64_t> indices;
   indices.reserve(static_cast<size_t>(count));
@@ -236,6 +261,8 @@ std::vector<int64_t> SampleOrder::samples(int64_t first, int64_t count) const {
     const int64_t position = first + i;
     if (size_ == 0) {
       indices.push_back(position);
+    } else if (size_ > kShuffledInMemory) {
+      indices.push_back(permuted(position / size_, position % size_));
     } else {
       indices.push_back(epoch(position / size_)[static_cast<size_t>(position % size_)]);
     }

@@ -265,3 +265,27 @@ TEST(LrSchedule, WarmUpThenDecayToMinLrAtTheLastStep) {
 
 }  // namespace
 }  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+TEST(SampleOrder, LargeDataSetsArePermutedWithoutATable) {
+  const int64_t n = SampleOrder::kShuffledInMemory + 12345;
+  const SampleOrder order(n, 7), again(n, 7);
+  const std::vector<int64_t> epoch0 = order.samples(0, n);
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t i : epoch0) {
+    ASSERT_TRUE(i >= 0 && i < n);
+    ASSERT_FALSE(seen[static_cast<size_t>(i)]) << i << " twice in one epoch";
+    seen[static_cast<size_t>(i)] = true;
+  }
+  EXPECT_EQ(again.samples(1000, 64),
+            std::vector<int64_t>(epoch0.begin() + 1000, epoch0.begin() + 1064));
+  EXPECT_NE(order.samples(n, 64), std::vector<int64_t>(epoch0.begin(), epoch0.begin() + 64));
+  int64_t in_place = 0;  // a shuffle, not the identity
+  for (int64_t i = 0; i < 1000; ++i) in_place += epoch0[static_cast<size_t>(i)] == i;
+  EXPECT_LT(in_place, 10);
+}
+
+}  // namespace
+}  // namespace ppstage

@@ -91,7 +91,11 @@ void checkTargetsFit(const SampleField& target, const SampleShape& output, LossK
                      int64_t ignore_index);
 
 // Which samples each step uses: epochs of a seeded permutation of a bounded data set
-// (every sample once per epoch), consecutive indices of an unbounded one.
+// (every sample once per epoch), consecutive indices of an unbounded one. Up to
+// kShuffledInMemory samples the permutation is a Fisher-Yates shuffle held in memory; a
+// larger data set (a token file of billions of tokens) is permuted by a keyed bijection
+// computed per position (Note [Permuting without memory]), so it opens at once and costs
+// no memory.
 class SampleOrder {
  public:
   SampleOrder(int64_t dataset_size, int64_t seed);
@@ -101,7 +105,11 @@ class SampleOrder {
   // run is the samples it has consumed): batch(step, b) is samples(step * b, b).
   std::vector<int64_t> samples(int64_t first, int64_t count) const;
 
+  static constexpr int64_t kShuffledInMemory = int64_t{1} << 22;  // 32 MB of indices
+
  private:
+  // Position `i` of epoch `e` of a data set larger than kShuffledInMemory.
+  int64_t permuted(int64_t e, int64_t i) const;
   const std::vector<int64_t>& epoch(int64_t e) const;
   int64_t size_;
   int64_t seed_;
