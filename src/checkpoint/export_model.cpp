@@ -104,7 +104,8 @@ void checkSavedTensors(const torch::jit::Module& saved, const std::string& out,
 }  // namespace
 
 ExportResult exportModel(const Config& config, const std::string& checkpoint_dir,
-                         const std::string& out, const std::string& example_out) {
+                         const std::string& out, const std::string& example_out,
+                         const InputSpec* data_input) {
   std::vector<std::string> warnings;
   const auto found = findNewestCheckpoint(checkpoint_dir, warnings);
   PPSTAGE_CHECK(found.has_value(), "no complete checkpoint in --checkpoint.dir '", checkpoint_dir,
@@ -116,7 +117,7 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   // The model first: a checkpoint of another model (or of other model options) is refused as
   // such, not by the split its layout asks for.
   const Config saved_split = savedSplit(config, found->manifest.layout);
-  CapturedModel captured = captureForSplit(saved_split);
+  CapturedModel captured = captureForSplit(saved_split, data_input);
   try {
     checkSameModel(found->manifest, found->dir, captured.graph);
   } catch (const Error& e) {

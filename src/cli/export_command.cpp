@@ -5,11 +5,13 @@
 #include <boost/program_options.hpp>
 
 #include <iostream>
+#include <optional>
 
 #include "ppstage/checkpoint/export_model.h"
 #include "ppstage/config/config.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
+#include "ppstage/train/job_plan.h"
 
 namespace ppstage::cli {
 
@@ -42,7 +44,9 @@ int exportMain(int argc, const char* const* argv) {
   validate(config);
   PPSTAGE_CHECK(!config.checkpoint.dir.empty(), "ppstage export needs --checkpoint.dir");
 
-  const ExportResult r = exportModel(config, config.checkpoint.dir, out, example_out);
+  const std::optional<DataFile> data = openDataFileOf(config);  // its samples shape the model
+  const ExportResult r =
+      exportModel(config, config.checkpoint.dir, out, example_out, data ? &data->input : nullptr);
   std::cout << "exported " << r.checkpoint << " (step " << r.step << ") to " << out << ": "
             << r.tensors << " parameters and buffers by module path\n";
   if (!r.untouched.empty()) {

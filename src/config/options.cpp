@@ -241,8 +241,8 @@ void addDataOptions(po::options_description& desc, DataConfig& d) {
       "the field of the data that is the loss's target; empty: the one named labels, label, "
       "targets or target");
   add("data.val_path", po::value(&d.val_path)->default_value(d.val_path),
-      "the validation set for --eval.every, in --data.path's format (a text file, a data "
-      "file, or synthetic)");
+      "the validation set for --eval.every, read as --data.path is (its fields must be the "
+      "training data's)");
   desc.add(section);
 }
 

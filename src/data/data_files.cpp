@@ -61,9 +61,11 @@ std::string idxLabelsPath(const DataConfig& config) {
 // The .npy files of a folder, sorted by name: one named tensor each.
 std::vector<NamedArray> readNpyFolder(const std::string& dir) {
   std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".npy") files.push_back(e.path());
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().extension() == ".npy") files.push_back(it->path());
   }
+  PPSTAGE_CHECK(!error, "cannot read the data folder --data.path '", dir, "': ", error.message());
   std::sort(files.begin(), files.end());
   PPSTAGE_CHECK(!files.empty(), "the data folder --data.path '", dir, "' holds no .npy files");
   std::vector<NamedArray> arrays;
@@ -71,8 +73,13 @@ std::vector<NamedArray> readNpyFolder(const std::string& dir) {
   return arrays;
 }
 
+bool isDirectory(const std::string& path) {
+  std::error_code error;  // unreadable: not a folder; reading it as a file says why
+  return fs::is_directory(path, error);
+}
+
 std::unique_ptr<Dataset> openNpy(const DataConfig& config) {
-  if (fs::is_directory(config.path)) {
+  if (isDirectory(config.path)) {
     return arrayDataset(readNpyFolder(config.path), "the .npy folder '" + config.path + "'");
   }
   std::vector<NamedArray> arrays{readNpy(config.path, fs::path(config.path).stem().string())};
@@ -87,7 +94,7 @@ std::unique_ptr<Dataset> openNpy(const DataConfig& config) {
 DataFormat resolveDataFormat(const DataConfig& config) {
   if (config.path.empty() || config.path == "synthetic") return DataFormat::kText;
   if (config.format != DataFormat::kAuto) return config.format;
-  if (fs::is_directory(config.path)) return DataFormat::kNpy;
+  if (isDirectory(config.path)) return DataFormat::kNpy;
   return formatByMagic(config.path, head(config.path, 8));
 }
 

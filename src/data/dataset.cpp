@@ -159,7 +159,7 @@ std::string textMismatch(const DataRequest& r) {
 }  // namespace
 
 void checkTargetsFit(const SampleField& target, const SampleShape& output, LossKind loss,
-                     int64_t ignore_index) {
+                     int64_t ignore_index, std::optional<std::pair<int64_t, int64_t>> range) {
   const std::string& name = target.name;
   const SampleShape& t = target.sample;
   if (loss == LossKind::kMse) {
@@ -175,13 +175,12 @@ void checkTargetsFit(const SampleField& target, const SampleShape& output, LossK
                 "cross_entropy needs one row of logits per label: one sample of the model's ",
                 "output is ", shapeText(output.shape), " and one of the labels '", name, "' ",
                 shapeText(t.shape));
-  const bool bound_ignored = t.token_bound - 1 == ignore_index;
-  PPSTAGE_CHECK(t.token_bound <= classes || bound_ignored, "the labels '", name, "' go up to ",
-                t.token_bound - 1, " but the model's output has ", classes, " classes (0 to ",
-                classes - 1, ")");
-  PPSTAGE_CHECK(t.lowest >= 0 || t.lowest == ignore_index, "the labels '", name, "' go down to ",
-                t.lowest, ", which is neither a class (0 to ", classes - 1,
-                ") nor --train.ignore_index (", ignore_index, ")");
+  const int64_t highest = range ? range->second : t.token_bound - 1;
+  PPSTAGE_CHECK(highest < classes, "the labels '", name, "' go up to ", highest,
+                " but the model's output has ", classes, " classes (0 to ", classes - 1, ")");
+  PPSTAGE_CHECK(!range || range->first >= 0, "the labels '", name, "' go down to ", range->first,
+                ", which is neither a class (0 to ", classes - 1, ") nor --train.ignore_index (",
+                ignore_index, ")");
 }
 
 std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest& request) {
@@ -240,11 +239,12 @@ int64_t SampleOrder::permuted(int64_t e, int64_t i) const {
   while ((int64_t{1} << bits) < size_) bits += 2;
   const int half = bits / 2;
   const uint64_t mask = (uint64_t{1} << half) - 1;
+  const auto key = static_cast<int64_t>(sampleSeed(seed_, e, 3));  // this epoch's
   auto x = static_cast<uint64_t>(i);
   do {
     uint64_t left = x >> half, right = x & mask;
     for (uint64_t round = 0; round < 4; ++round) {
-      const uint64_t f = sampleSeed(seed_ ^ static_cast<int64_t>(right << 8 | round), e, 3) & mask;
+      const uint64_t f = sampleSeed(key, static_cast<int64_t>(right << 8 | round), 4) & mask;
       const uint64_t next = left ^ f;
       left = right;
       right = next;

@@ -64,7 +64,8 @@ NamedArray readIdx(const std::string& path, const std::string& name) {
   int64_t count = 1;
   for (size_t d = 0; d < dims; ++d) {
     shape.push_back(bigEndian32(bytes, 4 + 4 * d));
-    count *= shape.back();
+    PPSTAGE_CHECK(!__builtin_mul_overflow(count, shape.back(), &count), where,
+                  " has sizes too large to be a file");
   }
   const size_t offset = 4 + 4 * dims;
   PPSTAGE_CHECK(bytes.size() - offset == static_cast<size_t>(count), where, " has ",

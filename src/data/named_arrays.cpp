@@ -14,13 +14,17 @@ class ArrayDataset : public Dataset {
   ArrayDataset(std::vector<NamedArray> arrays, std::string source)
       : arrays_(std::move(arrays)), source_(std::move(source)) {
     for (const NamedArray& a : arrays_) {
-      SampleShape sample{a.values.scalar_type(), a.values.sizes().slice(1).vec(), 0};
-      if (at::isIntegralType(sample.dtype, /*includeBool=*/false) && a.values.numel() > 0) {
-        sample.token_bound = a.values.max().item<int64_t>() + 1;
-        sample.lowest = a.values.min().item<int64_t>();
-      }
-      fields_.push_back({a.name, std::move(sample)});
+      fields_.push_back({a.name, {a.values.scalar_type(), a.values.sizes().slice(1).vec(), 0}});
     }
+  }
+  // One pass over the field (a mapped file is read through once).
+  std::optional<std::pair<int64_t, int64_t>> valueRange(size_t field,
+                                                        int64_t ignored) const override {
+    const at::Tensor& values = arrays_.at(field).values;
+    if (!at::isIntegralType(values.scalar_type(), /*includeBool=*/false)) return std::nullopt;
+    const at::Tensor kept = values.masked_select(values.ne(ignored));
+    if (kept.numel() == 0) return std::nullopt;
+    return std::make_pair(kept.min().item<int64_t>(), kept.max().item<int64_t>());
   }
 
   int64_t size() const override { return arrays_.front().values.size(0); }

@@ -54,7 +54,11 @@ std::vector<int64_t> parseShape(const std::string& text, const std::string& wher
   std::string item;
   while (std::getline(in, item, ',')) {
     if (item.find_first_not_of(' ') == std::string::npos) continue;
-    shape.push_back(std::stoll(item));
+    int64_t d = -1;
+    std::istringstream number(item);
+    number >> d;
+    PPSTAGE_CHECK(!number.fail() && d >= 0, where, ": cannot read its shape ", text);
+    shape.push_back(d);
   }
   return shape;
 }
@@ -125,10 +129,12 @@ NamedArray readNpy(const std::string& path, const std::string& name) {
   const at::ScalarType dtype = dtypeOf(header.descr, where, widen);
   PPSTAGE_CHECK(!header.shape.empty(), where, " holds a scalar; samples go along the first ",
                 "dimension");
-  int64_t count = 1;
-  for (int64_t d : header.shape) count *= d;
   const size_t item = widen ? (dtype == at::kInt ? 2 : 4) : at::elementSize(dtype);
-  const size_t bytes = static_cast<size_t>(count) * item;
+  size_t bytes = item;
+  for (int64_t d : header.shape) {
+    PPSTAGE_CHECK(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes), where,
+                  " has a shape too large to be a file: ", shapeText(header.shape));
+  }
   PPSTAGE_CHECK(file->size() - header.data_offset == bytes, where, " has ",
                 file->size() - header.data_offset, " bytes of data; its header (", header.descr,
                 ", shape ", shapeText(header.shape), ") says ", bytes);

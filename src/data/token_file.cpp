@@ -2,6 +2,8 @@
 // header of 256 int32 (magic, version, token count). Window i is tokens
 // [i * T, i * T + T + 1), read from the mapping when a step asks for it, so that a file of
 // any size opens at once.
+#include "token_file.h"
+
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -9,7 +11,6 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/mapped_file.h"
-#include "token_file.h"
 
 namespace ppstage {
 namespace {

@@ -43,7 +43,7 @@ struct MicroBatchState {
   // The forward's outputs, one per boundary output (the last stage: the model's outputs,
   // e.g. logits (b, seq, vocab)); autograd roots.
   std::vector<at::Tensor> outputs;
-  at::Tensor loss;  // last stage: the scaled loss, a scalar ()
+  at::Tensor loss;  // last stage: its share of the step's loss, a scalar () (loss.h)
   // The gradient of each output, shaped like it; undefined: no gradient.
   std::vector<at::Tensor> output_grads;
   std::vector<std::shared_ptr<Work>> output_grad_works;

@@ -39,10 +39,10 @@ std::pair<at::Tensor, at::Tensor> classRows(const at::Tensor& output, const at::
 
 }  // namespace
 
-LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType target_dtype) {
+LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType deciding_dtype) {
   if (chosen) return *chosen;
-  return at::isIntegralType(target_dtype, /*includeBool=*/false) ? LossKind::kCrossEntropy
-                                                                 : LossKind::kMse;
+  return at::isIntegralType(deciding_dtype, /*includeBool=*/false) ? LossKind::kCrossEntropy
+                                                                   : LossKind::kMse;
 }
 
 LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,

@@ -223,6 +223,15 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
+// checkTargetsFit for `data`'s target field, over its values where the data set knows them.
+void checkTargetsOf(const Dataset& data, const JobLayout& layout, const SampleShape& output,
+                    int64_t ignore_index) {
+  const size_t target = layout.roles.target;
+  const auto range =
+      layout.loss == LossKind::kCrossEntropy ? data.valueRange(target, ignore_index) : std::nullopt;
+  checkTargetsFit(data.fields().at(target), output, layout.loss, ignore_index, range);
+}
+
 // The validation set, read as the training data is, whose fields match the training data's.
 std::shared_ptr<const Dataset> openValidationSet(const Config& config, const JobLayout& layout,
                                                  const ModelSplit& split, const Dataset& train) {
@@ -247,6 +256,9 @@ std::shared_ptr<const Dataset> openValidationSet(const Config& config, const Job
   PPSTAGE_CHECK(data->size() == 0 || data->size() >= config.train.batch_size, data->describe(),
                 " has fewer samples than one batch (--train.batch_size ", config.train.batch_size,
                 ")");
+  checkTargetsOf(*data, layout,
+                 outputSample(split.stages.back().outputs.at(0), config.train.batch_size),
+                 config.train.ignore_index);
   return data;
 }
 
@@ -259,6 +271,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
   PipelineConfig pipeline = config.pipeline;
   pipeline.stages = static_cast<int64_t>(plan.numStages());
   pipeline.split_points.clear();
+  pipeline.balance = Balance::kParams;  // one stage: nothing to balance, nothing to measure
   for (size_t s = 1; s < plan.stages.size(); ++s) {
     pipeline.split_points.push_back(plan.units.at(plan.stages[s].first_unit).path);
   }
@@ -270,6 +283,11 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
                     eval->model.split.stages.at(static_cast<size_t>(s)));
   }
   eval->stages = compileLocalStages(config, topology, eval->model);
+  // The stages hold what evaluation runs; the second copy of the model's tensors goes.
+  ModelSplit& split = eval->model.split;
+  split.model.module = torch::jit::Module();
+  split.model.input.samples = nullptr;
+  for (ModelParameter& p : split.graph.parameters) p.value = at::Tensor();
   eval->data = openValidationSet(config, layout, train.split, train_data);
   const int64_t samples = eval->data->size();
   eval->batches = samples == 0 ? config.eval.batches
@@ -284,7 +302,10 @@ ModelSplit splitForJob(const Config& config, const Topology& topology,
   pipeline.stages = topology.numStages();  // 0 (automatic) resolved by the layout
   std::optional<UnitTimes> times;
   if (unit_seconds != nullptr) times = unitTimesOf(*unit_seconds, config.pipeline, topology);
-  return splitCaptured(captureForSplit(config, data_input), pipeline, times ? &*times : nullptr);
+  ModelSplit split =
+      splitCaptured(captureForSplit(config, data_input), pipeline, times ? &*times : nullptr);
+  split.model.input.samples = nullptr;  // it holds the data set, which not every rank keeps
+  return split;
 }
 
 // Everything local: no collective, so that runAgreed can report any rank's failure.
@@ -302,8 +323,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   const SampleShape output =
       outputSample(model.split.stages.back().outputs.at(0), config.train.batch_size);
   if (data) {
-    checkTargetsFit(data->fields().at(layout.roles.target), output, layout.loss,
-                    config.train.ignore_index);
+    checkTargetsOf(*data, layout, output, config.train.ignore_index);
   } else {
     data = openDataset(config.data, dataRequestOf(model.split, layout.loss, config));
   }

@@ -79,6 +79,22 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
                         nonfiniteText(result.grad_norm));
 }
 
+// The mean seconds of each kind of action, over this rank and per stage, into `result`.
+void addActionSeconds(const StepStats& stats, StepResult& result) {
+  const auto mean = [](double seconds, int64_t count) {
+    return count > 0 ? seconds / static_cast<double>(count) : std::nan("");
+  };
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    result.action_s[kind] = mean(stats.compute_s[kind], stats.compute_count[kind]);
+  }
+  for (size_t i = 0; i < stats.stage_compute_s.size(); ++i) {
+    PerCompute<double>& stage = result.stage_action_s.emplace_back();
+    for (const ActionKind kind : PerCompute<double>::kinds()) {
+      stage[kind] = mean(stats.stage_compute_s[i][kind], stats.stage_compute_count[i][kind]);
+    }
+  }
+}
+
 // The boundaries between this rank's stages and other ranks' (transfer_probe.h): both
 // neighbours of each agree on what crosses it before the first step, and the transfer
 // probe times it after the last.
@@ -133,12 +149,10 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
 
 StepRunner::~StepRunner() = default;
 
-StepResult StepRunner::run(int64_t step) {
+StepData StepRunner::nextStepData() {
   const Topology& topology = layout_.topology;
   const bool reads_inputs = topology.owns(0);
   const bool reads_targets = topology.owns(topology.numStages() - 1);
-  const int64_t bytes_at_start = tensorBytesNow();
-  resetTensorBytesPeak();
   StepData data;
   if (reads_inputs || reads_targets) {
     const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
@@ -150,6 +164,13 @@ StepResult StepRunner::run(int64_t step) {
     if (reads_targets) data = withTargets(std::move(data), indices, replica_begin);
   }
   samples_seen_ += config_.train.batch_size;
+  return data;
+}
+
+StepResult StepRunner::run(int64_t step) {
+  const int64_t bytes_at_start = tensorBytesNow();
+  resetTensorBytesPeak();
+  const StepData data = nextStepData();
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, data);
   const auto actions_end = Clock::now();
@@ -187,18 +208,7 @@ StepResult StepRunner::run(int64_t step) {
   const auto end = Clock::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
   result.tail_s = std::chrono::duration<double>(end - actions_end).count();
-  const auto mean = [](double seconds, int64_t count) {
-    return count > 0 ? seconds / static_cast<double>(count) : std::nan("");
-  };
-  for (const ActionKind kind : PerCompute<double>::kinds()) {
-    result.action_s[kind] = mean(stats.compute_s[kind], stats.compute_count[kind]);
-  }
-  for (size_t i = 0; i < stats.stage_compute_s.size(); ++i) {
-    PerCompute<double>& stage = result.stage_action_s.emplace_back();
-    for (const ActionKind kind : PerCompute<double>::kinds()) {
-      stage[kind] = mean(stats.stage_compute_s[i][kind], stats.stage_compute_count[i][kind]);
-    }
-  }
+  addActionSeconds(stats, result);
   result.wait_s = stats.wait_s;
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.rss_mb = currentRssMb();

@@ -106,6 +106,9 @@ class StepRunner {
   // `targets_in_step`: what the step's loss was divided by (StepData).
   at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory,
                            int64_t targets_in_step);
+  // This rank's share of the next global batch of the sample order (inputs on stage 0's
+  // rank, targets on the last stage's), which it then counts as consumed.
+  StepData nextStepData();
   // `data` with this replica's targets of the step's samples `indices` (this replica's
   // begin at `replica_begin`) and the count of the whole step's.
   StepData withTargets(StepData data, const std::vector<int64_t>& indices,

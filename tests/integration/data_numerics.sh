@@ -95,6 +95,16 @@ evaluated "eval, resnet classes" "${resnet[@]}" --data.path "$data/classes_npy" 
 evaluated "eval, gpt with dropout" "${gpt[@]}" --model.dropout 0.1 --data.path "$data/tokens_u16.bin" \
   --data.val_path "$data/tokens_header.bin"
 
+# A model trained on a data file exports: captured again on the data's samples, not on
+# --model.input_shape's default token ids.
+"$ppstage" train "${common[@]}" "${resnet[@]}" --data.path "$data/classes.pt" --pipeline.stages 1 \
+  --checkpoint.dir "$work/ck" > "$work/ck.log" 2>&1 &&
+  "$ppstage" export "${resnet[@]}" --data.path "$data/classes.pt" --checkpoint.dir "$work/ck" \
+    --out "$work/exported.pt" > "$work/export.log" 2>&1 &&
+  grep -q "forward check: .* max abs diff" "$work/export.log" &&
+  echo "ok      export of a model trained on a data file: $(grep -o 'max abs diff .*' "$work/export.log")" ||
+  { echo "FAIL: export of a model trained on a data file"; tail -3 "$work/ck.log" "$work/export.log"; failed=1; }
+
 # The labels the .npy case ignores are ignored: its reference loss differs from the same
 # job's with --train.ignore_index set to a value no label has (then -100 fails as a label).
 "$ppstage" train "${common[@]}" "${resnet[@]}" --data.path "$data/classes_npy" --pipeline.stages 1 --train.ignore_index 99 > "$work/unignored.log" 2>&1 && {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/models/model_source.h"
+
 namespace ppstage {
 
 struct Config;
@@ -30,8 +32,11 @@ struct ExportResult {
 // chained stages' first output, for checking the file from Python. Throws ppstage::Error
 // when there is no complete checkpoint, when it is of another model, when the saved file
 // does not hold the checkpoint's parameters and buffers, or when its forward differs from
-// the stages' by more than 1e-5 of the output's scale.
+// the stages' by more than 1e-5 of the output's scale. `data_input`: the run's data file's
+// example input (a model trained on a data file is captured on its samples); null: the
+// model options' (--model.input_shape...).
 ExportResult exportModel(const Config& config, const std::string& checkpoint_dir,
-                         const std::string& out, const std::string& example_out);
+                         const std::string& out, const std::string& example_out,
+                         const InputSpec* data_input = nullptr);
 
 }  // namespace ppstage

@@ -8,7 +8,7 @@
 
 namespace ppstage {
 
-// Move-only owner of a read-only mapping of a whole file.
+// Owner of a read-only mapping of a whole file; not copyable (share it by pointer).
 class MappedFile {
  public:
   // Maps `path`. Throws ppstage::Error "cannot read <what> '<path>': <reason>" when it cannot

@@ -16,8 +16,8 @@
 //            the same first dimension, in the dict's order. Extensions .pt, .pth.
 //   idx      an IDX images file (MNIST, Fashion-MNIST; gzipped or not) and its labels
 //            (--data.targets, default: the name with images-idx3 made labels-idx1):
-//            images (1, H, W) float32 in [0, 1] (uint8 / 255, as torchvision's ToTensor),
-//            labels int64.
+//            3-D image files give images (1, H, W) float32 in [0, 1] (uint8 / 255, as
+//            torchvision's ToTensor); 1-D files labels int64; others float32 as they are.
 //   text     bytes as byte-level tokens (dataset.h's openDataset; shaped by the model).
 #pragma once
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +31,6 @@ struct SampleShape {
   at::ScalarType dtype = at::kLong;
   std::vector<int64_t> shape;
   int64_t token_bound = 0;  // integer samples are below it; 0: not known
-  int64_t lowest = 0;       // integer samples are at least it (where known)
 };
 
 // One named tensor of every sample: "input_ids" int64 (64), "images" float (1, 28, 28).
@@ -51,6 +51,13 @@ class Dataset {
   virtual at::Tensor sample(size_t field, int64_t index) const = 0;
   // "embedded text (Jargon File 4.4.7 excerpt, 309840 bytes, 4841 sequences of 64)"
   virtual std::string describe() const = 0;
+  // The smallest and largest value of integer field `field` over every sample, leaving out
+  // values equal to `ignored`; nullopt when not known without reading the whole data set
+  // (token files), or when every value is `ignored`.
+  virtual std::optional<std::pair<int64_t, int64_t>> valueRange(size_t field,
+                                                                int64_t ignored) const {
+    return std::nullopt;
+  }
 };
 
 // The fields of token windows: input_ids and labels, (seq_len) int64 below token_bound.
@@ -85,10 +92,12 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
 
 // Throws ppstage::Error when the targets `target` cannot be compared by `loss` with one
 // sample of the model's first output (`output`): cross_entropy needs integer labels, one
-// per row of logits, below the number of classes; mse the output's shape.
-// Labels equal to `ignore_index` are not checked.
+// per row of logits, in [0, classes) (`range`: the labels' smallest and largest value that
+// is not `ignore_index`, where known; else target.sample.token_bound); mse the output's
+// shape.
 void checkTargetsFit(const SampleField& target, const SampleShape& output, LossKind loss,
-                     int64_t ignore_index);
+                     int64_t ignore_index,
+                     std::optional<std::pair<int64_t, int64_t>> range = std::nullopt);
 
 // Which samples each step uses: epochs of a seeded permutation of a bounded data set
 // (every sample once per epoch), consecutive indices of an unbounded one. Up to

@@ -14,9 +14,11 @@
 
 namespace ppstage {
 
-// The loss --train.loss names; auto (none named): cross_entropy for integer targets (token
-// windows, class labels), mse for floating-point ones.
-LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType target_dtype);
+// The loss --train.loss names; auto (none named): cross_entropy for an integer
+// `deciding_dtype`, mse for a floating-point one. A data file's targets decide (token
+// windows, class labels: integer); for data the model shapes (the embedded text,
+// synthetic) the model's input does (token ids: next-token cross_entropy).
+LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType deciding_dtype);
 
 // One micro-batch's share of a loss.
 struct LossTerms {

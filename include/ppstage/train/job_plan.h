@@ -75,8 +75,9 @@ class JobPlan {
 
   const JobLayout& layout() const { return layout_; }
   const RankModel& model() const { return model_; }
-  // Open where samples are read (the first and the last stage's ranks) and on rank 0,
-  // which describes it; null elsewhere.
+  // Kept where samples are read (the first and the last stage's ranks) and on rank 0,
+  // which describes it; null elsewhere (a data file is opened on every rank to capture the
+  // model on its samples, then let go).
   const Dataset* data() const { return data_.get(); }
 
   // This rank's compiled stages, in order, for its executor. Taken once: the plan keeps

@@ -1,7 +1,8 @@
 // The learning rate of each step (--train.lr_schedule, --train.warmup_steps,
 // --train.min_lr), as torchtitan's and Megatron's schedulers shape it: a linear warm-up to
 // the peak --train.lr, then constant, or a cosine or linear decay that reaches min_lr at
-// the last step. A function of the step alone, so a resumed run continues it exactly.
+// the last step. A function of the step and the options alone, so a resumed run (with the
+// same --train.steps and warm-up) continues it exactly.
 #pragma once
 
 #include <cstdint>
