@@ -277,6 +277,14 @@ at::Tensor stackField(const Dataset& data, size_t field, const std::vector<int64
   return at::stack(samples);
 }
 
+std::string fieldsText(const std::vector<SampleField>& fields) {
+  std::vector<std::string> parts;
+  for (const SampleField& f : fields) {
+    parts.push_back(f.name + " " + dtypeName(f.sample.dtype) + " " + shapeText(f.sample.shape));
+  }
+  return joinText(parts, ", ");
+}
+
 std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound) {
   const SampleShape window{at::kLong, {seq_len}, token_bound};
   return {{"input_ids", window}, {"labels", window}};

@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include "ppstage/core/error.h"
-#include "ppstage/core/text.h"
 
 namespace ppstage {
 namespace {
@@ -33,11 +32,7 @@ class ArrayDataset : public Dataset {
     return arrays_.at(field).values.select(0, index).clone();
   }
   std::string describe() const override {
-    std::vector<std::string> parts;
-    for (const SampleField& f : fields_) {
-      parts.push_back(f.name + " " + dtypeName(f.sample.dtype) + " " + shapeText(f.sample.shape));
-    }
-    return detail::concat(source_, ": ", size(), " samples of ", joinText(parts, ", "));
+    return detail::concat(source_, ": ", size(), " samples of ", fieldsText(fields_));
   }
 
  private:

@@ -18,7 +18,6 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
-#include "ppstage/core/text.h"
 #include "ppstage/data/data_files.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/time_balance.h"
@@ -223,6 +222,12 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
+// Throws ppstage::Error when a bounded `data` holds fewer samples than one global batch.
+void checkHoldsOneBatch(const Dataset& data, int64_t batch_size) {
+  PPSTAGE_CHECK(data.size() == 0 || data.size() >= batch_size, data.describe(),
+                " has fewer samples than one batch (--train.batch_size ", batch_size, ")");
+}
+
 // checkTargetsFit for `data`'s target field, over its values where the data set knows them.
 void checkTargetsOf(const Dataset& data, const JobLayout& layout, const SampleShape& output,
                     int64_t ignore_index) {
@@ -244,18 +249,10 @@ std::shared_ptr<const Dataset> openValidationSet(const Config& config, const Job
   } else {
     data = openDataFile(val, config.model.seq_len);
   }
-  const auto describe = [](const Dataset& d) {
-    std::vector<std::string> fields;
-    for (const SampleField& f : d.fields()) {
-      fields.push_back(f.name + " " + dtypeName(f.sample.dtype) + " " + shapeText(f.sample.shape));
-    }
-    return joinText(fields, ", ");
-  };
-  PPSTAGE_CHECK(describe(*data) == describe(train), "--data.val_path '", val.path, "' gives ",
-                describe(*data), "; the training data gives ", describe(train));
-  PPSTAGE_CHECK(data->size() == 0 || data->size() >= config.train.batch_size, data->describe(),
-                " has fewer samples than one batch (--train.batch_size ", config.train.batch_size,
-                ")");
+  const std::string fields = fieldsText(data->fields());
+  PPSTAGE_CHECK(fields == fieldsText(train.fields()), "--data.val_path '", val.path, "' gives ",
+                fields, "; the training data gives ", fieldsText(train.fields()));
+  checkHoldsOneBatch(*data, config.train.batch_size);
   checkTargetsOf(*data, layout,
                  outputSample(split.stages.back().outputs.at(0), config.train.batch_size),
                  config.train.ignore_index);
@@ -335,9 +332,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   if (layout.token_inputs) {
     for (int64_t d : input.shape) layout.tokens_per_step *= d;
   }
-  PPSTAGE_CHECK(data->size() == 0 || data->size() >= config.train.batch_size, data->describe(),
-                " has fewer samples than one batch (--train.batch_size ", config.train.batch_size,
-                ")");
+  checkHoldsOneBatch(*data, config.train.batch_size);
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
   std::unique_ptr<EvalModel> eval;

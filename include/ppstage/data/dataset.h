@@ -60,6 +60,9 @@ class Dataset {
   }
 };
 
+// "images float32 [1, 28, 28], labels int64 []": what a data set's fields are.
+std::string fieldsText(const std::vector<SampleField>& fields);
+
 // The fields of token windows: input_ids and labels, (seq_len) int64 below token_bound.
 std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound);
 
