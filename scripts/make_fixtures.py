@@ -13,7 +13,7 @@ change them. Each model is small (the whole folder stays well under 2 MB) and se
                     several blocks (long residuals), one by addition, one by torch.cat
   data_dependent.pt an int computed from tensor data in one module and used after the next
                     one: cannot cross a cut between them (an error case)
-  two_inputs.pt     forward(x, y): an input ppstage does not feed (an error case)
+  two_inputs.pt     forward(x, y): without a data file, an input ppstage does not feed
   squeeze_batch.pt  fails only on a micro-batch of one sample (squeeze(0) drops the batch
                     dimension inside a submodule): an error that appears during training
   lstm_dropout.pt   nn.LSTM(num_layers=2, dropout=0.5): dropout ATen draws inside the op,
@@ -25,17 +25,20 @@ change them. Each model is small (the whole folder stays well under 2 MB) and se
                     squeeze-excitation, channel shuffle, window attention,
                     nn.MultiheadAttention, nn.TransformerEncoder, nn.Transformer, LSTM + GRU
 
+  hf_gpt2_loss.pt   hf_gpt2 taking labels and returning its loss in a dict (--train.loss model)
+
   data/             data files in every format ppstage reads (data/data_files.h), written
                     with `/usr/bin/python3 scripts/make_fixtures.py data` (which writes only
                     them): a small ResNet-style classifier and its images and labels as .npy,
-                    torch.save and IDX files, token files with and without llm.c's header
+                    torch.save and IDX files, token files with and without llm.c's header,
+                    and two inputs (input_ids, attention_mask) with labels for hf_gpt2.pt
 
 fixtures.json records each model's example input for the tests.
 """
 import json
 import math
 import os
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -223,6 +226,29 @@ class GPT2LMHeadModel(nn.Module):
         hidden_states = self.transformer(input_ids, attention_mask)
         lm_logits = self.lm_head(hidden_states)
         return (lm_logits, hidden_states)
+
+
+class GPT2WithLoss(nn.Module):
+    """Hugging Face style: `labels` in, the loss out (--train.loss model), in a dict whose
+    loss is not its first entry."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.model = GPT2LMHeadModel(config)
+
+    def forward(self, input_ids, attention_mask: Optional[torch.Tensor] = None,
+                labels: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        logits, _ = self.model(input_ids, attention_mask)
+        if labels is None:
+            return {"logits": logits}
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1),
+                               ignore_index=-100)
+        return {"logits": logits, "loss": loss}
+
+
+def write_loss_model():
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(GPT2WithLoss(GPT2Config())), os.path.join(OUT, "hf_gpt2_loss.pt"))
 
 
 # --- a traced GPT -------------------------------------------------------------------------
@@ -561,8 +587,34 @@ def write_data_fixtures():
     with open(os.path.join(out, "tokens_header.bin"), "wb") as f:
         f.write(header.tobytes())
         f.write(tokens.tobytes())
+    write_masked_tokens(out, tokens)
     write_bad_data(os.path.join(out, "bad"), images, labels)
     print("wrote the data fixtures to", os.path.normpath(out))
+
+
+def write_masked_tokens(out: str, tokens):
+    """Two inputs for hf_gpt2.pt (vocabulary 96): 64 windows of 16 ids of various lengths,
+    padded with 0; attention_mask 1 on the real ids; labels the next id, -100 on padding
+    and at the end. As a torch.save dict (names match forward's arguments) and as an .npy
+    folder under other names (tokens, mask, labels: fed with --model.inputs)."""
+    import numpy as np
+    n, t = 64, 16
+    ids = torch.from_numpy(tokens.astype(np.int64) % 96)
+    gen = torch.Generator().manual_seed(1)
+    input_ids = torch.zeros(n, t, dtype=torch.long)
+    mask = torch.zeros(n, t, dtype=torch.long)
+    labels = torch.full((n, t), -100, dtype=torch.long)
+    for i in range(n):
+        length = int(torch.randint(6, t + 1, (1,), generator=gen))
+        window = ids[i * 40:i * 40 + length + 1]
+        input_ids[i, :length] = window[:length]
+        mask[i, :length] = 1
+        labels[i, :length] = window[1:length + 1]
+    torch.save({"input_ids": input_ids, "attention_mask": mask, "labels": labels},
+               os.path.join(out, "masked_tokens.pt"))
+    os.makedirs(os.path.join(out, "masked_npy"), exist_ok=True)
+    for name, values in (("tokens", input_ids), ("mask", mask), ("labels", labels)):
+        np.save(os.path.join(out, "masked_npy", name + ".npy"), values.numpy())
 
 
 def write_bad_data(out: str, images, labels):
@@ -612,6 +664,7 @@ def main():
         json.dump(inputs, f, indent=2, sort_keys=True)
         f.write("\n")
     print("wrote", ", ".join(sorted(inputs)), "to", os.path.normpath(OUT))
+    write_loss_model()
     write_real_models()
     write_data_fixtures()
 

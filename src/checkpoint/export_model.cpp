@@ -56,9 +56,10 @@ void loadTensors(torch::jit::Module& module, const std::map<std::string, std::st
 
 // The split's stages, holding the checkpoint's tensors, chained on `input`: what the
 // pipeline computes. Returns the last stage's first output.
-at::Tensor chainStages(ModelSplit& split, CheckpointReader& reader, const at::Tensor& input) {
+at::Tensor chainStages(ModelSplit& split, CheckpointReader& reader,
+                       const std::vector<at::Tensor>& inputs) {
   at::NoGradGuard no_grad;
-  std::vector<c10::IValue> values = {input};
+  std::vector<c10::IValue> values(inputs.begin(), inputs.end());
   for (StageModule& stage : split.stages) {
     for (StageParameter& p : stage.parameters) {
       if (!p.random_key)
@@ -139,11 +140,15 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   torch::jit::Module saved = torch::jit::load(out);
   checkSavedTensors(saved, out, stored, reader);
   if (!randomKeys(split.graph).empty()) return result;  // draws differ by design
-  const at::Tensor expected = chainStages(split, reader, split.example_input);
+  const at::Tensor expected = chainStages(split, reader, split.example_inputs);
   at::Tensor actual;
   {
     at::NoGradGuard no_grad;
-    c10::IValue output = saved.forward({split.example_input});
+    torch::jit::Kwargs by_name;  // forward's arguments not fed keep their defaults
+    for (size_t i = 0; i < split.example_inputs.size(); ++i) {
+      by_name.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
+    }
+    c10::IValue output = saved.get_method("forward")({}, by_name);
     actual = output.isTuple() ? output.toTupleRef().elements().at(0).toTensor() : output.toTensor();
   }
   result.forward_checked = true;
@@ -153,8 +158,12 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
                 "' differs from the checkpoint's stages chained by ", result.forward_max_abs_diff,
                 " on the example input");
   if (!example_out.empty()) {
-    writeFileAtomically(example_out,
-                        pickleTensors({{"input", split.example_input}, {"output", expected}}));
+    // "input" is the first input; with several, each also goes under its argument's name.
+    TensorDict example{{"input", split.example_inputs.at(0)}, {"output", expected}};
+    for (size_t i = 0; split.example_inputs.size() > 1 && i < split.example_inputs.size(); ++i) {
+      example.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
+    }
+    writeFileAtomically(example_out, pickleTensors(example));
   }
   return result;
 }

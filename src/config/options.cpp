@@ -103,6 +103,12 @@ void addModelOptions(po::options_description& desc, ModelConfig& m) {
           [&m](const std::string& text) { m.input_shape = parseShape("model.input_shape", text); }),
       "example input shape for a model file, batch first (e.g. 8,4,32); the batch size used "
       "is --train.batch_size; empty: (train.batch_size, model.seq_len)");
+  add("model.inputs",
+      po::value<std::string>()->default_value("")->notifier(
+          [&m](const std::string& text) { m.inputs = splitList(text); }),
+      "data fields fed to forward's arguments, comma-separated ARG=FIELD (or FIELD, for an "
+      "argument of that name); fields not listed are not fed; empty: every field but the "
+      "target, matched to forward's arguments by name");
   desc.add(section);
 }
 
@@ -179,6 +185,8 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
       "adamw | sgd");
   add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
       "cross_entropy (logits (N, C) against labels (N), or (N, T, V) against (N, T)) | mse | "
+      "model (forward takes the labels and returns the loss: a scalar, or first in a tuple, or "
+      "under 'loss' in a dict; the step's loss is the mean over its micro-batches) | "
       "auto: from the data (token windows and integer labels: cross_entropy; float "
       "targets: mse; synthetic and text: cross_entropy when the model takes token ids)");
   add("train.ignore_index", po::value(&t.ignore_index)->default_value(t.ignore_index),

@@ -277,6 +277,13 @@ at::Tensor stackField(const Dataset& data, size_t field, const std::vector<int64
   return at::stack(samples);
 }
 
+std::vector<at::Tensor> stackFields(const Dataset& data, const std::vector<size_t>& fields,
+                                    const std::vector<int64_t>& indices) {
+  std::vector<at::Tensor> stacked;
+  for (size_t field : fields) stacked.push_back(stackField(data, field, indices));
+  return stacked;
+}
+
 std::string fieldsText(const std::vector<SampleField>& fields) {
   std::vector<std::string> parts;
   for (const SampleField& f : fields) {
@@ -290,7 +297,7 @@ std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound)
   return {{"input_ids", window}, {"labels", window}};
 }
 
-DataRoles dataRolesOf(const Dataset& data, const DataConfig& config) {
+DataRoles dataRolesOf(const Dataset& data, const DataConfig& config, bool offers_target) {
   const std::vector<SampleField>& fields = data.fields();
   std::vector<std::string> names;
   for (const SampleField& f : fields) names.push_back(f.name);
@@ -311,9 +318,16 @@ DataRoles dataRolesOf(const Dataset& data, const DataConfig& config) {
   }
   PPSTAGE_CHECK(target < names.size(), "the data gives ", listed, " and no target: name one ",
                 "labels (or targets), or say which with --data.target");
-  PPSTAGE_CHECK(names.size() == 2, "the data gives ", names.size() - 1, " inputs beside its ",
-                "target '", names[target], "' (", listed, "); ppstage feeds a model one input");
-  return DataRoles{target == 0 ? size_t{1} : size_t{0}, target};
+  PPSTAGE_CHECK(names.size() >= 2, "the data gives only its target '", names[target],
+                "', nothing to feed the model");
+  DataRoles roles;
+  roles.offer.clear();
+  for (size_t f = 0; f < names.size(); ++f) {
+    if (f != target || offers_target) roles.offer.push_back(f);
+  }
+  roles.inputs = roles.offer;
+  roles.target = target;
+  return roles;
 }
 
 }  // namespace ppstage

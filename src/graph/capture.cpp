@@ -35,27 +35,56 @@ namespace prim = c10::prim;
 
 namespace {
 
-// forward(self, x, opt=None, ...): x is the data input; defaults of the rest become
-// constants so the graph takes exactly (self, x).
-std::string bindForwardArguments(torch::jit::Graph& graph, const c10::FunctionSchema& schema) {
+std::vector<std::string> forwardArgumentNames(const c10::FunctionSchema& schema) {
+  std::vector<std::string> names;
+  for (size_t i = 1; i < schema.arguments().size(); ++i)
+    names.push_back(schema.arguments()[i].name());
+  return names;
+}
+
+bool takesTensor(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  if (type->isSubtypeOf(*c10::TensorType::get())) return true;
+  const auto optional = type->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->isSubtypeOf(*c10::TensorType::get());
+}
+
+// forward(self, x, mask=None, opt=1, ...): the arguments named in `fed` (forward's first
+// argument when `fed` is empty) are the data inputs, typed Tensor even where forward says
+// Optional[Tensor], so `mask is not None` folds; defaults of the rest become constants, so
+// the graph takes exactly (self, fed...). Returns the fed arguments' names, in forward's order.
+std::vector<std::string> bindForwardArguments(torch::jit::Graph& graph,
+                                              const c10::FunctionSchema& schema,
+                                              std::vector<std::string> fed) {
   const auto& args = schema.arguments();
-  PPSTAGE_CHECK(args.size() >= 2, "the model's forward takes no input; ppstage feeds it one ",
-                "tensor");
-  const c10::Argument& data = args[1];
-  PPSTAGE_CHECK(data.type()->isSubtypeOf(*c10::TensorType::get()),
-                "the model's forward takes an unsupported input '", data.name(), "' of type ",
-                data.type()->repr_str(), "; ppstage feeds it one tensor");
-  for (size_t i = args.size() - 1; i >= 2; --i) {
-    const c10::Argument& extra = args[i];
-    PPSTAGE_CHECK(extra.default_value().has_value(), "the model's forward takes an unsupported ",
-                  "input '", extra.name(), "' of type ", extra.type()->repr_str(),
-                  "; ppstage feeds it one tensor, further arguments need default values");
+  PPSTAGE_CHECK(args.size() >= 2, "the model's forward takes no input; ppstage feeds it ",
+                "tensors");
+  if (fed.empty()) fed.push_back(args[1].name());
+  std::vector<std::string> taken;
+  for (const std::string& name : fed) {
+    const bool known = std::any_of(args.begin() + 1, args.end(),
+                                   [&](const c10::Argument& a) { return a.name() == name; });
+    PPSTAGE_CHECK(known, "the model's forward takes no argument '", name, "' (it takes ",
+                  joinText(forwardArgumentNames(schema), ", "), ")");
+  }
+  for (size_t i = args.size() - 1; i >= 1; --i) {
+    const c10::Argument& arg = args[i];
+    if (std::find(fed.begin(), fed.end(), arg.name()) != fed.end()) {
+      PPSTAGE_CHECK(takesTensor(arg), "the model's forward takes '", arg.name(), "' as ",
+                    arg.type()->repr_str(), "; ppstage feeds its inputs tensors");
+      graph.inputs()[i]->setType(c10::TensorType::get());
+      taken.insert(taken.begin(), arg.name());
+      continue;
+    }
+    PPSTAGE_CHECK(arg.default_value().has_value(), "the model's forward takes '", arg.name(), "' (",
+                  arg.type()->repr_str(), ", no default), which no data input feeds ",
+                  "(fed: ", joinText(fed, ", "), ")");
     torch::jit::WithInsertPoint guard(graph.block()->nodes().front());
-    Value* value = graph.insertConstant(*extra.default_value());
+    Value* value = graph.insertConstant(*arg.default_value());
     graph.inputs()[i]->replaceAllUsesWith(value);
     graph.eraseInput(i);
   }
-  return data.name();
+  return taken;
 }
 
 bool isModule(const Value* value) {
@@ -182,11 +211,25 @@ void flattenInto(Value* value, std::vector<Value*>& outputs) {
     outputs.push_back(value);
     return;
   }
-  PPSTAGE_CHECK(value->node()->kind() == prim::TupleConstruct, "the model returns a value of ",
-                "type ", value->type()->repr_str(), " made by ",
-                value->node()->kind().toQualString(), "; ppstage needs a tensor or a tuple of ",
-                "tensors built in forward (returned tuples cannot come from control flow that ",
-                "depends on the input)");
+  // A dict of tensors built in forward ({"logits": x, "loss": l}): its values in order, the
+  // one keyed "loss" first (what --train.loss model takes as the loss).
+  if (value->node()->kind() == prim::DictConstruct) {
+    const Node* dict = value->node();
+    std::vector<Value*> values;
+    for (size_t i = 0; i + 1 < dict->inputs().size(); i += 2) {
+      const auto key = torch::jit::toIValue(dict->input(i));
+      const bool is_loss = key && key->isString() && key->toStringRef() == "loss";
+      values.insert(is_loss ? values.begin() : values.end(), dict->input(i + 1));
+    }
+    for (Value* item : values) flattenInto(item, outputs);
+    return;
+  }
+  PPSTAGE_CHECK(
+      value->node()->kind() == prim::TupleConstruct, "the model returns a value of ", "type ",
+      value->type()->repr_str(), " made by ", value->node()->kind().toQualString(),
+      "; ppstage needs a tensor, or a tuple or ",
+      "dict of tensors built in forward (returned tuples cannot come from control flow that ",
+      "depends on the input)");
   for (Value* item : value->node()->inputs()) {
     // A None in a returned tuple (GoogLeNet's absent auxiliary logits) is no output.
     if (!item->mustBeNone()) flattenInto(item, outputs);
@@ -329,7 +372,7 @@ void dropWarnings(torch::jit::Block* block) {
 }
 
 // See Note [Specializing to ranks and dtypes].
-void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
+void specializeToTypes(ModelGraph& out, const std::vector<at::Tensor>& example) {
   for (int round = 0; round < 8; ++round) {
     bool changed = foldIdentityTests(out.graph->block());
     ValueShapes seen;
@@ -338,8 +381,7 @@ void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
-      throw Error("the model fails on an example input (" + dtypeName(example.scalar_type()) + " " +
-                  shapeText(example.sizes().vec()) +
+      throw Error("the model fails on an example input (" + inputsText(out.input_names, example) +
                   "): " + describeModelFailure(out, example, errorMessage(e)));
     }
     changed |= foldRankAndDtype(out.graph->block(), seen);
@@ -352,11 +394,19 @@ void specializeToTypes(ModelGraph& out, const at::Tensor& example) {
 }  // namespace
 
 ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& example) {
+  return captureModel(
+      module, {}, example.defined() ? std::vector<at::Tensor>{example} : std::vector<at::Tensor>{});
+}
+
+ModelGraph captureModel(const torch::jit::Module& module, const std::vector<std::string>& inputs,
+                        const std::vector<at::Tensor>& example) {
   const torch::jit::Method forward = module.get_method("forward");
   ModelGraph out;
   out.graph = torch::jit::toGraphFunction(forward.function()).graph()->copy();
   torch::jit::Graph& graph = *out.graph;
-  out.input_name = bindForwardArguments(graph, forward.function().getSchema());
+  out.input_names = bindForwardArguments(graph, forward.function().getSchema(), inputs);
+  PPSTAGE_INTERNAL_ASSERT(inputs.empty() || out.input_names == inputs,
+                          "inputs are fed in forward's order");
   out.calls.push_back(ModuleCall{"", module.type()->name()->qualifiedName(), -1});
 
   graph_detail::inlineCallsWithPaths(graph, out.calls, out.node_call);
@@ -371,7 +421,9 @@ ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& exam
   PPSTAGE_INTERNAL_ASSERT(!graph.inputs()[0]->hasUses(), "self is still used after lifting");
   graph.eraseInput(0);
   // Simplify before reading the outputs: a tuple returned through an `if` on a baked-in
-  // default (`if labels is not None`) is a plain TupleConstruct afterwards.
+  // default or a fed Optional (`if labels is not None`) is a plain TupleConstruct afterwards.
+  foldIdentityTests(graph.block());
+  forgetDestroyedNodes(graph.block(), out);
   torch::jit::LowerSimpleTuples(out.graph);
   forgetDestroyedNodes(graph.block(), out);
   torch::jit::ConstantPropagationImmutableTypes(out.graph);
@@ -379,7 +431,8 @@ ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& exam
   flattenOutputs(graph);
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
-  if (example.defined()) {
+  if (!example.empty()) {
+    PPSTAGE_INTERNAL_ASSERT(example.size() == out.numInputs(), "one example tensor per input");
     specializeToTypes(out, example);
     dropWarnings(graph.block());
     forgetDestroyedNodes(graph.block(), out);

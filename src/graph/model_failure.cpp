@@ -99,9 +99,9 @@ std::string describeFailure(const std::string& message, const Node* node,
   return where.empty() ? cause : cause + " (" + where + ")";
 }
 
-std::string describeModelFailure(const ModelGraph& model, const at::Tensor& input,
+std::string describeModelFailure(const ModelGraph& model, const std::vector<at::Tensor>& input,
                                  const std::string& message) {
-  std::vector<c10::IValue> inputs{input};
+  std::vector<c10::IValue> inputs(input.begin(), input.end());
   for (const ModelParameter& p : model.parameters) inputs.emplace_back(p.value);
   const Node* node = findFailingNode(*model.graph, inputs);
   return describeFailure(message, node, node != nullptr ? model.modulePathOf(node) : "");

@@ -1,7 +1,11 @@
 // See include/ppstage/graph/model_graph.h.
 #include "ppstage/graph/model_graph.h"
 
+#include <torch/csrc/jit/ir/ir.h>
+
 #include <set>
+
+#include "ppstage/core/text.h"
 
 namespace ppstage {
 
@@ -10,6 +14,21 @@ using torch::jit::Node;
 Node* topLevelNodeOf(Node* node, const torch::jit::Block* top) {
   while (node->owningBlock() != top) node = node->owningBlock()->owningNode();
   return node;
+}
+
+std::string inputsText(const std::vector<std::string>& names,
+                       const std::vector<at::Tensor>& tensors) {
+  std::vector<std::string> items;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string tensor =
+        dtypeName(tensors[i].scalar_type()) + " " + shapeText(tensors[i].sizes().vec());
+    items.push_back(tensors.size() == 1 || i >= names.size() ? tensor : names[i] + " " + tensor);
+  }
+  return joinText(items, ", ");
+}
+
+torch::jit::Value* ModelGraph::parameterInput(size_t p) const {
+  return graph->inputs()[numInputs() + p];
 }
 
 int ModelGraph::callOf(const Node* node) const {

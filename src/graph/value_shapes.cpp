@@ -15,6 +15,7 @@
 
 #include <unordered_set>
 
+#include "ppstage/core/error.h"
 #include "ppstage/graph/graph_runner.h"
 
 namespace ppstage {
@@ -101,8 +102,8 @@ Probe buildProbe(torch::jit::Graph& model, Asks asks) {
 // Runs `probe` on `input` and the parameters; buffers are copies, so a BatchNorm's running
 // statistics in the user's module stay as they were.
 std::vector<c10::IValue> runProbe(const Probe& probe, const ModelGraph& model,
-                                  const at::Tensor& input) {
-  std::vector<c10::IValue> inputs{input};
+                                  const std::vector<at::Tensor>& input) {
+  std::vector<c10::IValue> inputs(input.begin(), input.end());
   for (const ModelParameter& p : model.parameters) {
     inputs.emplace_back(p.is_parameter ? p.value : p.value.clone());
   }
@@ -113,12 +114,15 @@ TensorMeta inputMeta(const at::Tensor& t) {
   return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}};
 }
 
-// The graph's inputs: the data input and the parameters, as they are.
-void addInputShapes(const ModelGraph& model, const at::Tensor& input, ValueShapes& shapes) {
+// The graph's inputs: the data inputs and the parameters, as they are.
+void addInputShapes(const ModelGraph& model, const std::vector<at::Tensor>& input,
+                    ValueShapes& shapes) {
+  PPSTAGE_INTERNAL_ASSERT(input.size() == model.numInputs(), "the model takes ", model.numInputs(),
+                          " inputs, given ", input.size());
   const auto graph_inputs = model.graph->inputs();
-  shapes[graph_inputs[0]] = inputMeta(input);
-  for (size_t i = 1; i < graph_inputs.size(); ++i) {
-    shapes[graph_inputs[i]] = inputMeta(model.parameters[i - 1].value);
+  for (size_t i = 0; i < input.size(); ++i) shapes[graph_inputs[i]] = inputMeta(input[i]);
+  for (size_t p = 0; p < model.parameters.size(); ++p) {
+    shapes[model.parameterInput(p)] = inputMeta(model.parameters[p].value);
   }
 }
 
@@ -141,9 +145,10 @@ std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t bat
 }  // namespace
 
 ValueShapes recordValueShapes(const ModelGraph& model,
-                              const std::function<at::Tensor(int64_t)>& make_input, int64_t batch) {
+                              const std::function<std::vector<at::Tensor>(int64_t)>& make_input,
+                              int64_t batch) {
   ValueShapes shapes;
-  const at::Tensor input = make_input(batch);
+  const std::vector<at::Tensor> input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
   addInputShapes(model, input, shapes);
 
@@ -154,7 +159,7 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     full = runProbe(sizes_probe, model, input);
   }
   const int64_t small = batch == 2 ? 3 : 2;
-  const at::Tensor small_input = make_input(small);
+  const std::vector<at::Tensor> small_input = make_input(small);
   const Probe grad_probe = buildProbe(*model.graph, Asks::kRequiresGrad);
   const std::vector<c10::IValue> few = runProbe(grad_probe, model, small_input);
 
@@ -177,12 +182,14 @@ ValueShapes recordValueShapes(const ModelGraph& model,
       next += 1;
     }
   }
-  shapes[graph_inputs[0]].per_sample =
-      perSample(input.sizes().vec(), batch, small_input.sizes().vec(), small);
+  for (size_t i = 0; i < input.size(); ++i) {
+    shapes[graph_inputs[i]].per_sample =
+        perSample(input[i].sizes().vec(), batch, small_input.at(i).sizes().vec(), small);
+  }
   return shapes;
 }
 
-ValueShapes probeTensorValues(const ModelGraph& model, const at::Tensor& input) {
+ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Tensor>& input) {
   const Probe probe = buildProbe(*model.graph, Asks::kDtype);
   std::vector<c10::IValue> outputs;
   {

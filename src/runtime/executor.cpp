@@ -204,7 +204,7 @@ struct Executor::Impl {
     LocalStage& stage = local(s);
     waitAll(st.input_works, {ActionKind::kRecvForward, s, m});
     if (s == 0) {
-      st.inputs = {data.inputs.at(m)};
+      st.inputs = data.inputs.at(m);
     }
     PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,
                             " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",

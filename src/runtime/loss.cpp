@@ -47,6 +47,14 @@ LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType deciding
 
 LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
                     int64_t ignore_index) {
+  if (kind == LossKind::kModel) {
+    PPSTAGE_CHECK(output.numel() == 1 && at::isFloatingType(output.scalar_type()),
+                  "--train.loss model takes the model's first output as its loss, a "
+                  "floating-point scalar; it is ",
+                  dtypeName(output.scalar_type()), " ", shapeText(output.sizes().vec()),
+                  " (return the loss alone, first in a tuple, or under 'loss' in a dict)");
+    return {output.reshape({}), 0};
+  }
   if (kind == LossKind::kMse) {
     PPSTAGE_CHECK(output.sizes() == target.sizes(), "mse loss: the model's output has shape ",
                   output.sizes(), " but the targets have shape ", target.sizes());
@@ -63,6 +71,7 @@ LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& t
 }
 
 int64_t countTargets(LossKind kind, const at::Tensor& target, int64_t ignore_index) {
+  if (kind == LossKind::kModel) return 1;
   if (kind == LossKind::kMse) return target.numel();
   return target.ne(ignore_index).sum().item<int64_t>();
 }

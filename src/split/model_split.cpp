@@ -35,35 +35,40 @@ class Stopwatch {
 
 CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
   Stopwatch watch;
-  CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {}};
-  if (data_input != nullptr) captured.model.input = *data_input;
+  CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {0}, {}};
+  InputSpec& input = captured.model.input;
+  if (data_input != nullptr && !data_input->names.empty()) {
+    const InputBinding binding =
+        bindInputs(captured.model.module, data_input->names, config.model.inputs);
+    input = boundInputSpec(*data_input, binding);
+    captured.input_fields = binding.fields;
+  } else if (data_input != nullptr) {
+    input = *data_input;
+  }
   if (!training) captured.model.module.eval();
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
   try {
     captured.graph =
-        captureModel(captured.model.module,
-                     makeExampleInput(captured.model.input,
-                                      std::min<int64_t>(config.train.batch_size, 2), seed));
+        captureModel(captured.model.module, input.names,
+                     makeExampleInputs(input, std::min<int64_t>(config.train.batch_size, 2), seed));
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind("the model fails on an example input", 0) != 0) throw;
-    throw Error(what + " (the example input is set by " + captured.model.input.source + ")");
+    throw Error(what + " (the example input is set by " + input.source + ")");
   }
   captured.timings.capture_s = watch.lap();
-  captured.example_input = makeExampleInput(captured.model.input, config.train.batch_size, seed);
+  captured.example_inputs = makeExampleInputs(input, config.train.batch_size, seed);
   try {
-    const auto make_input = [&](int64_t batch) {
-      return makeExampleInput(captured.model.input, batch, seed);
-    };
+    const auto make_input = [&](int64_t batch) { return makeExampleInputs(input, batch, seed); };
     captured.shapes = recordValueShapes(captured.graph, make_input, config.train.batch_size);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
     throw Error(detail::concat(
-        "the model fails on its example input (", dtypeName(captured.model.input.dtype), " ",
-        shapeText(captured.example_input.sizes().vec()), ", set by ", captured.model.input.source,
-        "): ", describeModelFailure(captured.graph, captured.example_input, errorMessage(e))));
+        "the model fails on its example input (",
+        inputsText(captured.graph.input_names, captured.example_inputs), ", set by ", input.source,
+        "): ", describeModelFailure(captured.graph, captured.example_inputs, errorMessage(e))));
   }
   captured.timings.shapes_s = watch.lap();
   return captured;
@@ -87,7 +92,8 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
   split.timings.extract_s = watch.lap();
   split.model = std::move(captured.model);
   split.graph = std::move(captured.graph);
-  split.example_input = std::move(captured.example_input);
+  split.example_inputs = std::move(captured.example_inputs);
+  split.input_fields = std::move(captured.input_fields);
   return split;
 }
 

@@ -133,11 +133,16 @@ nlohmann::json stageJson(const StageModule& stage, const ModelGraph& model) {
 }  // namespace
 
 void printPlanTable(std::ostream& out, const ModelSplit& split) {
-  const at::Tensor& input = split.example_input;
+  std::vector<std::string> inputs;
+  for (size_t i = 0; i < split.example_inputs.size(); ++i) {
+    const at::Tensor& input = split.example_inputs[i];
+    inputs.push_back(split.graph.input_names.at(i) + " " + shapeText(input.sizes().vec()) + " " +
+                     dtypeName(input.scalar_type()));
+  }
   out << "model " << split.model.name << ": "
       << humanCount(static_cast<double>(split.graph.numTrainableParams()))
-      << " parameters, example input " << split.graph.input_name << " "
-      << shapeText(input.sizes().vec()) << " " << dtypeName(input.scalar_type()) << "\n"
+      << " parameters, example input" << (inputs.size() > 1 ? "s " : " ") << joinText(inputs, ", ")
+      << "\n"
       << split.stages.size() << " stages over " << split.plan.units.size() << " units, "
       << (split.plan.method == "split_points" ? "cut at the split points"
                                               : "balanced by " + split.plan.method)
@@ -200,12 +205,16 @@ std::string planToJson(const ModelSplit& split) {
     }
     ties.push_back({{"copies", copies}});
   }
+  nlohmann::json inputs = nlohmann::json::array();
+  for (size_t i = 0; i < split.example_inputs.size(); ++i) {
+    inputs.push_back({{"name", split.graph.input_names.at(i)},
+                      {"shape", split.example_inputs[i].sizes().vec()},
+                      {"dtype", dtypeName(split.example_inputs[i].scalar_type())}});
+  }
   nlohmann::json plan = {{"model", split.model.name},
                          {"method", split.plan.method},
-                         {"input",
-                          {{"name", split.graph.input_name},
-                           {"shape", split.example_input.sizes().vec()},
-                           {"dtype", dtypeName(split.example_input.scalar_type())}}},
+                         {"input", inputs.at(0)},  // the first, as before several existed
+                         {"inputs", inputs},
                          {"num_params", split.graph.numTrainableParams()},
                          {"units", units},
                          {"stages", stages},

@@ -166,10 +166,10 @@ class StageExtractor {
 
   void use(Value* v, int s, Node* user) {
     if (isGraphInput(v)) {
-      if (v->offset() == 0) {
+      if (isModelInput(v)) {
         uses_[s].received.insert(v);
       } else {
-        addParameter(s, static_cast<int>(v->offset()) - 1);
+        addParameter(s, static_cast<int>(v->offset() - model_.numInputs()));
       }
       return;
     }
@@ -215,10 +215,10 @@ class StageExtractor {
 
   void recomputeInput(Value* u, Node* n, int s, Value* crossing, Node* user) {
     const bool tensor_leaf = isTensor(u) && !isShapeTensor(u);
-    if (isGraphInput(u) && u->offset() > 0) {
-      PPSTAGE_FAIL(cannotCross(
-          crossing, s, user, n,
-          "it is computed from parameter '" + model_.parameters[u->offset() - 1].path + "'"));
+    if (isGraphInput(u) && !isModelInput(u)) {
+      const std::string& path = model_.parameters[u->offset() - model_.numInputs()].path;
+      PPSTAGE_FAIL(
+          cannotCross(crossing, s, user, n, "it is computed from parameter '" + path + "'"));
     }
     if (!tensor_leaf) {
       recompute(u, s, crossing, user);
@@ -281,8 +281,11 @@ class StageExtractor {
     torch::jit::Graph& g = *stage.graph;
     std::unordered_map<Value*, Value*> env;     // model value -> stage value
     std::unordered_map<Value*, Value*> packed;  // model int/List[int] -> its int64 tensor
+    // Stage 0 takes every model input; those used later cross the cuts like activations.
     const std::vector<Value*> inputs =
-        s == 0 ? std::vector<Value*>{graph_.inputs()[0]} : crossing_[s];
+        s == 0 ? std::vector<Value*>(graph_.inputs().begin(),
+                                     graph_.inputs().begin() + model_.numInputs())
+               : crossing_[s];
     for (Value* v : inputs) {
       stage.inputs.push_back(boundary(v));
       if (isTensor(v)) {
@@ -346,7 +349,7 @@ class StageExtractor {
       for (int p : uses_[s].parameters) stages_of[p].push_back(static_cast<int>(s));
     }
     for (const auto& [p, stages] : stages_of) {
-      if (stages.size() < 2 || !aliases.hasWriters(graph_.inputs()[p + 1])) continue;
+      if (stages.size() < 2 || !aliases.hasWriters(model_.parameterInput(p))) continue;
       PPSTAGE_FAIL("'", model_.parameters[p].path, "' is written in place by the ",
                    "model and used in stages ", stages.front(), " and ", stages.back(),
                    "; a written buffer must stay in one stage: move the split point ",
@@ -359,7 +362,7 @@ class StageExtractor {
     std::map<const c10::TensorImpl*, size_t> by_tensor;
     for (int p : uses_[s].parameters) {
       const ModelParameter& mp = model_.parameters[p];
-      Value* original = graph_.inputs()[p + 1];
+      Value* original = model_.parameterInput(p);
       const auto known = by_tensor.find(mp.value.unsafeGetTensorImpl());
       if (known != by_tensor.end()) {
         StageParameter& shared = stage.parameters[known->second];
@@ -405,8 +408,8 @@ class StageExtractor {
     BoundaryTensor b;
     b.metadata = !isTensor(v);
     b.producer_stage = isGraphInput(v) ? kModelInputStage : producerStage(v);
-    if (isGraphInput(v) && v->offset() == 0) {
-      b.name = model_.input_name;
+    if (isModelInput(v)) {
+      b.name = model_.input_names.at(v->offset());
     } else {
       const std::string& path = model_.modulePathOf(topLevelOwner(v->node()));
       const std::string value = v->hasDebugName() ? v->debugName() : "%" + v->debugName();
@@ -424,6 +427,11 @@ class StageExtractor {
   // --- helpers ------------------------------------------------------------------------
 
   bool isGraphInput(const Value* v) const { return v->node() == graph_.param_node(); }
+
+  // One of the model's data inputs (graph inputs before the parameters).
+  bool isModelInput(const Value* v) const {
+    return isGraphInput(v) && v->offset() < model_.numInputs();
+  }
 
   Node* topLevelOwner(Node* n) const { return topLevelNodeOf(n, graph_.block()); }
 

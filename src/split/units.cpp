@@ -52,15 +52,15 @@ int unitCallOf(const ModelGraph& model, const Node* node, const std::set<int>& e
   return unit;
 }
 
-void collectParameters(const Node* node, std::set<int>& parameters) {
+// The parameters (indices into ModelGraph::parameters) `node` and its blocks read.
+void collectParameters(const ModelGraph& model, const Node* node, std::set<int>& parameters) {
   for (const torch::jit::Value* input : node->inputs()) {
-    if (input->node()->kind() == c10::prim::Param &&
-        input->node()->owningBlock() == input->owningGraph()->block() && input->offset() >= 1) {
-      parameters.insert(static_cast<int>(input->offset()) - 1);
+    if (input->node() == model.graph->param_node() && input->offset() >= model.numInputs()) {
+      parameters.insert(static_cast<int>(input->offset() - model.numInputs()));
     }
   }
   for (const torch::jit::Block* block : node->blocks()) {
-    for (const Node* inner : block->nodes()) collectParameters(inner, parameters);
+    for (const Node* inner : block->nodes()) collectParameters(model, inner, parameters);
   }
 }
 
@@ -122,7 +122,7 @@ void measureUnits(const ModelGraph& model, const std::vector<Node*>& nodes,
     std::set<int> parameters;
     unit.flops = 0;
     for (size_t i = unit.first_node; i < unit.end_node; ++i) {
-      collectParameters(nodes[i], parameters);
+      collectParameters(model, nodes[i], parameters);
       unit.flops += estimateFlops(nodes[i], shapes);
     }
     unit.num_params = numelOf(model, parameters);

@@ -57,7 +57,7 @@ EvalResult Evaluator::run(int64_t steps) {
         indices.push_back(eval_.data->size() > 0 ? position % eval_.data->size() : position);
       }
       if (reads_inputs)
-        data.inputs.push_back(stackField(*eval_.data, layout_.roles.input, indices));
+        data.inputs.push_back(stackFields(*eval_.data, layout_.roles.inputs, indices));
       if (reads_targets) {
         data.targets.push_back(stackField(*eval_.data, layout_.roles.target, indices));
         sums[2] += static_cast<double>(

@@ -18,6 +18,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/text.h"
 #include "ppstage/data/data_files.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/time_balance.h"
@@ -78,22 +79,23 @@ DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const Config& 
   return request;
 }
 
-// The example input of a data file: its first samples of the input field (cycling when the
-// data set is smaller than the batch asked for).
+// The example inputs of a data file: its first samples of each field on offer (cycling when
+// the data set is smaller than the batch asked for), bound to forward's arguments at capture.
 InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRoles& roles,
                         const DataConfig& config) {
-  const SampleShape& sample = data->fields().at(roles.input).sample;
+  const SampleShape& sample = data->fields().at(roles.offer.at(0)).sample;
   InputSpec spec;
   spec.dtype = sample.dtype;
   spec.shape = {1};
   spec.shape.insert(spec.shape.end(), sample.shape.begin(), sample.shape.end());
   spec.token_bound = sample.token_bound;
+  for (size_t field : roles.offer) spec.names.push_back(data->fields().at(field).name);
   spec.source = "the first samples of --data.path '" + config.path + "'";
-  const size_t field = roles.input;
-  spec.samples = [data, field](int64_t batch) {
+  const std::vector<size_t> fields = roles.offer;
+  spec.samples = [data, fields](int64_t batch) {
     std::vector<int64_t> indices;
     for (int64_t i = 0; i < batch; ++i) indices.push_back(i % data->size());
-    return stackField(*data, field, indices);
+    return stackFields(*data, fields, indices);
   };
   return spec;
 }
@@ -231,6 +233,7 @@ void checkHoldsOneBatch(const Dataset& data, int64_t batch_size) {
 // checkTargetsFit for `data`'s target field, over its values where the data set knows them.
 void checkTargetsOf(const Dataset& data, const JobLayout& layout, const SampleShape& output,
                     int64_t ignore_index) {
+  if (layout.loss == LossKind::kModel) return;  // the model compares them itself
   const size_t target = layout.roles.target;
   const auto range =
       layout.loss == LossKind::kCrossEntropy ? data.valueRange(target, ignore_index) : std::nullopt;
@@ -257,6 +260,17 @@ std::shared_ptr<const Dataset> openValidationSet(const Config& config, const Job
                  outputSample(split.stages.back().outputs.at(0), config.train.batch_size),
                  config.train.ignore_index);
   return data;
+}
+
+// --train.loss model: the labels come from a data file, and the first output is a scalar.
+void checkModelLoss(bool data_file, const ModelSplit& split) {
+  PPSTAGE_CHECK(data_file, "--train.loss model passes the labels to the model: give a data ",
+                "file with them (--data.path)");
+  const TensorMeta& loss = split.stages.back().outputs.at(0).meta;
+  PPSTAGE_CHECK(loss.numel() == 1 && at::isFloatingType(loss.dtype), "--train.loss model takes ",
+                "the model's first output as its loss, a floating-point scalar; it is ",
+                dtypeName(loss.dtype), " ", shapeText(loss.sizes), " (return the loss alone, ",
+                "first in a tuple, or under 'loss' in a dict)");
 }
 
 // Evaluation's model: captured in eval mode, cut where `train` is, sharing its parameters.
@@ -311,12 +325,18 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   const Topology& topology = layout.topology;
   std::optional<DataFile> file = openDataFileOf(config);
   std::shared_ptr<const Dataset> data = file ? file->data : nullptr;
-  if (file) layout.roles = file->roles;
   RankModel model;
   model.split = splitForJob(config, topology, unit_seconds, file ? &file->input : nullptr);
+  if (file) {
+    layout.roles = file->roles;
+    layout.roles.inputs.clear();
+    for (size_t f : model.split.input_fields)
+      layout.roles.inputs.push_back(file->roles.offer.at(f));
+  }
   const at::ScalarType decides_loss =
       data ? data->fields().at(layout.roles.target).sample.dtype : model.split.model.input.dtype;
   layout.loss = resolveLossKind(config.train.loss, decides_loss);
+  if (layout.loss == LossKind::kModel) checkModelLoss(file.has_value(), model.split);
   const SampleShape output =
       outputSample(model.split.stages.back().outputs.at(0), config.train.batch_size);
   if (data) {
@@ -324,7 +344,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   } else {
     data = openDataset(config.data, dataRequestOf(model.split, layout.loss, config));
   }
-  const SampleShape& input = data->fields().at(layout.roles.input).sample;
+  const SampleShape& input = data->fields().at(layout.roles.inputs.at(0)).sample;
   const SampleShape& target = data->fields().at(layout.roles.target).sample;
   layout.token_inputs = at::isIntegralType(input.dtype, /*includeBool=*/false);
   layout.classifies = layout.loss == LossKind::kCrossEntropy && target.shape.empty();
@@ -351,7 +371,7 @@ std::optional<DataFile> openDataFileOf(const Config& config) {
   if (isModelShaped(config.data)) return std::nullopt;
   DataFile file;
   file.data = openDataFile(config.data, config.model.seq_len);
-  file.roles = dataRolesOf(*file.data, config.data);
+  file.roles = dataRolesOf(*file.data, config.data, config.train.loss == LossKind::kModel);
   file.input = dataInputSpec(file.data, file.roles, config.data);
   return file;
 }

@@ -27,14 +27,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Micro-batches of this replica's samples of `field`: `indices[begin, begin + local_batch)`.
-std::vector<at::Tensor> cutMicrobatches(const Dataset& data, size_t field,
-                                        const std::vector<int64_t>& indices, int64_t begin,
-                                        const BatchLayout& layout) {
-  std::vector<at::Tensor> out;
+// Micro-batches of this replica's samples of `fields`, [m][field]:
+// `indices[begin, begin + local_batch)`.
+std::vector<std::vector<at::Tensor>> cutMicrobatches(const Dataset& data,
+                                                     const std::vector<size_t>& fields,
+                                                     const std::vector<int64_t>& indices,
+                                                     int64_t begin, const BatchLayout& layout) {
+  std::vector<std::vector<at::Tensor>> out;
   for (int m = 0; m < layout.microbatches; ++m) {
     const auto first = indices.begin() + begin + m * layout.microbatch_size;
-    out.push_back(stackField(data, field, {first, first + layout.microbatch_size}));
+    out.push_back(stackFields(data, fields, {first, first + layout.microbatch_size}));
   }
   return out;
 }
@@ -159,7 +161,7 @@ StepData StepRunner::nextStepData() {
     const int64_t replica_begin = topology.dpRank() * layout_.batch.local_batch;
     if (reads_inputs) {
       data.inputs =
-          cutMicrobatches(*data_, layout_.roles.input, indices, replica_begin, layout_.batch);
+          cutMicrobatches(*data_, layout_.roles.inputs, indices, replica_begin, layout_.batch);
     }
     if (reads_targets) data = withTargets(std::move(data), indices, replica_begin);
   }
@@ -223,9 +225,11 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
   // The whole step's targets (every replica's), to count what the step's mean divides by;
   // a step whose targets are all ignored counts 1, so that its loss and gradients are 0.
   const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
-  data.targets_in_step =
-      std::max<int64_t>(1, countTargets(layout_.loss, all, config_.train.ignore_index));
   const BatchLayout& batch = layout_.batch;
+  data.targets_in_step =
+      layout_.loss == LossKind::kModel
+          ? config_.train.batch_size / batch.microbatch_size  // one loss per micro-batch
+          : std::max<int64_t>(1, countTargets(layout_.loss, all, config_.train.ignore_index));
   for (int m = 0; m < batch.microbatches; ++m) {
     data.targets.push_back(
         all.narrow(0, replica_begin + m * batch.microbatch_size, batch.microbatch_size));

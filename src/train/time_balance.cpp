@@ -68,8 +68,9 @@ std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compil
 }  // namespace
 
 UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
-                               const ValueShapes& shapes, const at::Tensor& example_input,
-                               const UnitLoss& loss, int runs) {
+                               const ValueShapes& shapes,
+                               const std::vector<at::Tensor>& example_inputs, const UnitLoss& loss,
+                               int runs) {
   StagePlan per_unit;
   per_unit.units = units;
   per_unit.method = "units";
@@ -90,7 +91,7 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
   }
   std::vector<std::vector<double>> forward(units.size()), backward(units.size());
   for (int run = 0; run < runs; ++run) {
-    std::vector<at::Tensor> values{example_input};
+    std::vector<at::Tensor> values = example_inputs;
     for (size_t u = 0; u < stages.size(); ++u) {
       double f = 0, b = 0;
       const bool last = u + 1 == stages.size();
@@ -112,6 +113,7 @@ namespace {
 // The run's loss against placeholder targets (class 0, or zeros): the work is the same.
 UnitLoss trainingLoss(const TrainConfig& train, const LoadedModel& model) {
   const LossKind kind = resolveLossKind(train.loss, model.input.dtype);
+  if (kind == LossKind::kModel) return [](const at::Tensor& output) { return output.sum(); };
   return [kind](const at::Tensor& output) {
     const at::Tensor target = kind == LossKind::kCrossEntropy
                                   ? at::zeros(output.sizes().slice(0, output.dim() - 1), at::kLong)
@@ -126,18 +128,18 @@ ScheduleOptions scheduleOptionsOf(const PipelineConfig& config, const Topology& 
 
 }  // namespace
 
-at::Tensor microBatchInput(const CapturedModel& captured, const Config& config,
-                           const Topology& pipeline) {
+std::vector<at::Tensor> microBatchInputs(const CapturedModel& captured, const Config& config,
+                                         const Topology& pipeline) {
   const int microbatches = scheduleOptionsOf(config.pipeline, pipeline).microbatches;
   const BatchLayout layout = batchLayout(config.train.batch_size, pipeline.dpSize(), microbatches);
-  return makeExampleInput(captured.model.input, layout.microbatch_size,
-                          static_cast<uint64_t>(config.train.seed));
+  return makeExampleInputs(captured.model.input, layout.microbatch_size,
+                           static_cast<uint64_t>(config.train.seed));
 }
 
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
                                const Topology& pipeline) {
   return measureUnitSeconds(captured.graph, findUnits(captured.graph, captured.shapes),
-                            captured.shapes, microBatchInput(captured, config, pipeline),
+                            captured.shapes, microBatchInputs(captured, config, pipeline),
                             trainingLoss(config.train, captured.model));
 }
 

@@ -29,8 +29,13 @@
 namespace ppstage {
 namespace {
 
-// " (auto: labels are int64)" when --train.loss auto picked the loss; else "".
+// " (auto: labels are int64)" when --train.loss auto picked the loss, what the model is fed
+// for --train.loss model; else "".
 std::string lossChoiceText(const Config& c, const JobPlan& plan) {
+  if (plan.layout().loss == LossKind::kModel && plan.data() != nullptr) {
+    const SampleField& labels = plan.data()->fields().at(plan.layout().roles.target);
+    return " (the model is fed '" + labels.name + "' and returns the loss)";
+  }
   if (c.train.loss || plan.data() == nullptr) return "";
   const SampleField& target = plan.data()->fields().at(plan.layout().roles.target);
   return " (auto: " + target.name + " are " + dtypeName(target.sample.dtype) + ")";
@@ -65,9 +70,9 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
   }
   const ModelGraph& g = split.graph;
   return detail::concat(split.model.name, " (", g.numTrainableParams(), " parameters in ",
-                        g.parameters.size(), " tensors, ", split.plan.units.size(),
-                        " units, input ", dtypeName(split.model.input.dtype), " ",
-                        shapeText(split.example_input.sizes().vec()), ", ", g.ties.size(),
+                        g.parameters.size(), " tensors, ", split.plan.units.size(), " units, input",
+                        split.example_inputs.size() > 1 ? "s " : " ",
+                        inputsText(g.input_names, split.example_inputs), ", ", g.ties.size(),
                         " tied group", g.ties.size() == 1 ? "" : "s", ")");
 }
 

@@ -3,7 +3,8 @@
 # a missing or empty file, a token file whose size is not a multiple of its dtype, a wrong
 # magic number, an .npy of an unsupported dtype or in Fortran order, tensors whose first
 # dimensions differ, a label out of range for the logits, a data set smaller than one
-# batch, data a model cannot take (byte text for an image classifier), each with the hint
+# batch, data a model cannot take (byte text for an image classifier; an input name the
+# model does not take, a model input no data provides), each with the hint
 # that fits the model in hand. Fixtures: tests/fixtures/data/bad (scripts/make_fixtures.py).
 #
 # usage: bad_data.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR
@@ -67,6 +68,24 @@ refused small-vocab "has byte tokens (0-255) but the model's output has 64 class
   --model.name "$3/traced_gpt.pt" --model.vocab_size 64 --model.seq_len 16 --train.batch_size 8
 refused builtin-vocab "has byte tokens (0-255) but the model's output has 100 classes (set --model.vocab_size 256)" \
   --model.vocab_size 100 --model.seq_len 16 --train.batch_size 8
+# Inputs: a name forward does not take, a field nothing takes, an argument nothing feeds.
+hf=(--model.name "$3/hf_gpt2.pt" --train.batch_size 8 --data.path "$data/masked_npy")
+refused unknown-argument "--model.inputs names 'ids', which the model's forward does not take (it takes input_ids, attention_mask)" \
+  "${hf[@]}" --model.inputs ids=tokens
+refused unknown-field "--model.inputs feeds 'input_ids' the field 'input', which the data does not give (it gives mask, tokens)" \
+  "${hf[@]}" --model.inputs input_ids=input
+refused field-not-taken "the data gives 'mask', which is no argument of the model's forward (it takes input_ids, attention_mask)" \
+  "${hf[@]}"
+refused input-not-fed "the model's forward needs 'y', which no data field feeds (the data gives images)" \
+  --model.name "$3/two_inputs.pt" --train.batch_size 16 --data.path "$data/classes.pt" --model.inputs x=images
+# --train.loss model: labels need a data file, a forward that takes them, a scalar loss out.
+refused model-loss-no-data "--train.loss model passes the labels to the model: give a data file" \
+  --model.name "$3/hf_gpt2_loss.pt" --train.batch_size 8 --model.seq_len 16 --model.vocab_size 96 --train.loss model
+refused model-loss-no-labels-argument "the data gives 'labels', which is no argument of the model's forward (it takes input_ids, attention_mask)" \
+  --model.name "$3/hf_gpt2.pt" --train.batch_size 8 --data.path "$data/masked_tokens.pt" --train.loss model
+refused model-loss-not-scalar "takes the model's first output as its loss, a floating-point scalar; it is float32 [8, 16, 96]" \
+  --model.name "$3/hf_gpt2_loss.pt" --train.batch_size 8 --data.path "$data/masked_tokens.pt" \
+  --train.loss model --model.inputs input_ids,attention_mask
 refused mse-on-labels "mse compares the model's output with the targets 'labels'" "${resnet[@]}" \
   --data.path "$data/classes.pt" --train.loss mse
 exit "$failed"

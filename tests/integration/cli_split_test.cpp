@@ -92,7 +92,7 @@ TEST(CliSplit, ModelFileNotTorchScript) {
 TEST(CliSplit, UnsupportedForwardInput) {
   expectBadInput("split --model.name " + fixture("two_inputs.pt") +
                      " --model.input_dtype float32 --model.input_shape 2,8",
-                 "unsupported input 'y'");
+                 "takes 'y' (Tensor, no default), which no data input feeds");
 }
 
 // Token ids beyond an nn.Embedding's rows: the cause and the module, on one line.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every data format, every loss: a pipelined run matches the one-process run of the same
-# data. For each case a reference of one process, one stage and one micro-batch trains 6
+# Every data format, every loss, a model with two inputs: a pipelined run matches the
+# one-process run of the same data. For each case a reference of one process, one stage and one micro-batch trains 6
 # steps; the same job on 2 ranks (1F1B, 4 micro-batches) and, for some, on pp 2 x dp 2
 # must give the same per-step losses and final parameters (`ppstage compare-runs`, rtol
 # 1e-5). The class labels of the .npy case hold --train.ignore_index (-100) entries that
@@ -56,6 +56,33 @@ check "torch.save tensors, cross_entropy" "2x1" "${resnet[@]}" --data.path "$dat
 check "gzipped IDX, cross_entropy" "2x1" "${resnet[@]}" --data.path "$data/tiny-images-idx3-ubyte.gz"
 check "uint16 tokens, next-token cross_entropy" "2x1 2x2" "${gpt[@]}" --data.path "$data/tokens_u16.bin"
 check "llm.c token header" "2x1" "${gpt[@]}" --data.path "$data/tokens_header.bin" --data.format tokens
+# Two inputs: Hugging Face's GPT-2 (scripted) takes input_ids and attention_mask, bound by
+# name; the mask is used in every block, so it crosses the cut. Padding is labelled -100.
+hf=(--model.name "$3/hf_gpt2.pt" --train.batch_size 8)
+check "two inputs by name (torch.save)" "2x1 2x2" "${hf[@]}" --data.path "$data/masked_tokens.pt"
+check "two inputs by --model.inputs (npy)" "2x1" "${hf[@]}" --data.path "$data/masked_npy" \
+  --model.inputs input_ids=tokens,attention_mask=mask
+
+# --train.loss model: the model takes the labels and returns its loss (in a dict, not
+# first). The step's loss is the mean of its micro-batches' losses, so the reference has
+# the pipelined runs' micro-batches: 4 at pp 2, 8 of one sample at pp 2 x dp 2.
+model_loss=(--model.name "$3/hf_gpt2_loss.pt" --train.batch_size 8 --train.loss model
+            --data.path "$data/masked_tokens.pt")
+for layout in "1 4" "2 8"; do
+  read -r dp microbatches <<< "$layout"
+  rm -rf "$work/ref" "$work/run"
+  if "$ppstage" train "${common[@]}" "${model_loss[@]}" --pipeline.stages 1 \
+       --pipeline.microbatches "$microbatches" --output.metrics_json "$work/ref.json" \
+       --output.params_dir "$work/ref" > "$work/ref.log" 2>&1 &&
+     "${mpiexec[@]}" -np $((2 * dp)) "$ppstage" train "${common[@]}" "${model_loss[@]}" \
+       --train.dp "$dp" --output.metrics_json "$work/run.json" --output.params_dir "$work/run" \
+       > "$work/run.log" 2>&1; then
+    grep -E "^  train " "$work/ref.log" | sed "s/^/        model loss: /"
+    compare "model loss (labels in, loss out), pp 2 x dp $dp"
+  else
+    echo "FAILED: model loss at dp $dp"; tail -3 "$work/ref.log" "$work/run.log"; failed=1
+  fi
+done
 
 # Evaluation (--eval.every): the pipelined eval losses equal one process's within 1e-5, and
 # a run with evaluation trains bitwise as one without (its losses and parameters). With
@@ -91,6 +118,7 @@ PY
     cmp -s "$work/run/params-rank1.pt" "$work/plain/params-rank1.pt" ||
     { echo "FAIL: $name: the final parameters differ with evaluation"; failed=1; }
 }
+evaluated "eval, model loss" "${model_loss[@]}" --data.val_path "$data/masked_tokens.pt"
 evaluated "eval, resnet classes" "${resnet[@]}" --data.path "$data/classes_npy" --data.val_path "$data/classes.pt"
 evaluated "eval, gpt with dropout" "${gpt[@]}" --model.dropout 0.1 --data.path "$data/tokens_u16.bin" \
   --data.val_path "$data/tokens_header.bin"

@@ -13,6 +13,7 @@
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
+#include "support/error_of.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -87,7 +88,7 @@ TEST(Capture, CapturedGraphComputesWhatTheModuleComputes) {
 
 TEST(Capture, HuggingFaceStyleModel) {
   const ModelGraph graph = captureConfig(test::fixtureConfig("hf_gpt2.pt"));
-  EXPECT_EQ(graph.input_name, "input_ids");
+  EXPECT_EQ(graph.input_names, std::vector<std::string>{"input_ids"});
   EXPECT_EQ(graph.graph->outputs().size(), 2u) << "tuple output flattened";
   const std::set<std::string> nodes = nodePaths(graph);
   EXPECT_TRUE(nodes.count("transformer.h.2.attn")) << "_attn helper belongs to its module";
@@ -113,8 +114,65 @@ TEST(Capture, RejectsAForwardWithAnInputItCannotFeed) {
     captureConfig(test::fixtureConfig("two_inputs.pt"));
     FAIL() << "expected ppstage::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported input 'y'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("takes 'y' (Tensor, no default), which no data input"),
+              std::string::npos)
+        << e.what();
   }
+}
+
+torch::jit::Module maskedModel() {
+  ScriptModuleBuilder builder;
+  return builder.make(
+      "Masked", [](torch::jit::Module&) {}, R"(
+def forward(self, input_ids, scale: float = 2.0, attention_mask: Optional[Tensor] = None):
+    h = input_ids.float() * scale
+    if attention_mask is not None:
+        h = h * attention_mask
+    return h
+)");
+}
+
+// Data fields meet forward's arguments by name, by --model.inputs, or (one and one) by place.
+TEST(Capture, InputsAreBoundByNameByMappingOrByPlace) {
+  const torch::jit::Module module = maskedModel();
+  const InputBinding by_name = bindInputs(module, {"attention_mask", "input_ids"}, {});
+  EXPECT_EQ(by_name.arguments, (std::vector<std::string>{"input_ids", "attention_mask"}));
+  EXPECT_EQ(by_name.fields, (std::vector<size_t>{1, 0}));
+  const InputBinding by_place = bindInputs(module, {"tokens"}, {});
+  EXPECT_EQ(by_place.arguments, std::vector<std::string>{"input_ids"});
+  const InputBinding mapped =
+      bindInputs(module, {"mask", "tokens", "extra"}, {"input_ids=tokens", "attention_mask=mask"});
+  EXPECT_EQ(mapped.arguments, (std::vector<std::string>{"input_ids", "attention_mask"}));
+  EXPECT_EQ(mapped.fields, (std::vector<size_t>{1, 0}));
+  EXPECT_NE(test::errorOf([&] {
+              bindInputs(module, {"tokens", "mask"}, {});
+            })
+                .find("the data gives 'tokens', which is no argument of the model's forward "
+                      "(it takes input_ids, scale, attention_mask)"),
+            std::string::npos);
+  EXPECT_NE(test::errorOf([&] {
+              bindInputs(module, {"tokens"}, {"ids=tokens"});
+            }).find("--model.inputs names 'ids', which the model's forward does not take"),
+            std::string::npos);
+  EXPECT_NE(test::errorOf([&] {
+              bindInputs(module, {"mask"}, {"attention_mask=mask"});
+            }).find("needs 'input_ids', which no data field feeds"),
+            std::string::npos);
+}
+
+// A fed Optional[Tensor] is a tensor: its `is not None` test folds and the branch stays.
+TEST(Capture, SeveralInputsBecomeGraphInputsInForwardsOrder) {
+  const torch::jit::Module module = maskedModel();
+  const at::Tensor ids = at::arange(6).reshape({2, 3});
+  const at::Tensor mask = at::tensor({1, 1, 0, 1, 0, 0}, at::kLong).reshape({2, 3});
+  const ModelGraph graph = captureModel(module, {"input_ids", "attention_mask"}, {ids, mask});
+  EXPECT_EQ(graph.input_names, (std::vector<std::string>{"input_ids", "attention_mask"}));
+  ASSERT_EQ(graph.graph->inputs().size(), 2u);
+  for (const torch::jit::Node* node : graph.graph->nodes()) {
+    EXPECT_NE(node->kind(), c10::prim::If) << "the None test is decided";
+  }
+  const auto out = GraphRunner(graph.graph, "masked").run({ids, mask});
+  EXPECT_TRUE(at::equal(out.at(0).toTensor(), ids.to(at::kFloat) * 2 * mask));
 }
 
 torch::jit::Module scripted(const std::string& source) {

@@ -28,7 +28,7 @@ OneStage oneStage(LoadedModel model, int64_t batch) {
   OneStage s{std::move(model), {}, {}};
   s.graph = captureModel(s.model.module);
   const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInput(s.model.input, b, 0); }, batch);
+      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
   PipelineConfig pipeline;
   pipeline.stages = 1;
   s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);

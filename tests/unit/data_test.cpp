@@ -131,7 +131,7 @@ TEST(DataFiles, NpyFolderGivesOneNamedFieldPerFile) {
   EXPECT_TRUE(at::equal(data->sample(1, 2), at::tensor({4.f, 5.f})));
   EXPECT_EQ(data->sample(0, 0).item<int64_t>(), 65535);
   const DataRoles roles = dataRolesOf(*data, DataConfig{});
-  EXPECT_EQ(roles.input, 1u);
+  EXPECT_EQ(roles.inputs, std::vector<size_t>{1});
   EXPECT_EQ(roles.target, 0u);
 }
 
@@ -210,7 +210,7 @@ TEST(DataFiles, GzippedIdxImagesAndLabelsAsTorchvisionReadsThem) {
             std::string::npos);
 }
 
-TEST(DataRoles, TheTargetIsNamedAndTheOtherFieldIsTheInput) {
+TEST(DataRoles, TheTargetIsNamedAndTheOtherFieldsAreOnOffer) {
   const std::string dir = freshDir("roles");
   const std::string four(16, '\0');
   writeBytes(dir + "/a.npy", npy("<f4", {4}, four));
@@ -220,9 +220,14 @@ TEST(DataRoles, TheTargetIsNamedAndTheOtherFieldIsTheInput) {
             std::string::npos);
   DataConfig named;
   named.target = "a";
-  EXPECT_EQ(dataRolesOf(*data, named).input, 1u);
-  named.target = "c";
-  EXPECT_NE(test::errorOf([&] { dataRolesOf(*data, named); }).find("--data.target 'c' is not"),
+  EXPECT_EQ(dataRolesOf(*data, named).offer, std::vector<size_t>{1});
+  // --train.loss model: the labels go to forward too.
+  EXPECT_EQ(dataRolesOf(*data, named, /*offers_target=*/true).offer, (std::vector<size_t>{0, 1}));
+  writeBytes(dir + "/c.npy", npy("<f4", {4}, four));
+  const auto three = openDataFile(dataAt(dir), 0);
+  EXPECT_EQ(dataRolesOf(*three, named).offer, (std::vector<size_t>{1, 2}));
+  named.target = "d";
+  EXPECT_NE(test::errorOf([&] { dataRolesOf(*data, named); }).find("--data.target 'd' is not"),
             std::string::npos);
 }
 

@@ -33,7 +33,7 @@ Captured capture(const Config& config) {
   Captured c{loadModel(config.model, config.train), {}, {}};
   c.graph = captureModel(c.model.module);
   c.shapes = recordValueShapes(
-      c.graph, [&](int64_t b) { return makeExampleInput(c.model.input, b, 0); }, 2);
+      c.graph, [&](int64_t b) { return makeExampleInputs(c.model.input, b, 0); }, 2);
   return c;
 }
 
@@ -260,7 +260,7 @@ TEST(Balance, MeasuredUnitSecondsCoverEveryUnit) {
   const Captured c = capture(test::builtinConfig("gpt", 2));
   const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
   const UnitSeconds seconds =
-      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInput(c.model.input, 2, 0), {}, 1);
+      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInputs(c.model.input, 2, 0), {}, 1);
   ASSERT_EQ(seconds.forward.size(), units.size());
   ASSERT_EQ(seconds.backward.size(), units.size());
   for (size_t u = 0; u < units.size(); ++u) {
@@ -306,10 +306,10 @@ TEST(Balance, UnitsAreTimedOnTheRunsMicroBatch) {
   config.pipeline.stages = 0;
   const CapturedModel captured = captureForSplit(config);
   const Topology two_ranks = Topology::forJob(2, 1, 0, 1);
-  EXPECT_EQ(microBatchInput(captured, config, two_ranks).size(0), 2);
+  EXPECT_EQ(microBatchInputs(captured, config, two_ranks).at(0).size(0), 2);
   config.train.dp = 2;
   const Topology two_replicas = Topology::forJob(4, 2, 0, 1);
-  EXPECT_EQ(microBatchInput(captured, config, two_replicas).size(0), 1);
+  EXPECT_EQ(microBatchInputs(captured, config, two_replicas).at(0).size(0), 1);
 }
 
 }  // namespace

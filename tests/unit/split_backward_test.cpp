@@ -36,7 +36,7 @@ Stages splitInto(LoadedModel model, int stages, int64_t batch) {
   Stages s{std::move(model), {}, {}};
   s.graph = captureModel(s.model.module);
   const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInput(s.model.input, b, 0); }, batch);
+      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
   PipelineConfig pipeline;
   pipeline.stages = stages;
   s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);

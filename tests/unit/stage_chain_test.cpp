@@ -10,6 +10,7 @@
 
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/serialization/import.h>
 
 #include <algorithm>
 #include <functional>
@@ -181,7 +182,13 @@ class Chain {
       : stages_(stages), plan_batch_(plan_batch) {}
 
   std::vector<at::Tensor> forward(const at::Tensor& input) {
-    std::vector<c10::IValue> activations{input};
+    return forward(std::vector<at::Tensor>{input});
+  }
+
+  // One tensor per model input.
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& model_inputs) {
+    const at::Tensor& input = model_inputs.at(0);
+    std::vector<c10::IValue> activations(model_inputs.begin(), model_inputs.end());
     inputs_.clear();
     outputs_.clear();
     for (const StageModule& stage : stages_) {
@@ -255,7 +262,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
   const ModelGraph graph = captureModel(model.module);
   const at::Tensor input = makeExampleInput(model.input, c.batch, /*seed=*/3);
   const ValueShapes shapes = recordValueShapes(
-      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 3); }, c.batch);
+      graph, [&](int64_t b) { return makeExampleInputs(model.input, b, 3); }, c.batch);
   const Reference ref = runReference(model, input);
   const size_t units = findUnits(graph, shapes).size();
   const size_t max_stages = std::min<size_t>(8, units);
@@ -318,7 +325,7 @@ TEST(StageChainTies, TiedEmbeddingAndHeadAreOneTieGroupAcrossStages) {
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
   const ValueShapes shapes = recordValueShapes(
-      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
+      graph, [&](int64_t b) { return makeExampleInputs(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 3;
   const std::vector<StageModule> stages =
@@ -342,7 +349,7 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   LoadedModel model = loadModel(config.model, config.train);
   const ModelGraph graph = captureModel(model.module);
   const ValueShapes shapes = recordValueShapes(
-      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 4);
+      graph, [&](int64_t b) { return makeExampleInputs(model.input, b, 0); }, 4);
   PipelineConfig pipeline;
   pipeline.stages = 1;
   const std::vector<StageModule> stages =
@@ -353,6 +360,53 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   ASSERT_NE(wte, params.end());
   EXPECT_EQ(wte->aliases, std::vector<std::string>{"lm_head.weight"});
   EXPECT_TRUE(findTiedParameters(graph, stages).empty());
+}
+
+// A model with three inputs (Hugging Face style: input_ids, attention_mask, labels in; a
+// dict with the loss out): the labels, read only by the loss at the end, cross every cut
+// from stage 0; the dict's loss comes out first. Chained stages equal the unsplit model.
+TEST(StageChainInputs, InputsALaterStageReadsCrossTheCuts) {
+  torch::jit::Module module = torch::jit::load(test::fixturePath("hf_gpt2_loss.pt"));
+  const std::vector<std::string> names{"input_ids", "attention_mask", "labels"};
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  const auto make = [&](int64_t batch) {
+    at::Tensor ids = at::randint(96, {batch, 16}, gen, at::kLong);
+    at::Tensor mask = at::ones({batch, 16}, at::kLong);
+    mask.narrow(1, 10, 6).zero_();
+    at::Tensor labels = at::randint(96, {batch, 16}, gen, at::kLong).masked_fill(mask.eq(0), -100);
+    return std::vector<at::Tensor>{ids, mask, labels};
+  };
+  const ModelGraph graph = captureModel(module, names, make(2));
+  EXPECT_EQ(graph.input_names, names);
+  const ValueShapes shapes = recordValueShapes(graph, make, 4);
+  const std::vector<at::Tensor> inputs = make(4);
+  c10::impl::GenericDict expected = [&] {
+    at::NoGradGuard no_grad;
+    return module
+        .get_method("forward")(
+            {}, {{"input_ids", inputs[0]}, {"attention_mask", inputs[1]}, {"labels", inputs[2]}})
+        .toGenericDict();
+  }();
+  for (const int64_t n : {2, 3}) {
+    PipelineConfig pipeline;
+    pipeline.stages = n;
+    const std::vector<StageModule> stages =
+        extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+    ASSERT_EQ(stages.front().inputs.size(), 3u);
+    for (size_t s = 1; s < stages.size(); ++s) {
+      const auto& in = stages[s].inputs;
+      EXPECT_TRUE(std::any_of(
+          in.begin(), in.end(),
+          [](const BoundaryTensor& t) { return t.name == "labels" && t.producer_stage == -1; }))
+          << "stage " << s << " of " << n << " does not receive the labels";
+    }
+    at::NoGradGuard no_grad;
+    const std::vector<at::Tensor> outputs = Chain(stages, 4).forward(inputs);
+    ASSERT_EQ(outputs.size(), 2u);
+    EXPECT_EQ(outputs[0].dim(), 0) << "the loss comes first";
+    EXPECT_LE(test::maxRelDiff(outputs[0], expected.at("loss").toTensor()), kTolerance);
+    EXPECT_LE(test::maxRelDiff(outputs[1], expected.at("logits").toTensor()), kTolerance);
+  }
 }
 
 }  // namespace
@@ -367,7 +421,7 @@ TEST(StageChainState, ShapeProbesLeaveTheModuleBuffersAlone) {
   const at::Tensor before =
       model.module.attr("norm").toModule().attr("running_mean").toTensor().clone();
   recordValueShapes(
-      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 6);
+      graph, [&](int64_t b) { return makeExampleInputs(model.input, b, 0); }, 6);
   EXPECT_TRUE(
       at::equal(model.module.attr("norm").toModule().attr("running_mean").toTensor(), before));
 }
@@ -398,7 +452,7 @@ def forward(self, x):
   LoadedModel model{top, "counting", InputSpec{at::kFloat, {2, 4}, 0}};
   const ModelGraph graph = captureModel(model.module);
   const ValueShapes shapes = recordValueShapes(
-      graph, [&](int64_t b) { return makeExampleInput(model.input, b, 0); }, 2);
+      graph, [&](int64_t b) { return makeExampleInputs(model.input, b, 0); }, 2);
   PipelineConfig pipeline;
   pipeline.split_points = {"b"};
   try {

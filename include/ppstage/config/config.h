@@ -40,6 +40,7 @@ enum class NonfinitePolicy {
 enum class LossKind {
   kCrossEntropy,  // logits (..., V) against integer targets (...), mean over targets
   kMse,           // mean squared error against targets of the output's shape
+  kModel,         // the model's first output is the loss; the labels are one of its inputs
 };
 
 // --data.format: how --data.path is read (data/data_files.h).
@@ -107,7 +108,9 @@ template <>
 struct Choices<LossKind> {
   static constexpr const char* kOption = "train.loss";
   static constexpr std::pair<LossKind, const char*> kNames[] = {
-      {LossKind::kCrossEntropy, "cross_entropy"}, {LossKind::kMse, "mse"}};
+      {LossKind::kCrossEntropy, "cross_entropy"},
+      {LossKind::kMse, "mse"},
+      {LossKind::kModel, "model"}};
 };
 
 // [model]: which model to build or load, and the example input that gives shapes.
@@ -128,6 +131,10 @@ struct ModelConfig {
   // ids below vocab_size.
   InputDtype input_dtype = InputDtype::kInt64;
   std::vector<int64_t> input_shape;
+  // Data fields fed to forward's arguments, "ARG=FIELD" or "FIELD" (an argument of that
+  // name), in any order; empty: every field but the target, matched to forward's arguments
+  // by name (one field and one argument: whatever their names).
+  std::vector<std::string> inputs;
 };
 
 // [pipeline]: how the model is cut into stages, and the schedule that drives them.

@@ -66,17 +66,23 @@ std::string fieldsText(const std::vector<SampleField>& fields);
 // The fields of token windows: input_ids and labels, (seq_len) int64 below token_bound.
 std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound);
 
-// Which field of a data set feeds the model and which is its loss's target.
+// Which fields of a data set feed the model and which is its loss's target.
 struct DataRoles {
-  size_t input = 0;
+  // The fields on offer to forward's arguments: every field but the target (and the target
+  // too when the model takes its labels, --train.loss model).
+  std::vector<size_t> offer{0};
+  // The fields fed, one per model input in its order (a subset of `offer`, once the model's
+  // forward has been bound to them; see bindInputs).
+  std::vector<size_t> inputs{0};
   size_t target = 1;
 };
 
 // The roles of `data`'s fields: the target is the field --data.target names, else the one
-// named after the --data.targets file, else the one named labels, label, targets or target; the
-// input is the one other field. Throws ppstage::Error when there is no target, or when the data
-// gives several inputs (the model is fed one so far) or a --data.target it does not have.
-DataRoles dataRolesOf(const Dataset& data, const DataConfig& config);
+// named after the --data.targets file, else the one named labels, label, targets or target;
+// every other field, and the target when `offers_target`, is on offer to the model (and
+// fed, until a binding says otherwise). Throws ppstage::Error when there is no target, no
+// other field, or a --data.target the data does not have.
+DataRoles dataRolesOf(const Dataset& data, const DataConfig& config, bool offers_target = false);
 
 // What the model takes and what its loss compares against.
 struct DataRequest {
@@ -130,5 +136,9 @@ class SampleOrder {
 
 // Stacks field `field` of the samples `indices` into one batch tensor: (indices, ...).
 at::Tensor stackField(const Dataset& data, size_t field, const std::vector<int64_t>& indices);
+
+// stackField of each of `fields`.
+std::vector<at::Tensor> stackFields(const Dataset& data, const std::vector<size_t>& fields,
+                                    const std::vector<int64_t>& indices);
 
 }  // namespace ppstage

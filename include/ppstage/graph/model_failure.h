@@ -42,8 +42,9 @@ const torch::jit::Node* findFailingNode(const torch::jit::Graph& graph,
 std::string describeFailure(const std::string& message, const torch::jit::Node* node,
                             const std::string& module_path);
 
-// describeFailure for `model` failing on `input` with `message`: locates the failing node.
-std::string describeModelFailure(const ModelGraph& model, const at::Tensor& input,
+// describeFailure for `model` failing on `input` (one tensor per model input) with
+// `message`: locates the failing node.
+std::string describeModelFailure(const ModelGraph& model, const std::vector<at::Tensor>& input,
                                  const std::string& message);
 
 }  // namespace ppstage

@@ -4,7 +4,8 @@
 // inlined, every parameter and buffer becomes a graph input, every other module attribute
 // a constant, and every node remembers which module call it came from ("layers.3.attn").
 //
-//   graph(%input, %param_0, ..., %param_{P-1}) -> (%output_0, ..., %output_{K-1})
+//   graph(%input_0, ..., %input_{I-1}, %param_0, ..., %param_{P-1})
+//       -> (%output_0, ..., %output_{K-1})
 //
 // The splitter reads nothing but this: no model attribute names, no `model.layers`.
 #pragma once
@@ -21,6 +22,7 @@ namespace torch::jit {
 struct Block;
 struct Graph;
 struct Node;
+struct Value;
 }  // namespace torch::jit
 
 namespace ppstage {
@@ -44,10 +46,12 @@ struct ModelParameter {
 };
 
 struct ModelGraph {
-  // inputs: [data input, parameters[0], parameters[1], ...]; outputs: the model's tensor
-  // outputs, tuples flattened.
+  // inputs: [data inputs..., parameters[0], parameters[1], ...]; outputs: the model's
+  // tensor outputs, tuples flattened.
   std::shared_ptr<torch::jit::Graph> graph;
-  std::string input_name;                  // the forward argument's name ("idx")
+  // The forward arguments fed with data, in forward's order ("input_ids", "attention_mask"):
+  // graph inputs 0 .. I-1. Parameters follow them.
+  std::vector<std::string> input_names;
   std::vector<ModelParameter> parameters;  // one per attribute path, in order of first use
   // Groups of indices into `parameters` whose paths hold one tensor (tied weights, such as
   // an embedding shared with the LM head). Each group has at least two entries.
@@ -58,6 +62,9 @@ struct ModelGraph {
   std::unordered_map<const torch::jit::Node*, int> node_call;
 
   static constexpr int kRootCall = 0;
+  size_t numInputs() const { return input_names.size(); }
+  // Graph input of `parameters[p]`.
+  torch::jit::Value* parameterInput(size_t p) const;
   int callOf(const torch::jit::Node* node) const;
   const std::string& modulePathOf(const torch::jit::Node* node) const;
   // True when call `ancestor` is `call` or one of its callers.
@@ -65,6 +72,11 @@ struct ModelGraph {
   // Elements of the model's trainable parameters, a tensor with several paths counted once.
   int64_t numTrainableParams() const;
 };
+
+// The tensors fed to a model's inputs, for messages: "int64 [2, 16]" for one input,
+// "input_ids int64 [2, 16], attention_mask int64 [2, 16]" for several.
+std::string inputsText(const std::vector<std::string>& names,
+                       const std::vector<at::Tensor>& tensors);
 
 // The node in `top`'s own list that holds `node`: the node itself, or the control-flow node
 // (prim::If, prim::Loop) it is nested in. `node` must lie inside `top`.

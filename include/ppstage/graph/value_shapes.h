@@ -31,19 +31,20 @@ struct TensorMeta {
 
 using ValueShapes = std::unordered_map<const torch::jit::Value*, TensorMeta>;
 
-// Sizes and dtypes of every top-level value of `model` for `make_input(batch)`: graph
+// Sizes and dtypes of every top-level value of `model` for `make_input(batch)` (one tensor
+// per model input, ModelGraph::input_names): graph
 // inputs and node outputs, with ints and List[int]s listed as the int64 tensors of shape
 // [] and [n] they cross cuts as. Values inside control-flow blocks are not listed.
 // Two probe runs (see value_shapes.cpp): the example batch without autograd, and a small
 // batch with autograd for requires_grad and per-sample growth. The module's own tensors
 // are not modified (buffers are copied first).
-ValueShapes recordValueShapes(const ModelGraph& model,
-                              const std::function<at::Tensor(int64_t batch)>& make_input,
-                              int64_t batch);
+ValueShapes recordValueShapes(
+    const ModelGraph& model,
+    const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch);
 
-// One probe run on `input` without autograd: sizes and dtypes of the graph's inputs and
-// top-level tensor values (requires_grad and per_sample are not filled). Values that are not always
-// tensors (see findMaybeUninitialized in value_shapes.cpp) are not listed.
-ValueShapes probeTensorValues(const ModelGraph& model, const at::Tensor& input);
+// One probe run on `input` (one tensor per model input) without autograd: sizes and dtypes of the
+// graph's inputs and top-level tensor values (requires_grad and per_sample are not filled). Values
+// that are not always tensors (see findMaybeUninitialized in value_shapes.cpp) are not listed.
+ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Tensor>& input);
 
 }  // namespace ppstage

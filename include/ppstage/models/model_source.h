@@ -14,13 +14,18 @@
 
 namespace ppstage {
 
-// Describes the model's one tensor input. Shape is batch first.
+// Describes the tensors fed to the model. dtype, shape and token_bound describe the first
+// (the only one a model without a data file gets). Shape is batch first.
 struct InputSpec {
   at::ScalarType dtype = at::kLong;
   std::vector<int64_t> shape;  // (batch, ...)
   int64_t token_bound = 0;     // integer inputs are drawn from [0, token_bound)
-  // When set, example inputs are the data's: `batch` samples, (batch, ...) as `shape`.
-  std::function<at::Tensor(int64_t batch)> samples;
+  // The named tensors: forward's arguments they feed, in forward's order, once bound
+  // (bindInputs); before, a data file's fields on offer. Empty: one tensor, fed to
+  // forward's first argument.
+  std::vector<std::string> names;
+  // When set, example inputs are the data's: `batch` samples of each of `names`.
+  std::function<std::vector<at::Tensor>(int64_t batch)> samples;
   // What set the shape, for error lines: "--model.input_shape/--model.input_dtype".
   std::string source =
       "--model.input_shape/--model.input_dtype, or by the first samples of a data file";
@@ -39,8 +44,28 @@ bool isBuiltinModel(const std::string& name);
 // Throws ppstage::Error when the file is missing or is not a TorchScript module.
 LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train);
 
-// A reproducible example input following `spec`, with its batch dimension set to `batch`:
-// spec.samples(batch) when set, else drawn from `seed`.
+// Reproducible example inputs following `spec`, one per input, with their batch dimension
+// set to `batch`: spec.samples(batch) when set, else drawn from `seed`.
+std::vector<at::Tensor> makeExampleInputs(const InputSpec& spec, int64_t batch, uint64_t seed);
+
+// The first of makeExampleInputs (a model with one input).
 at::Tensor makeExampleInput(const InputSpec& spec, int64_t batch, uint64_t seed);
+
+// Data fields bound to forward's arguments.
+struct InputBinding {
+  std::vector<std::string> arguments;  // the arguments fed, in forward's order
+  std::vector<size_t> fields;          // per argument, its index in the fields on offer
+};
+
+// Binds the fields on `offer` to `module`'s forward arguments: as `mapping` says
+// (--model.inputs: "ARG=FIELD" or "FIELD"), else by name, else, for one field on offer and
+// no argument of its name, to forward's first argument. Throws ppstage::Error naming what
+// does not fit: an argument forward does not take, a field not on offer, a field no
+// argument takes (without a mapping), an argument without a default that nothing feeds.
+InputBinding bindInputs(const torch::jit::Module& module, const std::vector<std::string>& offer,
+                        const std::vector<std::string>& mapping);
+
+// `offered` (a data file's fields on offer) narrowed to what `binding` feeds.
+InputSpec boundInputSpec(const InputSpec& offered, const InputBinding& binding);
 
 }  // namespace ppstage

@@ -83,7 +83,8 @@ struct ExecutorOptions {
 
 // One step's data on this rank.
 struct StepData {
-  std::vector<at::Tensor> inputs;   // [m]: micro-batch m of the model's input (stage 0)
+  // [m][i]: micro-batch m of the model's input i (stage 0; ModelGraph::input_names order).
+  std::vector<std::vector<at::Tensor>> inputs;
   std::vector<at::Tensor> targets;  // [m]: its targets (the last stage)
   // The targets that count in the whole step, over every micro-batch and replica
   // (countTargets): each micro-batch's loss sum is divided by it.

@@ -3,7 +3,9 @@
 // A step's loss is the mean over every target that counts in the whole step (all its
 // micro-batches and replicas): each micro-batch contributes the sum of its terms divided by
 // the step's count (countTargets), so the number of micro-batches does not change it, and
-// targets equal to --train.ignore_index weigh nothing wherever they fall.
+// targets equal to --train.ignore_index weigh nothing wherever they fall. A model that
+// computes its own loss (--train.loss model) gives one term per micro-batch: the step's
+// loss is the mean of its micro-batches' losses, as gradient accumulation makes it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,13 +31,14 @@ struct LossTerms {
 // The terms of `output` (the model's first output) against `target`. Cross entropy
 // flattens the logits to (-1, C) and the targets to (-1), so (N, C) logits against (N)
 // labels and (N, T, V) against (N, T) both work; targets equal to `ignore_index` do not
-// count. Mse counts every element. Throws ppstage::Error on shapes that do not fit, and on
-// a label outside [0, C) that is not ignore_index.
+// count. Mse counts every element. Model: the output is the loss (`target` unused).
+// Throws ppstage::Error on shapes that do not fit, and on a label outside [0, C) that is
+// not ignore_index.
 LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
                     int64_t ignore_index);
 
 // How many terms of `target` count: cross_entropy the entries not equal to
-// `ignore_index`; mse every element.
+// `ignore_index`; mse every element; model 1 (a micro-batch's loss, whatever `target` is).
 int64_t countTargets(LossKind kind, const at::Tensor& target, int64_t ignore_index);
 
 // The mean loss of one batch: lossTerms' sum over countTargets (NaN when none counts).

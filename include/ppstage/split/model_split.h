@@ -31,14 +31,19 @@ struct CapturedModel {
   LoadedModel model;
   ModelGraph graph;
   ValueShapes shapes;
-  at::Tensor example_input;  // (train.batch_size, ...): what `shapes` are for
-  SplitTimings timings;      // load, capture and shapes
+  // One per model input (graph.input_names), (train.batch_size, ...): what `shapes` are for.
+  std::vector<at::Tensor> example_inputs;
+  // Per model input, its index among the data file's fields on offer (InputBinding::fields);
+  // {0} without a data file.
+  std::vector<size_t> input_fields{0};
+  SplitTimings timings;  // load, capture and shapes
 };
 
 struct ModelSplit {
   LoadedModel model;
   ModelGraph graph;
-  at::Tensor example_input;  // (train.batch_size, ...): what the plan's shapes are for
+  std::vector<at::Tensor> example_inputs;  // what the plan's shapes are for (CapturedModel)
+  std::vector<size_t> input_fields{0};     // see CapturedModel
   StagePlan plan;
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
@@ -46,7 +51,8 @@ struct ModelSplit {
 };
 
 // Loads (or builds) the model of `config` and captures it on its example input, or on
-// `data_input` when given (the first samples of a data file: no shape flags needed), in
+// `data_input` when given (the first samples of a data file's fields on offer, bound to
+// forward's arguments by bindInputs with --model.inputs: no shape flags needed), in
 // training mode, or in eval mode (`training` false: no dropout, BatchNorm on its running
 // statistics, as module.eval() makes it). Throws ppstage::Error for anything the user can
 // fix (a missing file, a model that fails on its example input).

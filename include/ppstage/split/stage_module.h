@@ -4,11 +4,12 @@
 //
 //   graph(%in_0, ..., %in_{I-1}, %param_0, ..., %param_{P-1}) -> (%out_0, ..., %out_{O-1})
 //
-// Stage 0 takes the model's input; stage s > 0 takes exactly what stage s-1 returns; the
-// last stage returns the model's outputs. Chained in order, the stages compute what the
-// whole model computes. Several tensors may cross a cut; a tensor made in stage i and used
-// in stage j > i+1 passes through the stages between. Only tensors cross: other values are
-// recomputed by the consuming stage, and sizes read from tensor metadata travel as small
+// Stage 0 takes the model's inputs (all of them, in ModelGraph::input_names order; one a
+// later stage uses crosses the cuts on its way there, like an activation); stage s > 0 takes
+// exactly what stage s-1 returns; the last stage returns the model's outputs. Chained in order, the
+// stages compute what the whole model computes. Several tensors may cross a cut; a tensor made in
+// stage i and used in stage j > i+1 passes through the stages between. Only tensors cross: other
+// values are recomputed by the consuming stage, and sizes read from tensor metadata travel as small
 // int64 tensors (see Note [Values crossing a cut] in src/split/stage_module.cpp).
 #pragma once
 
@@ -32,9 +33,9 @@ namespace ppstage {
 
 // A tensor crossing into or out of a stage.
 struct BoundaryTensor {
-  std::string name;    // "layers.3/x.9" (producing module / value), or the model input's name
+  std::string name;    // "layers.3/x.9" (producing module / value), or a model input's name
   TensorMeta meta;     // shape, dtype and requires_grad for the plan's example input
-  int producer_stage;  // -1 for the model's input
+  int producer_stage;  // -1 for the model's inputs
   // True for an int or List[int] read from tensor metadata, packed into an int64 tensor of
   // shape [] or [n]: no batch dimension, no gradient.
   bool metadata = false;

@@ -35,21 +35,23 @@ constexpr int kUnitProfileRuns = 3;
 // unit's time includes it); empty: the backward starts from ones.
 using UnitLoss = std::function<at::Tensor(const at::Tensor& output)>;
 
-// Cuts `model` once per unit and runs the units in order on `example_input`, forward and
+// Cuts `model` once per unit and runs the units in order on `example_inputs` (one per
+// model input), forward and
 // backward with eager autograd, `runs` times, in this process on its intra-op threads.
 // Returns each unit's median. Throws ppstage::Error where a unit boundary cannot be cut
 // (extractStages: a value that is not a tensor, and cannot be recomputed, would cross it).
 UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
-                               const ValueShapes& shapes, const at::Tensor& example_input,
+                               const ValueShapes& shapes,
+                               const std::vector<at::Tensor>& example_inputs,
                                const UnitLoss& loss = {}, int runs = kUnitProfileRuns);
 
-// One micro-batch of `captured`'s example input as a run of `config` over `pipeline` cuts
+// One micro-batch of `captured`'s example inputs as a run of `config` over `pipeline` cuts
 // its batch (batchLayout: the layout's replicas, and the schedule's micro-batches for its
 // stages): what each action of the run computes on.
-at::Tensor microBatchInput(const CapturedModel& captured, const Config& config,
-                           const Topology& pipeline);
+std::vector<at::Tensor> microBatchInputs(const CapturedModel& captured, const Config& config,
+                                         const Topology& pipeline);
 
-// Every unit of `captured` measured on microBatchInput (time is not linear in the batch: a
+// Every unit of `captured` measured on microBatchInputs (time is not linear in the batch: a
 // wide head's logits outgrow the caches), with the run's loss against placeholder targets
 // in the last unit.
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
