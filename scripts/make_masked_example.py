@@ -53,7 +53,13 @@ def main():
     config.vocab_size, config.n_positions, config.n_embd = 256, args.seq_len, 128
     config.n_layer, config.n_head = 4, 4
     torch.manual_seed(0)
-    model = torch.jit.script(GPT2WithLoss(config))
+    module = GPT2WithLoss(config)
+    for name, p in module.named_parameters():  # GPT-2's initialisation: N(0, 0.02), zero biases
+        if name.endswith("bias"):
+            torch.nn.init.zeros_(p)
+        elif p.dim() >= 2:
+            torch.nn.init.normal_(p, std=0.02)
+    model = torch.jit.script(module)
     torch.jit.save(model, os.path.join(args.out, "model.pt"))
     print(f"{args.out}: model.pt (GPT-2, {sum(p.numel() for p in model.parameters())} "
           f"parameters), train.pt {split} and val.pt {len(paragraphs) - split} paragraphs "

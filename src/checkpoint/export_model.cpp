@@ -15,6 +15,7 @@
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/model_split.h"
@@ -127,6 +128,11 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
                                "' with the model options given): give export the run's model ",
                                "options, or its --config"));
   }
+  if (captured.compute_dtype != at::kFloat) {  // the exported model and its check are fp32
+    Config fp32 = saved_split;
+    fp32.train.precision = Precision::kFp32;
+    captured = captureForSplit(fp32, data_input);
+  }
   ModelSplit split = splitCaptured(std::move(captured), saved_split.pipeline);
   CheckpointReader reader(found->dir, found->manifest);
   const std::map<std::string, std::string> stored = storedPaths(split.graph);
@@ -148,8 +154,7 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
     for (size_t i = 0; i < split.example_inputs.size(); ++i) {
       by_name.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
     }
-    c10::IValue output = saved.get_method("forward")({}, by_name);
-    actual = output.isTuple() ? output.toTupleRef().elements().at(0).toTensor() : output.toTensor();
+    actual = firstModelOutput(saved.get_method("forward")({}, by_name));
   }
   result.forward_checked = true;
   result.forward_max_abs_diff = (actual - expected).abs().max().item<double>();
@@ -158,10 +163,10 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
                 "' differs from the checkpoint's stages chained by ", result.forward_max_abs_diff,
                 " on the example input");
   if (!example_out.empty()) {
-    // "input" is the first input; with several, each also goes under its argument's name.
+    // "input" is the first input; with several, each also goes under "input.<argument>".
     TensorDict example{{"input", split.example_inputs.at(0)}, {"output", expected}};
     for (size_t i = 0; split.example_inputs.size() > 1 && i < split.example_inputs.size(); ++i) {
-      example.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
+      example.emplace("input." + split.graph.input_names.at(i), split.example_inputs[i]);
     }
     writeFileAtomically(example_out, pickleTensors(example));
   }

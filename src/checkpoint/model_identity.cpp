@@ -32,6 +32,16 @@ std::string storedPath(const ModelGraph& model, int index) {
       .path;
 }
 
+namespace {
+
+// bf16 tensors (a model captured for --train.precision bf16) are stored as fp32: the
+// master weights, and buffers widened, so a checkpoint holds fp32 whatever the run computed in.
+at::ScalarType storedDtype(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? at::kFloat : t.scalar_type();
+}
+
+}  // namespace
+
 std::vector<SavedTensor> modelTensors(const ModelGraph& model) {
   std::vector<SavedTensor> tensors;
   std::set<std::string> seen;
@@ -41,7 +51,7 @@ std::vector<SavedTensor> modelTensors(const ModelGraph& model) {
     const std::string path = storedPath(model, static_cast<int>(i));
     if (!seen.insert(path).second) continue;
     tensors.push_back(
-        {path, shapeOf(p.value), dtypeName(p.value.scalar_type()), "", p.is_parameter, ""});
+        {path, shapeOf(p.value), dtypeName(storedDtype(p.value)), "", p.is_parameter, ""});
   }
   return tensors;
 }
@@ -51,7 +61,7 @@ std::string modelHash(const ModelGraph& model) {
   for (const ModelParameter& p : model.parameters) {
     if (p.random_key) continue;
     text += detail::concat("\n", p.path, p.is_parameter ? " parameter " : " buffer ",
-                           dtypeName(p.value.scalar_type()), " ", shapeText(shapeOf(p.value)));
+                           dtypeName(storedDtype(p.value)), " ", shapeText(shapeOf(p.value)));
   }
   return sha256Hex(text);
 }
@@ -82,8 +92,8 @@ void checkSameModel(const Manifest& manifest, const std::string& dir, const Mode
   PPSTAGE_CHECK(manifest.random_keys == randomKeys(model), refused,
                 "its random ops are keyed differently (another model, or another ppstage)");
   PPSTAGE_CHECK(manifest.model_hash == modelHash(model), refused,
-                "the same tensors, but another graph (model hash ",
-                manifest.model_hash.substr(0, 12), ", this model's ",
+                "the same tensors, but another graph (another --train.precision, or another ",
+                "model; model hash ", manifest.model_hash.substr(0, 12), ", this model's ",
                 modelHash(model).substr(0, 12), ")");
 }
 

@@ -321,11 +321,11 @@ DataRoles dataRolesOf(const Dataset& data, const DataConfig& config, bool offers
   PPSTAGE_CHECK(names.size() >= 2, "the data gives only its target '", names[target],
                 "', nothing to feed the model");
   DataRoles roles;
-  roles.offer.clear();
+  roles.offered_fields.clear();
   for (size_t f = 0; f < names.size(); ++f) {
-    if (f != target || offers_target) roles.offer.push_back(f);
+    if (f != target || offers_target) roles.offered_fields.push_back(f);
   }
-  roles.inputs = roles.offer;
+  roles.inputs = roles.offered_fields;
   roles.target = target;
   return roles;
 }

@@ -35,6 +35,28 @@ namespace prim = c10::prim;
 
 namespace {
 
+// What a captured graph's first output is of `output` (what forward returned): the tensor,
+// a tuple's first (flattened), a dict's "loss" else its first value; undefined for None.
+at::Tensor firstOf(const c10::IValue& output) {
+  if (output.isTensor()) return output.toTensor();
+  if (output.isTuple()) {
+    for (const c10::IValue& item : output.toTupleRef().elements()) {
+      const at::Tensor first = firstOf(item);
+      if (first.defined()) return first;
+    }
+  }
+  if (output.isGenericDict()) {
+    const c10::impl::GenericDict dict = output.toGenericDict();
+    const auto loss = dict.find("loss");
+    if (loss != dict.end() && !loss->value().isNone()) return loss->value().toTensor();
+    for (const auto& item : dict) {
+      const at::Tensor first = firstOf(item.value());
+      if (first.defined()) return first;
+    }
+  }
+  return at::Tensor();
+}
+
 std::vector<std::string> forwardArgumentNames(const c10::FunctionSchema& schema) {
   std::vector<std::string> names;
   for (size_t i = 1; i < schema.arguments().size(); ++i)
@@ -217,6 +239,7 @@ void flattenInto(Value* value, std::vector<Value*>& outputs) {
     const Node* dict = value->node();
     std::vector<Value*> values;
     for (size_t i = 0; i + 1 < dict->inputs().size(); i += 2) {
+      if (dict->input(i + 1)->mustBeNone()) continue;  // {"loss": None} without labels
       const auto key = torch::jit::toIValue(dict->input(i));
       const bool is_loss = key && key->isString() && key->toStringRef() == "loss";
       values.insert(is_loss ? values.begin() : values.end(), dict->input(i + 1));
@@ -392,6 +415,12 @@ void specializeToTypes(ModelGraph& out, const std::vector<at::Tensor>& example) 
   }
 }
 }  // namespace
+
+at::Tensor firstModelOutput(const c10::IValue& output) {
+  const at::Tensor first = firstOf(output);
+  PPSTAGE_CHECK(first.defined(), "the model returned no tensor");
+  return first;
+}
 
 ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& example) {
   return captureModel(

@@ -72,6 +72,7 @@ std::vector<size_t> fieldPerArgument(const std::vector<c10::Argument>& args,
     const size_t a = indexIn(arg_names, arg);
     PPSTAGE_CHECK(a < args.size(), "--model.inputs names '", arg, "', which the model's forward ",
                   "does not take (it takes ", takes, ")");
+    PPSTAGE_CHECK(field[a] == offer.size(), "--model.inputs feeds '", arg, "' twice");
     PPSTAGE_CHECK(indexIn(offer, name) < offer.size(), "--model.inputs feeds '", arg,
                   "' the field '", name, "', which the data does not give (it gives ", gives, ")");
     field[a] = indexIn(offer, name);
@@ -152,6 +153,7 @@ LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train) {
 
 std::vector<at::Tensor> makeExampleInputs(const InputSpec& spec, int64_t batch, uint64_t seed) {
   if (spec.samples) return spec.samples(batch);
+  PPSTAGE_INTERNAL_ASSERT(spec.names.size() <= 1, "several inputs come from a data file's samples");
   return {makeExampleInput(spec, batch, seed)};
 }
 

@@ -68,6 +68,8 @@ std::string metricsToJson(const RunMetrics& m) {
       {"microbatches", m.microbatches},
       {"batch_size", m.batch_size},
       {"tokens_per_step", m.tokens_per_step},
+      {"precision", m.precision},
+      {"message_bytes", m.message_bytes},
       {"params_dir", m.params_dir},
       {"resumed_from", m.resumed_from.empty() ? nlohmann::json() : nlohmann::json(m.resumed_from)},
       {"resume_s", m.resume_s},

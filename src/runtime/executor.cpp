@@ -205,6 +205,9 @@ struct Executor::Impl {
     waitAll(st.input_works, {ActionKind::kRecvForward, s, m});
     if (s == 0) {
       st.inputs = data.inputs.at(m);
+      for (at::Tensor& input : st.inputs) {
+        if (input.is_floating_point()) input = input.to(options.compute_dtype);
+      }
     }
     PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,
                             " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",

@@ -45,14 +45,24 @@ LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType deciding
                                                                    : LossKind::kMse;
 }
 
-LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
+void checkModelLoss(at::ScalarType dtype, const std::vector<int64_t>& sizes) {
+  int64_t numel = 1;
+  for (int64_t size : sizes) numel *= size;
+  PPSTAGE_CHECK(numel == 1 && at::isFloatingType(dtype),
+                "--train.loss model takes the model's first output as its loss, a "
+                "floating-point scalar; it is ",
+                dtypeName(dtype), " ", shapeText(sizes),
+                " (return the loss alone, first in a tuple, or under 'loss' in a dict)");
+}
+
+LossTerms lossTerms(LossKind kind, const at::Tensor& model_output, const at::Tensor& target,
                     int64_t ignore_index) {
+  // In fp32 whatever the stages computed in (bf16 logits, --train.precision).
+  const bool low_precision =
+      model_output.is_floating_point() && at::elementSize(model_output.scalar_type()) < 4;
+  const at::Tensor output = low_precision ? model_output.to(at::kFloat) : model_output;
   if (kind == LossKind::kModel) {
-    PPSTAGE_CHECK(output.numel() == 1 && at::isFloatingType(output.scalar_type()),
-                  "--train.loss model takes the model's first output as its loss, a "
-                  "floating-point scalar; it is ",
-                  dtypeName(output.scalar_type()), " ", shapeText(output.sizes().vec()),
-                  " (return the loss alone, first in a tuple, or under 'loss' in a dict)");
+    checkModelLoss(output.scalar_type(), output.sizes().vec());
     return {output.reshape({}), 0};
   }
   if (kind == LossKind::kMse) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <unordered_map>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -31,11 +32,35 @@ class Stopwatch {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-}  // namespace
+// Casts `module`'s floating tensors (parameters, buffers, other tensor attributes) to
+// `dtype` in place (the same tensors, so the capture lifts them as before); returns their
+// values before, by tensor.
+std::unordered_map<const c10::TensorImpl*, at::Tensor> castFloatingTensors(
+    torch::jit::Module& module, at::ScalarType dtype) {
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> before;
+  at::NoGradGuard no_grad;
+  for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
+    if (!attribute.value.isTensor()) continue;
+    at::Tensor tensor = attribute.value.toTensor();
+    if (!tensor.is_floating_point() || before.count(tensor.unsafeGetTensorImpl()) > 0) continue;
+    before.emplace(tensor.unsafeGetTensorImpl(), tensor.detach().clone());
+    tensor.set_data(tensor.to(dtype));
+  }
+  return before;
+}
 
-CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
+std::vector<at::Tensor> castFloating(std::vector<at::Tensor> tensors, at::ScalarType dtype) {
+  for (at::Tensor& t : tensors) {
+    if (t.is_floating_point()) t = t.to(dtype);
+  }
+  return tensors;
+}
+
+// captureForSplit computing in `dtype`.
+CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool training,
+                        at::ScalarType dtype) {
   Stopwatch watch;
-  CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {0}, {}};
+  CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {0}, dtype, {}, {}, {}};
   InputSpec& input = captured.model.input;
   if (data_input != nullptr && !data_input->names.empty()) {
     const InputBinding binding =
@@ -46,21 +71,28 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input,
     input = *data_input;
   }
   if (!training) captured.model.module.eval();
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> fp32;
+  if (dtype != at::kFloat) fp32 = castFloatingTensors(captured.model.module, dtype);
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
+  const auto make_input = [&](int64_t batch) {
+    return castFloating(makeExampleInputs(input, batch, seed), dtype);
+  };
   try {
-    captured.graph =
-        captureModel(captured.model.module, input.names,
-                     makeExampleInputs(input, std::min<int64_t>(config.train.batch_size, 2), seed));
+    captured.graph = captureModel(captured.model.module, input.names,
+                                  make_input(std::min<int64_t>(config.train.batch_size, 2)));
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind("the model fails on an example input", 0) != 0) throw;
     throw Error(what + " (the example input is set by " + input.source + ")");
   }
+  for (const ModelParameter& p : captured.graph.parameters) {
+    const auto it = fp32.find(p.value.unsafeGetTensorImpl());
+    if (it != fp32.end()) captured.master_values.emplace(p.path, it->second);
+  }
   captured.timings.capture_s = watch.lap();
-  captured.example_inputs = makeExampleInputs(input, config.train.batch_size, seed);
+  captured.example_inputs = make_input(config.train.batch_size);
   try {
-    const auto make_input = [&](int64_t batch) { return makeExampleInputs(input, batch, seed); };
     captured.shapes = recordValueShapes(captured.graph, make_input, config.train.batch_size);
   } catch (const Error&) {
     throw;
@@ -72,6 +104,38 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input,
   }
   captured.timings.shapes_s = watch.lap();
   return captured;
+}
+
+// The cause in a capture's error ("\"mish_cpu\" not implemented for 'BFloat16' (aten::mish)"),
+// without what the example input was and where it came from.
+std::string causeOf(const std::string& error) {
+  std::string cause = error;
+  const size_t colon = cause.find("): ");
+  if (cause.rfind("the model fails on", 0) == 0 && colon != std::string::npos) {
+    cause = cause.substr(colon + 3);
+  }
+  const size_t source = cause.find(" (the example input is set by");
+  if (source != std::string::npos) cause.resize(source);
+  return cause;
+}
+
+}  // namespace
+
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
+  if (config.train.precision != Precision::kBf16) {
+    return captureIn(config, data_input, training, at::kFloat);
+  }
+  try {
+    return captureIn(config, data_input, training, at::kBFloat16);
+  } catch (const Error& e) {
+    // An op without a bf16 kernel in this LibTorch ("... not implemented for 'BFloat16'
+    // (in module 'x', aten::y)"), or a model that mixes dtypes once cast: train in fp32.
+    const std::string why = e.what();
+    if (why.find("BFloat16") == std::string::npos) throw;
+    CapturedModel captured = captureIn(config, data_input, training, at::kFloat);
+    captured.precision_fallback = causeOf(why);
+    return captured;
+  }
 }
 
 bool balancesByTime(const PipelineConfig& pipeline) {
@@ -94,6 +158,9 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
   split.graph = std::move(captured.graph);
   split.example_inputs = std::move(captured.example_inputs);
   split.input_fields = std::move(captured.input_fields);
+  split.compute_dtype = captured.compute_dtype;
+  split.master_values = std::move(captured.master_values);
+  split.precision_fallback = std::move(captured.precision_fallback);
   return split;
 }
 

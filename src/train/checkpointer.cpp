@@ -118,9 +118,11 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
         if (p.random_key) continue;
         const std::string path = storedPathOf(model_.split.graph, p);
         if (writer.at(path) != stage->index) continue;
-        tensors[path] = p.value;
+        const at::Tensor& value = runner.masterOf(p.value);  // bf16: its fp32 master
+        // A bf16 buffer is stored widened, as model_identity.h records it.
+        tensors[path] = value.scalar_type() == at::kBFloat16 ? value.to(at::kFloat) : value;
         if (p.is_parameter && p.value.requires_grad()) {
-          TensorDict state = optimizerState(runner.optimizer(), p.value);
+          TensorDict state = optimizerState(runner.optimizer(), value);
           if (!state.empty()) states[path] = std::move(state);
         }
       }
@@ -254,15 +256,16 @@ void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
       if (p.random_key) continue;
       const std::string path = storedPathOf(model_.split.graph, p);
       const at::Tensor saved = reader.tensor(path);
-      PPSTAGE_CHECK(
-          saved.sizes() == p.value.sizes() && saved.scalar_type() == p.value.scalar_type(),
-          "checkpoint tensor ", path, " does not match its manifest entry");
-      p.value.copy_(saved);
+      at::Tensor value = runner.masterOf(p.value);  // bf16: its fp32 master
+      PPSTAGE_CHECK(saved.sizes() == value.sizes(), "checkpoint tensor ", path,
+                    " does not match its manifest entry");
+      value.copy_(saved);  // a checkpoint of either precision, cast to this run's
       if (p.is_parameter && p.value.requires_grad()) {
-        setOptimizerState(runner.optimizer(), p.value, reader.optimizerState(path), path);
+        setOptimizerState(runner.optimizer(), value, reader.optimizerState(path), path);
       }
     }
   }
+  runner.mastersLoaded();
 }
 
 }  // namespace ppstage

@@ -21,6 +21,7 @@ Evaluator::Evaluator(const Config& config, const JobLayout& layout, EvalModel& e
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
   options.ignore_index = config.train.ignore_index;
+  options.compute_dtype = eval.model.split.compute_dtype;
   options.seed = config.train.seed;
   options.receives_ahead = config.comm.receives_ahead;
   options.forward_only = true;

@@ -83,15 +83,15 @@ DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const Config& 
 // the data set is smaller than the batch asked for), bound to forward's arguments at capture.
 InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRoles& roles,
                         const DataConfig& config) {
-  const SampleShape& sample = data->fields().at(roles.offer.at(0)).sample;
+  const SampleShape& sample = data->fields().at(roles.offered_fields.at(0)).sample;
   InputSpec spec;
   spec.dtype = sample.dtype;
   spec.shape = {1};
   spec.shape.insert(spec.shape.end(), sample.shape.begin(), sample.shape.end());
   spec.token_bound = sample.token_bound;
-  for (size_t field : roles.offer) spec.names.push_back(data->fields().at(field).name);
+  for (size_t field : roles.offered_fields) spec.names.push_back(data->fields().at(field).name);
   spec.source = "the first samples of --data.path '" + config.path + "'";
-  const std::vector<size_t> fields = roles.offer;
+  const std::vector<size_t> fields = roles.offered_fields;
   spec.samples = [data, fields](int64_t batch) {
     std::vector<int64_t> indices;
     for (int64_t i = 0; i < batch; ++i) indices.push_back(i % data->size());
@@ -154,11 +154,19 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
     stages.push_back(std::move(stage));
     model.mine.push_back(&module);
   }
+  std::map<std::string, at::Tensor> my_masters;  // bf16: the fp32 values this rank steps
   for (StageModule& module : model.split.stages) {
     if (!topology.owns(module.index)) {
       for (StageParameter& p : module.parameters) p.value = at::Tensor();
+      continue;
+    }
+    for (const StageParameter& p : module.parameters) {
+      const std::string& path = model.split.graph.parameters.at(p.model_parameters.at(0)).path;
+      const auto master = model.split.master_values.find(path);
+      if (master != model.split.master_values.end()) my_masters.insert(*master);
     }
   }
+  model.split.master_values = std::move(my_masters);
   return stages;
 }
 
@@ -224,6 +232,25 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
+// Bytes of one micro-batch of `microbatch` samples crossing each cut of `split`, from the
+// plan's shapes at `plan_batch`.
+std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t plan_batch, int64_t microbatch) {
+  std::vector<int64_t> bytes;
+  for (size_t s = 0; s + 1 < split.stages.size(); ++s) {
+    int64_t total = 0;
+    for (const BoundaryTensor& t : split.stages[s].outputs) {
+      int64_t numel = 1;
+      for (size_t d = 0; d < t.meta.sizes.size(); ++d) {
+        const int64_t per = d < t.meta.per_sample.size() ? t.meta.per_sample[d] : 0;
+        numel *= per * microbatch + (t.meta.sizes[d] - per * plan_batch);
+      }
+      total += numel * static_cast<int64_t>(c10::elementSize(t.meta.dtype));
+    }
+    bytes.push_back(total);
+  }
+  return bytes;
+}
+
 // Throws ppstage::Error when a bounded `data` holds fewer samples than one global batch.
 void checkHoldsOneBatch(const Dataset& data, int64_t batch_size) {
   PPSTAGE_CHECK(data.size() == 0 || data.size() >= batch_size, data.describe(),
@@ -262,15 +289,19 @@ std::shared_ptr<const Dataset> openValidationSet(const Config& config, const Job
   return data;
 }
 
-// --train.loss model: the labels come from a data file, and the first output is a scalar.
-void checkModelLoss(bool data_file, const ModelSplit& split) {
+// --train.loss model: the labels come from a data file and feed one of forward's
+// arguments, and the first output is a scalar.
+void checkModelComputesLoss(bool data_file, const DataRoles& roles, const ModelSplit& split) {
   PPSTAGE_CHECK(data_file, "--train.loss model passes the labels to the model: give a data ",
-                "file with them (--data.path)");
+                "file with them (--data.path of a tokens, npy, tensors or idx file; text and ",
+                "synthetic data have none to pass)");
+  const auto fed = std::find(roles.inputs.begin(), roles.inputs.end(), roles.target);
+  PPSTAGE_CHECK(
+      fed != roles.inputs.end(), "--train.loss model passes the labels to the model, ",
+      "but they feed none of forward's arguments (fed: ", joinText(split.graph.input_names, ", "),
+      "); add them to --model.inputs (ARG=", "FIELD)");
   const TensorMeta& loss = split.stages.back().outputs.at(0).meta;
-  PPSTAGE_CHECK(loss.numel() == 1 && at::isFloatingType(loss.dtype), "--train.loss model takes ",
-                "the model's first output as its loss, a floating-point scalar; it is ",
-                dtypeName(loss.dtype), " ", shapeText(loss.sizes), " (return the loss alone, ",
-                "first in a tuple, or under 'loss' in a dict)");
+  checkModelLoss(loss.dtype, loss.sizes);
 }
 
 // Evaluation's model: captured in eval mode, cut where `train` is, sharing its parameters.
@@ -299,6 +330,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
   split.model.module = torch::jit::Module();
   split.model.input.samples = nullptr;
   for (ModelParameter& p : split.graph.parameters) p.value = at::Tensor();
+  split.master_values.clear();  // evaluation steps nothing
   eval->data = openValidationSet(config, layout, train.split, train_data);
   const int64_t samples = eval->data->size();
   eval->batches = samples == 0 ? config.eval.batches
@@ -331,12 +363,12 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
     layout.roles = file->roles;
     layout.roles.inputs.clear();
     for (size_t f : model.split.input_fields)
-      layout.roles.inputs.push_back(file->roles.offer.at(f));
+      layout.roles.inputs.push_back(file->roles.offered_fields.at(f));
   }
-  const at::ScalarType decides_loss =
-      data ? data->fields().at(layout.roles.target).sample.dtype : model.split.model.input.dtype;
-  layout.loss = resolveLossKind(config.train.loss, decides_loss);
-  if (layout.loss == LossKind::kModel) checkModelLoss(file.has_value(), model.split);
+  layout.loss = runLossKind(config, file ? &*file : nullptr, model.split.model.input);
+  if (layout.loss == LossKind::kModel) {
+    checkModelComputesLoss(file.has_value(), layout.roles, model.split);
+  }
   const SampleShape output =
       outputSample(model.split.stages.back().outputs.at(0), config.train.batch_size);
   if (data) {
@@ -348,6 +380,9 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   const SampleShape& target = data->fields().at(layout.roles.target).sample;
   layout.token_inputs = at::isIntegralType(input.dtype, /*includeBool=*/false);
   layout.classifies = layout.loss == LossKind::kCrossEntropy && target.shape.empty();
+  layout.compute_dtype = model.split.compute_dtype;
+  layout.message_bytes =
+      messageBytes(model.split, config.train.batch_size, layout.batch.microbatch_size);
   layout.tokens_per_step = config.train.batch_size;
   if (layout.token_inputs) {
     for (int64_t d : input.shape) layout.tokens_per_step *= d;
@@ -366,6 +401,12 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
 }
 
 }  // namespace
+
+LossKind runLossKind(const Config& config, const DataFile* file, const InputSpec& model_input) {
+  return resolveLossKind(config.train.loss,
+                         file != nullptr ? file->data->fields().at(file->roles.target).sample.dtype
+                                         : model_input.dtype);
+}
 
 std::optional<DataFile> openDataFileOf(const Config& config) {
   if (isModelShaped(config.data)) return std::nullopt;
@@ -434,7 +475,8 @@ std::optional<UnitSeconds> agreedUnitSeconds(const Config& config, Communicator&
     const Topology topology = jobTopology(config.pipeline, config.train, world.size());
     const std::optional<DataFile> file = openDataFileOf(config);
     const CapturedModel captured = captureForSplit(config, file ? &file->input : nullptr);
-    mine = encodeSeconds(measureUnitSeconds(captured, config, topology));
+    const LossKind loss = runLossKind(config, file ? &*file : nullptr, captured.model.input);
+    mine = encodeSeconds(measureUnitSeconds(captured, config, topology, loss));
   });
   return decodeSeconds(allGatherStrings(world, mine).at(0));
 }

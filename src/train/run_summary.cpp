@@ -22,13 +22,17 @@ namespace ppstage {
 namespace {
 
 // Every model path of these stages -> its tensor.
-std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*>& stages) {
+// Every path of `stages`' tensors: their values as the optimizer steps them (bf16: the fp32
+// master weights, `runner`'s).
+std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*>& stages,
+                                                  const StepRunner& runner) {
   std::map<std::string, at::Tensor> named;
   for (StageModule* stage : stages) {
     for (const StageParameter& p : stage->parameters) {
       if (p.random_key) continue;  // not model state
-      named[p.name] = p.value;
-      for (const std::string& alias : p.aliases) named[alias] = p.value;
+      const at::Tensor& value = runner.masterOf(p.value);
+      named[p.name] = value;
+      for (const std::string& alias : p.aliases) named[alias] = value;
     }
   }
   return named;
@@ -104,6 +108,8 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.microbatches = layout.batch.microbatches;
   metrics.batch_size = config.train.batch_size;
   metrics.tokens_per_step = layout.tokens_per_step;
+  metrics.precision = layout.compute_dtype == at::kBFloat16 ? "bf16" : "fp32";
+  metrics.message_bytes.assign(layout.message_bytes.begin(), layout.message_bytes.end());
   metrics.params_dir = config.output.params_dir;
   metrics.resumed_from = record.resumed_from;
   metrics.resume_s = record.resume_s;
@@ -278,12 +284,12 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
 }
 
 RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const RankModel& model,
-                        const Dataset* data, const RunRecord& record, Communicator& world,
-                        std::ostream& log) {
+                        const StepRunner& runner, const Dataset* data, const RunRecord& record,
+                        Communicator& world, std::ostream& log) {
   const std::vector<RankSummary> summaries =
       RankSummary::gather(world, summaryOfThisRank(record, *model.compile_cache));
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
-    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(model.mine));
+    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(model.mine, runner));
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
   addPrediction(layout.schedule, layout.topology, record, summaries,

@@ -66,9 +66,10 @@ struct RunRecord {
 // Collective over `world`. Returns the run's metrics (the data's description only where the
 // data set is open, rank 0 among them); rank 0 prints the closing lines to `log` and writes
 // --output.metrics_json. Counts the compile cache's optimized graphs first.
-// `data` is null where this rank reads no samples.
+// `data` is null where this rank reads no samples. --output.params_dir gets the values
+// `runner` steps (bf16: the fp32 master weights).
 RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const RankModel& model,
-                        const Dataset* data, const RunRecord& record, Communicator& world,
-                        std::ostream& log);
+                        const StepRunner& runner, const Dataset* data, const RunRecord& record,
+                        Communicator& world, std::ostream& log);
 
 }  // namespace ppstage

@@ -19,6 +19,7 @@
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/lr_schedule.h"
+#include "ppstage/train/mixed_precision.h"
 #include "ppstage/train/optimizer.h"
 #include "ppstage/train/stop_signal.h"
 
@@ -97,6 +98,20 @@ void addActionSeconds(const StepStats& stats, StepResult& result) {
   }
 }
 
+// The fp32 values of this rank's trainable stage parameters, in GradientSync::parameters'
+// order (bf16: what the master weights start from).
+std::vector<at::Tensor> masterValues(const RankModel& model) {
+  std::vector<at::Tensor> values;
+  for (const StageModule* stage : model.mine) {
+    for (const StageParameter& p : stage->parameters) {
+      if (!p.is_parameter || !p.value.requires_grad()) continue;
+      const std::string& path = model.split.graph.parameters.at(p.model_parameters.at(0)).path;
+      values.push_back(model.split.master_values.at(path));
+    }
+  }
+  return values;
+}
+
 // The boundaries between this rank's stages and other ranks' (transfer_probe.h): both
 // neighbours of each agree on what crosses it before the first step, and the transfer
 // probe times it after the last.
@@ -127,12 +142,18 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   }
   sync_ = std::make_unique<GradientSync>(world, layout.topology, model.mine, model.split.ties);
   params_ = sync_->parameters();
-  optimizer_ = makeOptimizer(config.train, params_);
+  if (model.split.compute_dtype == at::kFloat) {
+    optimizer_ = makeOptimizer(config.train, params_);
+  } else {
+    masters_ = std::make_unique<MasterWeights>(params_, masterValues(model));
+    optimizer_ = makeOptimizer(config.train, masters_->masters());
+  }
 
   ExecutorOptions options;
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
   options.ignore_index = config.train.ignore_index;
+  options.compute_dtype = model.split.compute_dtype;
   options.seed = config.train.seed;
   options.first_microbatch =
       static_cast<int64_t>(layout.topology.dpRank()) * layout.batch.microbatches;
@@ -150,6 +171,14 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
 }
 
 StepRunner::~StepRunner() = default;
+
+const at::Tensor& StepRunner::masterOf(const at::Tensor& parameter) const {
+  return masters_ ? masters_->masterOf(parameter) : parameter;
+}
+
+void StepRunner::mastersLoaded() {
+  if (masters_) masters_->copyToCompute();
+}
 
 StepData StepRunner::nextStepData() {
   const Topology& topology = layout_.topology;
@@ -173,6 +202,7 @@ StepResult StepRunner::run(int64_t step) {
   const int64_t bytes_at_start = tensorBytesNow();
   resetTensorBytesPeak();
   const StepData data = nextStepData();
+  if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, data);
   const auto actions_end = Clock::now();
@@ -201,9 +231,14 @@ StepResult StepRunner::run(int64_t step) {
     const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
     if (coefficient < 1) sync_->scale(coefficient);
     setLearningRate(*optimizer_, result.lr);
-    stepAndClear(*optimizer_, params_);
+    if (masters_) {
+      masters_->step(*optimizer_);
+    } else {
+      stepAndClear(*optimizer_, params_);
+    }
   } else {
     result.nonfinite = whereNonfinite(result, model_.split);
+    if (masters_) masters_->clearGradients();
     clearGradients(params_);
   }
   trace(TraceKind::kOptimizer);
@@ -228,7 +263,7 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
   const BatchLayout& batch = layout_.batch;
   data.targets_in_step =
       layout_.loss == LossKind::kModel
-          ? config_.train.batch_size / batch.microbatch_size  // one loss per micro-batch
+          ? layout_.topology.dpSize() * batch.microbatches  // one loss per micro-batch
           : std::max<int64_t>(1, countTargets(layout_.loss, all, config_.train.ignore_index));
   for (int m = 0; m < batch.microbatches; ++m) {
     data.targets.push_back(

@@ -29,6 +29,7 @@ class GradientSync;
 class SampleOrder;
 class TraceRecorder;
 struct ClockAlignment;
+class MasterWeights;
 struct StepData;
 struct StepStats;
 class Dataset;
@@ -87,6 +88,13 @@ class StepRunner {
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
+  // What the optimizer steps for stage parameter `parameter`: its fp32 master weight with
+  // --train.precision bf16, else itself (what checkpoints save and load).
+  const at::Tensor& masterOf(const at::Tensor& parameter) const;
+  // After a checkpoint's values were loaded into the masters: rounds them into the stages'
+  // bf16 parameters (nothing in fp32).
+  void mastersLoaded();
+
   // Collective: writes what the steps so far recorded to --output.trace (rank 0 writes
   // the file); returns the number of events this rank recorded. Only with a trace.
   int64_t writeTrace();
@@ -121,6 +129,7 @@ class StepRunner {
   Communicator& world_;
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;
+  std::unique_ptr<MasterWeights> masters_;  // bf16 only: the fp32 weights the optimizer steps
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set
   std::unique_ptr<ClockAlignment> clock_;

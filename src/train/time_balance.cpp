@@ -111,8 +111,7 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
 namespace {
 
 // The run's loss against placeholder targets (class 0, or zeros): the work is the same.
-UnitLoss trainingLoss(const TrainConfig& train, const LoadedModel& model) {
-  const LossKind kind = resolveLossKind(train.loss, model.input.dtype);
+UnitLoss trainingLoss(LossKind kind) {
   if (kind == LossKind::kModel) return [](const at::Tensor& output) { return output.sum(); };
   return [kind](const at::Tensor& output) {
     const at::Tensor target = kind == LossKind::kCrossEntropy
@@ -137,10 +136,10 @@ std::vector<at::Tensor> microBatchInputs(const CapturedModel& captured, const Co
 }
 
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
-                               const Topology& pipeline) {
+                               const Topology& pipeline, LossKind loss) {
   return measureUnitSeconds(captured.graph, findUnits(captured.graph, captured.shapes),
                             captured.shapes, microBatchInputs(captured, config, pipeline),
-                            trainingLoss(config.train, captured.model));
+                            trainingLoss(loss));
 }
 
 UnitTimes unitTimesOf(const UnitSeconds& seconds, const PipelineConfig& config,
@@ -177,8 +176,10 @@ ModelSplit splitModelMeasuringTime(const Config& config) {
   const int dp = static_cast<int>(std::max<int64_t>(config.train.dp, 1));
   const Topology pipeline =
       Topology::forJob(std::max(stages / per_rank, 1) * dp, dp, stages, per_rank, p.placement);
-  const UnitTimes times =
-      unitTimesOf(measureUnitSeconds(captured, config, pipeline), config.pipeline, pipeline);
+  const UnitTimes times = unitTimesOf(
+      measureUnitSeconds(captured, config, pipeline,
+                         runLossKind(config, file ? &*file : nullptr, captured.model.input)),
+      config.pipeline, pipeline);
   return splitCaptured(std::move(captured), config.pipeline, &times);
 }
 

@@ -32,13 +32,38 @@ namespace {
 // " (auto: labels are int64)" when --train.loss auto picked the loss, what the model is fed
 // for --train.loss model; else "".
 std::string lossChoiceText(const Config& c, const JobPlan& plan) {
+  const DataRoles& roles = plan.layout().roles;
   if (plan.layout().loss == LossKind::kModel && plan.data() != nullptr) {
-    const SampleField& labels = plan.data()->fields().at(plan.layout().roles.target);
-    return " (the model is fed '" + labels.name + "' and returns the loss)";
+    const size_t fed = static_cast<size_t>(
+        std::find(roles.inputs.begin(), roles.inputs.end(), roles.target) - roles.inputs.begin());
+    return " (forward takes '" + plan.data()->fields().at(roles.target).name + "' as '" +
+           plan.model().split.graph.input_names.at(fed) + "' and returns the loss)";
   }
   if (c.train.loss || plan.data() == nullptr) return "";
   const SampleField& target = plan.data()->fields().at(plan.layout().roles.target);
   return " (auto: " + target.name + " are " + dtypeName(target.sample.dtype) + ")";
+}
+
+// "bf16 (...), messages 32.0 KiB / 32.0 KiB per micro-batch": what the stages compute in,
+// and the bytes of one micro-batch's activations at each cut.
+std::string precisionText(const Config& c, const JobPlan& plan) {
+  const JobLayout& layout = plan.layout();
+  std::ostringstream out;
+  if (layout.compute_dtype == at::kBFloat16) {
+    out << "bf16 (forward, backward and messages; master weights, optimizer state, gradient "
+           "sync, loss and gradient norm in fp32)";
+  } else if (c.train.precision == Precision::kBf16) {
+    out << "fp32 (bf16 falls back: " << plan.model().split.precision_fallback << ")";
+  } else {
+    out << "fp32";
+  }
+  out << std::fixed << std::setprecision(1);
+  for (size_t s = 0; s < layout.message_bytes.size(); ++s) {
+    out << (s == 0 ? ", messages " : " / ") << static_cast<double>(layout.message_bytes[s]) / 1024
+        << " KiB";
+  }
+  if (!layout.message_bytes.empty()) out << " per micro-batch";
+  return out.str();
 }
 
 // " (cosine to 0.0001 after 100 warm-up steps)"; "" for a constant rate without warm-up.
@@ -95,7 +120,8 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
       << c.train.lr << lrScheduleText(c.train) << " weight_decay " << c.train.weight_decay
       << ", grad_clip " << c.train.grad_clip << ", loss " << toString(layout.loss)
       << lossChoiceText(c, plan) << ", seed " << c.train.seed << "\n"
-      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n";
+      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n"
+      << "  precision " << precisionText(c, plan) << "\n";
   if (plan.eval() != nullptr && plan.eval()->data != nullptr) {
     log << "  eval      every " << c.eval.every << " steps, " << plan.eval()->batches
         << " batches of " << plan.eval()->data->describe() << "\n";
@@ -188,8 +214,8 @@ class TrainLoop {
   // went to its last step measures its messages first (comm_s): one stopped by a signal
   // or a failure has seconds left before it is killed, and spends them on its checkpoint.
   RunMetrics finish() {
-    RunMetrics metrics =
-        summarizeRun(config_, plan_.layout(), plan_.model(), plan_.data(), record_, world_, log_);
+    RunMetrics metrics = summarizeRun(config_, plan_.layout(), plan_.model(), runner_, plan_.data(),
+                                      record_, world_, log_);
     if (runner_.tracing()) {
       const int64_t events = runner_.writeTrace();
       if (leader_) {

@@ -79,13 +79,16 @@ refused field-not-taken "the data gives 'mask', which is no argument of the mode
 refused input-not-fed "the model's forward needs 'y', which no data field feeds (the data gives images)" \
   --model.name "$3/two_inputs.pt" --train.batch_size 16 --data.path "$data/classes.pt" --model.inputs x=images
 # --train.loss model: labels need a data file, a forward that takes them, a scalar loss out.
-refused model-loss-no-data "--train.loss model passes the labels to the model: give a data file" \
+refused model-loss-no-data "--train.loss model passes the labels to the model: give a data file with them" \
   --model.name "$3/hf_gpt2_loss.pt" --train.batch_size 8 --model.seq_len 16 --model.vocab_size 96 --train.loss model
 refused model-loss-no-labels-argument "the data gives 'labels', which is no argument of the model's forward (it takes input_ids, attention_mask)" \
   --model.name "$3/hf_gpt2.pt" --train.batch_size 8 --data.path "$data/masked_tokens.pt" --train.loss model
-refused model-loss-not-scalar "takes the model's first output as its loss, a floating-point scalar; it is float32 [8, 16, 96]" \
+refused model-loss-labels-not-fed "--train.loss model passes the labels to the model, but they feed none of forward's arguments (fed: input_ids, attention_mask)" \
   --model.name "$3/hf_gpt2_loss.pt" --train.batch_size 8 --data.path "$data/masked_tokens.pt" \
   --train.loss model --model.inputs input_ids,attention_mask
+refused model-loss-not-scalar "takes the model's first output as its loss, a floating-point scalar; it is float32 [8, 16, 96]" \
+  --model.name "$3/hf_gpt2.pt" --train.batch_size 8 --data.path "$data/masked_tokens.pt" \
+  --train.loss model --model.inputs input_ids,attention_mask=labels
 refused mse-on-labels "mse compares the model's output with the targets 'labels'" "${resnet[@]}" \
   --data.path "$data/classes.pt" --train.loss mse
 exit "$failed"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Every data format, every loss, a model with two inputs: a pipelined run matches the
-# one-process run of the same data. For each case a reference of one process, one stage and one micro-batch trains 6
-# steps; the same job on 2 ranks (1F1B, 4 micro-batches) and, for some, on pp 2 x dp 2
-# must give the same per-step losses and final parameters (`ppstage compare-runs`, rtol
-# 1e-5). The class labels of the .npy case hold --train.ignore_index (-100) entries that
+# Every data format, every loss, a model with two inputs, bf16: a pipelined run matches the
+# one-process run of the same data. For each case a reference of one process, one stage
+# and one micro-batch (bf16: the pipelined run's micro-batches) trains 6 steps; the same
+# job on 2 ranks (1F1B, 4 micro-batches) and, for some, on pp 2 x dp 2 must give the same
+# per-step losses and final parameters (`ppstage compare-runs`, rtol 1e-5; bf16 1e-3). The class labels of the .npy case hold --train.ignore_index (-100) entries that
 # fall unevenly into the micro-batches: only a loss that is the mean over the whole step's
 # counted labels matches there. The fixtures are tests/fixtures/data (scripts/make_fixtures.py).
 #
@@ -21,9 +21,11 @@ resnet=(--model.name "$data/small_resnet.pt" --train.batch_size 16)
 gpt=(--model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 --train.batch_size 8)
 
 failed=0
-compare() {  # name, log line expected in the reference's start-up lines
+rtol=1e-5 atol=0 ref_microbatches=1
+compare() {  # name
   local name=$1
-  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1); then
+  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" \
+             --rtol "$rtol" --atol "$atol" 2>&1); then
     echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
   else
     echo "DIFFERS $name"; echo "$out"; failed=1
@@ -33,11 +35,11 @@ check() {  # name, "pp dp ...", train options...
   local name=$1 layouts=$2
   shift 2
   rm -rf "$work/ref" "$work/run"
-  if ! "$ppstage" train "${common[@]}" "$@" --pipeline.stages 1 --pipeline.microbatches 1 \
+  if ! "$ppstage" train "${common[@]}" "$@" --pipeline.stages 1 --pipeline.microbatches "$ref_microbatches" \
        --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log" 2>&1; then
     echo "FAILED to run the reference of $name"; tail -5 "$work/ref.log"; failed=1; return
   fi
-  grep -E "^  (train|data) " "$work/ref.log" | sed "s/^/        $name: /"
+  grep -E "^  (train|data|precision) " "$work/ref.log" | sed "s/^/        $name: /"
   for layout in $layouts; do
     local dp=${layout#*x} np=$((2 * ${layout#*x}))
     rm -rf "$work/run"
@@ -62,6 +64,17 @@ hf=(--model.name "$3/hf_gpt2.pt" --train.batch_size 8)
 check "two inputs by name (torch.save)" "2x1 2x2" "${hf[@]}" --data.path "$data/masked_tokens.pt"
 check "two inputs by --model.inputs (npy)" "2x1" "${hf[@]}" --data.path "$data/masked_npy" \
   --model.inputs input_ids=tokens,attention_mask=mask
+
+# bf16 (--train.precision): pipelined against one process in bf16 with the same
+# micro-batches (other micro-batches accumulate other bf16 roundings), losses within 1e-3
+# and the fp32 master weights within 1e-3 beyond 1e-4 absolute (the tied embedding's two
+# copies are summed in fp32 across stages, in bf16 within one).
+rtol=1e-3 atol=1e-4 ref_microbatches=4
+check "bf16, uint16 tokens" "2x1" "${gpt[@]}" --data.path "$data/tokens_u16.bin" --train.precision bf16
+check "bf16, resnet classes" "2x1" "${resnet[@]}" --data.path "$data/classes.pt" --train.precision bf16
+ref_microbatches=8
+check "bf16, uint16 tokens" "2x2" "${gpt[@]}" --data.path "$data/tokens_u16.bin" --train.precision bf16
+rtol=1e-5 atol=0 ref_microbatches=1
 
 # --train.loss model: the model takes the labels and returns its loss (in a dict, not
 # first). The step's loss is the mean of its micro-batches' losses, so the reference has

@@ -220,12 +220,13 @@ TEST(DataRoles, TheTargetIsNamedAndTheOtherFieldsAreOnOffer) {
             std::string::npos);
   DataConfig named;
   named.target = "a";
-  EXPECT_EQ(dataRolesOf(*data, named).offer, std::vector<size_t>{1});
+  EXPECT_EQ(dataRolesOf(*data, named).offered_fields, std::vector<size_t>{1});
   // --train.loss model: the labels go to forward too.
-  EXPECT_EQ(dataRolesOf(*data, named, /*offers_target=*/true).offer, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(dataRolesOf(*data, named, /*offers_target=*/true).offered_fields,
+            (std::vector<size_t>{0, 1}));
   writeBytes(dir + "/c.npy", npy("<f4", {4}, four));
   const auto three = openDataFile(dataAt(dir), 0);
-  EXPECT_EQ(dataRolesOf(*three, named).offer, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(dataRolesOf(*three, named).offered_fields, (std::vector<size_t>{1, 2}));
   named.target = "d";
   EXPECT_NE(test::errorOf([&] { dataRolesOf(*data, named); }).find("--data.target 'd' is not"),
             std::string::npos);

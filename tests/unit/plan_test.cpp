@@ -13,6 +13,7 @@
 #include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
+#include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
@@ -348,6 +349,59 @@ TEST(EvalMode, CapturedInEvalModeNoDropoutAndBatchNormOnRunningStatistics) {
   EXPECT_EQ(std::count(training.begin(), training.end(), true), static_cast<long>(training.size()));
   EXPECT_EQ(eval.size(), training.size());
   EXPECT_EQ(std::count(eval.begin(), eval.end(), true), 0);
+}
+
+// --train.precision bf16: the model is captured in bf16 (parameters, example run, the
+// cut's tensors), with its fp32 values kept as the master weights.
+TEST(Precision, Bf16CapturesTheModelInBf16AndKeepsItsFp32Values) {
+  Config config = test::builtinConfig("gpt", 2);
+  const CapturedModel fp32 = captureForSplit(config);
+  config.train.precision = Precision::kBf16;
+  const CapturedModel bf16 = captureForSplit(config);
+  EXPECT_EQ(fp32.compute_dtype, at::kFloat);
+  EXPECT_TRUE(fp32.master_values.empty());
+  ASSERT_EQ(bf16.compute_dtype, at::kBFloat16);
+  EXPECT_TRUE(bf16.precision_fallback.empty());
+  ASSERT_EQ(bf16.graph.parameters.size(), fp32.graph.parameters.size());
+  for (size_t p = 0; p < bf16.graph.parameters.size(); ++p) {
+    const ModelParameter& low = bf16.graph.parameters[p];
+    const at::Tensor& exact = fp32.graph.parameters[p].value;
+    if (!exact.is_floating_point()) continue;
+    EXPECT_EQ(low.value.scalar_type(), at::kBFloat16) << low.path;
+    EXPECT_TRUE(at::equal(bf16.master_values.at(low.path), exact)) << low.path;
+  }
+  const ModelSplit split = splitCaptured(bf16, config.pipeline);
+  for (const BoundaryTensor& out : split.stages.back().outputs) {
+    EXPECT_EQ(out.meta.dtype, at::kBFloat16) << out.name;
+  }
+}
+
+// An op this LibTorch has no bf16 CPU kernel for (Mish, in 1.13): the model is captured in
+// fp32, and the reason names the op and its module.
+TEST(Precision, Bf16FallsBackToFp32WhereAnOpHasNoBf16Kernel) {
+  ScriptModuleBuilder builder;
+  torch::jit::Module model = builder.make(
+      "WithMish",
+      [](torch::jit::Module& m) {
+        m.register_parameter("w", at::randn({8, 8}), false);
+      },
+      R"(
+def forward(self, x):
+    return torch.mish(torch.matmul(x, self.w))
+)");
+  const std::string path = ::testing::TempDir() + "/with_mish.pt";
+  model.save(path);
+  Config config;
+  config.model.name = path;
+  config.model.input_dtype = InputDtype::kFloat32;
+  config.model.input_shape = {4, 8};
+  config.train.batch_size = 4;
+  config.train.precision = Precision::kBf16;
+  const CapturedModel captured = captureForSplit(config);
+  EXPECT_EQ(captured.compute_dtype, at::kFloat);
+  EXPECT_NE(captured.precision_fallback.find("mish"), std::string::npos)
+      << captured.precision_fallback;
+  EXPECT_NE(captured.precision_fallback.find("BFloat16"), std::string::npos);
 }
 
 }  // namespace

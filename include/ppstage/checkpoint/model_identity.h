@@ -20,6 +20,7 @@ std::string storedPath(const ModelGraph& model, int index);
 
 // The model's parameters and buffers as a checkpoint stores them: one per stored path, in
 // the model's order, without file names; random keys are not model state and are left out.
+// bf16 tensors (--train.precision bf16) are stored as fp32.
 std::vector<SavedTensor> modelTensors(const ModelGraph& model);
 
 // sha256 of the captured graph's text and of every lifted tensor's path, kind, dtype and

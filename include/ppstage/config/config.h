@@ -43,6 +43,11 @@ enum class LossKind {
   kModel,         // the model's first output is the loss; the labels are one of its inputs
 };
 
+// --train.precision: what the stages compute in. bf16: forward, backward and the messages
+// between stages in bfloat16, master weights and optimizer state in fp32
+// (train/mixed_precision.h).
+enum class Precision { kFp32, kBf16 };
+
 // --data.format: how --data.path is read (data/data_files.h).
 enum class DataFormat { kAuto, kText, kTokens, kNpy, kTensors, kIdx };
 
@@ -65,6 +70,12 @@ struct Choices<TokenDtype> {
   static constexpr const char* kOption = "data.token_dtype";
   static constexpr std::pair<TokenDtype, const char*> kNames[] = {{TokenDtype::kUint16, "uint16"},
                                                                   {TokenDtype::kUint32, "uint32"}};
+};
+template <>
+struct Choices<Precision> {
+  static constexpr const char* kOption = "train.precision";
+  static constexpr std::pair<Precision, const char*> kNames[] = {{Precision::kFp32, "fp32"},
+                                                                 {Precision::kBf16, "bf16"}};
 };
 template <>
 struct Choices<LrSchedule> {
@@ -166,8 +177,9 @@ struct TrainConfig {
   double momentum = 0;           // sgd only
   std::optional<LossKind> loss;  // empty: auto, from the data's targets (runtime/loss.h)
   int64_t ignore_index = -100;   // cross_entropy: targets equal to it do not count
-  int64_t dp = 1;                // data-parallel replicas; world = pp * dp
-  int64_t threads = 0;           // intra-op threads per rank; 0: cores / local ranks
+  Precision precision = Precision::kFp32;
+  int64_t dp = 1;       // data-parallel replicas; world = pp * dp
+  int64_t threads = 0;  // intra-op threads per rank; 0: cores / local ranks
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
   int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
 };

@@ -70,7 +70,7 @@ std::vector<SampleField> tokenWindowFields(int64_t seq_len, int64_t token_bound)
 struct DataRoles {
   // The fields on offer to forward's arguments: every field but the target (and the target
   // too when the model takes its labels, --train.loss model).
-  std::vector<size_t> offer{0};
+  std::vector<size_t> offered_fields{0};
   // The fields fed, one per model input in its order (a subset of `offer`, once the model's
   // forward has been bound to them; see bindInputs).
   std::vector<size_t> inputs{0};

@@ -22,6 +22,11 @@ namespace ppstage {
 ModelGraph captureModel(const torch::jit::Module& module, const std::vector<std::string>& inputs,
                         const std::vector<at::Tensor>& example);
 
+// The tensor of what `module.forward` returned that a captured graph outputs first: the
+// returned tensor, a tuple's first (nested tuples flattened), a dict's "loss" else its
+// first value.
+at::Tensor firstModelOutput(const c10::IValue& output);
+
 // One input, forward's first argument.
 ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& example = {});
 

@@ -79,6 +79,9 @@ struct RunMetrics {
   int microbatches = 1;
   long long batch_size = 0;
   long long tokens_per_step = 0;
+  std::string precision = "fp32";  // what the stages computed in: "fp32" or "bf16"
+  // Per cut (stage s to s+1): bytes of one micro-batch's activations crossing it.
+  std::vector<long long> message_bytes;
   std::string params_dir;  // where the final parameters were written; empty: nowhere
   // Checkpoints.
   std::string resumed_from;  // the checkpoint the run continued from; empty: a fresh start

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <vector>
 
 #include "ppstage/config/config.h"
 
@@ -28,7 +29,8 @@ struct LossTerms {
   int64_t correct = 0;  // cross_entropy: counted targets whose logit is the largest
 };
 
-// The terms of `output` (the model's first output) against `target`. Cross entropy
+// The terms of `output` (the model's first output; computed in fp32 when it is bf16 or
+// fp16) against `target`. Cross entropy
 // flattens the logits to (-1, C) and the targets to (-1), so (N, C) logits against (N)
 // labels and (N, T, V) against (N, T) both work; targets equal to `ignore_index` do not
 // count. Mse counts every element. Model: the output is the loss (`target` unused).
@@ -36,6 +38,10 @@ struct LossTerms {
 // not ignore_index.
 LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
                     int64_t ignore_index);
+
+// --train.loss model: throws ppstage::Error unless the model's first output, of `dtype` and
+// `sizes`, is a floating-point scalar (its loss).
+void checkModelLoss(at::ScalarType dtype, const std::vector<int64_t>& sizes);
 
 // How many terms of `target` count: cross_entropy the entries not equal to
 // `ignore_index`; mse every element; model 1 (a micro-batch's loss, whatever `target` is).

@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,14 +37,24 @@ struct CapturedModel {
   // Per model input, its index among the data file's fields on offer (InputBinding::fields);
   // {0} without a data file.
   std::vector<size_t> input_fields{0};
+  // What the stages compute in (--train.precision): kFloat, or kBFloat16 when the model
+  // was captured in bf16 (its floating tensors and example inputs cast). `master_values`:
+  // then the fp32 values of its floating parameters and buffers by path, taken before the
+  // cast. `precision_fallback`: why bf16 was asked for and fp32 is used ("" otherwise).
+  at::ScalarType compute_dtype = at::kFloat;
+  std::map<std::string, at::Tensor> master_values;
+  std::string precision_fallback;
   SplitTimings timings;  // load, capture and shapes
 };
 
 struct ModelSplit {
   LoadedModel model;
   ModelGraph graph;
-  std::vector<at::Tensor> example_inputs;  // what the plan's shapes are for (CapturedModel)
-  std::vector<size_t> input_fields{0};     // see CapturedModel
+  std::vector<at::Tensor> example_inputs;     // what the plan's shapes are for (CapturedModel)
+  std::vector<size_t> input_fields{0};        // see CapturedModel
+  at::ScalarType compute_dtype = at::kFloat;  // see CapturedModel
+  std::map<std::string, at::Tensor> master_values;  // see CapturedModel
+  std::string precision_fallback;                   // see CapturedModel
   StagePlan plan;
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
@@ -54,8 +65,10 @@ struct ModelSplit {
 // `data_input` when given (the first samples of a data file's fields on offer, bound to
 // forward's arguments by bindInputs with --model.inputs: no shape flags needed), in
 // training mode, or in eval mode (`training` false: no dropout, BatchNorm on its running
-// statistics, as module.eval() makes it). Throws ppstage::Error for anything the user can
-// fix (a missing file, a model that fails on its example input).
+// statistics, as module.eval() makes it), in bf16 with --train.precision bf16 (falling back
+// to fp32 when an op has no bf16 kernel; CapturedModel::precision_fallback says which).
+// Throws ppstage::Error for anything the user can fix (a missing file, a model that fails
+// on its example input).
 CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr,
                               bool training = true);
 

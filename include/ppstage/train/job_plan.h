@@ -44,6 +44,11 @@ struct JobLayout {
   bool token_inputs = true;     // the model takes token ids: throughput in tokens/s
   int threads = 1;              // intra-op threads of this rank
   int64_t tokens_per_step = 0;  // samples x tokens per sample (samples, for float inputs)
+  // What the stages compute in and send (--train.precision; kFloat when bf16 fell back).
+  at::ScalarType compute_dtype = at::kFloat;
+  // Per cut (stage s to s+1): the bytes of one micro-batch's activations crossing it (its
+  // gradients' are the same for those that need one).
+  std::vector<int64_t> message_bytes;
 };
 
 // This rank's share of the model. Move-only: `mine` points into split.stages.
@@ -109,6 +114,10 @@ struct DataFile {
 // The data file of `config`, or nothing when the model shapes the data (the embedded
 // text, a text file, synthetic). Throws ppstage::Error for a bad file (data_files.h).
 std::optional<DataFile> openDataFileOf(const Config& config);
+
+// The loss of a run of `config`: --train.loss, or (auto) the one `file`'s target dtype
+// calls for, or without a data file, `model_input`'s (runtime/loss.h, resolveLossKind).
+LossKind runLossKind(const Config& config, const DataFile* file, const InputSpec& model_input);
 
 // The agreed plan of this rank of `world` (collective; see above). Sets this process's
 // intra-op threads and TorchScript's shape strategy. Throws JobError on every rank when

@@ -52,10 +52,10 @@ std::vector<at::Tensor> microBatchInputs(const CapturedModel& captured, const Co
                                          const Topology& pipeline);
 
 // Every unit of `captured` measured on microBatchInputs (time is not linear in the batch: a
-// wide head's logits outgrow the caches), with the run's loss against placeholder targets
-// in the last unit.
+// wide head's logits outgrow the caches), with the run's `loss` (runLossKind) against
+// placeholder targets in the last unit.
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,
-                               const Topology& pipeline);
+                               const Topology& pipeline, LossKind loss);
 
 // What planStages balances by: the units' seconds, and the simulator's makespan of
 // `config`'s schedule over a candidate cut into `pipeline`'s stages (per-stage F and B from

@@ -1,0 +1,53 @@
+// See include/ppstage/train/mixed_precision.h.
+#include "ppstage/train/mixed_precision.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+MasterWeights::MasterWeights(std::vector<at::Tensor> compute,
+                             const std::vector<at::Tensor>& masters)
+    : compute_(std::move(compute)) {
+  PPSTAGE_INTERNAL_ASSERT(compute_.size() == masters.size(), "one master per parameter");
+  for (size_t i = 0; i < compute_.size(); ++i) {
+    PPSTAGE_INTERNAL_ASSERT(compute_[i].sizes() == masters[i].sizes(), "a master's shape");
+    at::Tensor master = masters[i].detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    masters_.push_back(master.requires_grad_(true));  // a leaf whose .grad the optimizer reads
+    index_.emplace(compute_[i].unsafeGetTensorImpl(), i);
+  }
+}
+
+void MasterWeights::startStep() {
+  for (at::Tensor& p : compute_) {
+    p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+  }
+}
+
+void MasterWeights::step(torch::optim::Optimizer& optimizer) {
+  for (size_t i = 0; i < compute_.size(); ++i) masters_[i].mutable_grad() = compute_[i].grad();
+  optimizer.step();
+  copyToCompute();
+  clearGradients();
+}
+
+void MasterWeights::clearGradients() {
+  for (size_t i = 0; i < compute_.size(); ++i) {
+    compute_[i].mutable_grad() = at::Tensor();
+    masters_[i].mutable_grad() = at::Tensor();
+  }
+}
+
+const at::Tensor& MasterWeights::masterOf(const at::Tensor& compute) const {
+  const auto it = index_.find(compute.unsafeGetTensorImpl());
+  return it == index_.end() ? compute : masters_[it->second];
+}
+
+void MasterWeights::copyToCompute() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < compute_.size(); ++i) compute_[i].copy_(masters_[i]);
+}
+
+}  // namespace ppstage
