@@ -25,6 +25,8 @@
 #                              first), against which the table's steps are compared;
 #                              ppstage's 1F1B also runs cut where the peer cuts
 #                              (layers.4) for a like-for-like figure
+#   scripts/bench.sh precision --train.precision fp32 against bf16 on gpt-small at pp 2:
+#                              tensor memory, bytes per message, tokens/s, losses
 #   scripts/bench.sh sha256    SHA-256 of 1 GiB: OpenSSL (what checkpoints use) against the
 #                              hand-written one it replaced (from git history), 3 rounds
 #   scripts/bench.sh balance   --pipeline.balance time against params on gpt-small with
@@ -498,8 +500,37 @@ PY
   rm -rf "$dir"
 }
 
+# --train.precision fp32 against bf16 on gpt-small at pp 2 (1F1B, M 4, 30 steps): tensor
+# memory per rank (peak, and its activations and gradients), the bytes of one micro-batch's
+# message at the cut, tokens/s, and the losses (bf16 against fp32).
+bench_precision() {
+  local dir
+  dir=$(mktemp -d)
+  local mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  for precision in fp32 bf16; do
+    "${mpirun[@]}" "$ppstage" train --config configs/gpt-small.ini --train.steps 30 \
+      --output.log_every 0 --train.threads 1 --train.precision "$precision" \
+      --output.metrics_json "$dir/$precision.json" > /dev/null
+  done
+  echo "| precision | peak tensor MB, rank 0 / 1 | activations MB, rank 0 / 1 | message at the cut, KiB per micro-batch | tokens/s | final loss (mean of last 10) |"
+  echo "|---|---|---|---|---|---|"
+  /usr/bin/python3 - "$dir" <<'PY'
+import json, statistics, sys
+d = sys.argv[1]
+for name in ("fp32", "bf16"):
+    m = json.load(open(f"{d}/{name}.json"))
+    peak = " / ".join(f"{r['peak_allocated_mb']:.1f}" for r in m["ranks"])
+    act = " / ".join(f"{r['peak_activation_mb']:.1f}" for r in m["ranks"])
+    msg = " / ".join(f"{b / 1024:.1f}" for b in m["message_bytes"])
+    print(f"| {m['precision']} | {peak} | {act} | {msg} | {m['tokens_per_s']:.0f} | "
+          f"{statistics.mean(m['losses'][-10:]):.4f} |")
+PY
+  rm -rf "$dir"
+}
+
 case "$what" in
   split) bench_split ;;
+  precision) bench_precision ;;
   data) bench_data ;;
   comm) bench_comm ;;
   train) bench_train ;;
@@ -510,6 +541,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh split|data|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh split|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac
