@@ -39,10 +39,13 @@ same() {  # name, reference.json, candidate.json, rtol
 }
 
 # --- same layout: bitwise ------------------------------------------------------------------
-for optimizer in adamw sgd adamw-stage; do
-  opts=(--train.optimizer "${optimizer%-stage}")
+# bf16: the checkpoint holds the fp32 master weights and their state; resumed, the bf16
+# stages are rounded from them again.
+for optimizer in adamw sgd adamw-stage adamw-bf16; do
+  opts=(--train.optimizer "${optimizer%-*}")
   [ "$optimizer" = sgd ] && opts+=(--train.momentum 0.9 --train.lr 0.05)
   [ "$optimizer" = adamw-stage ] && opts+=(--compile.mode stage)
+  [ "$optimizer" = adamw-bf16 ] && opts+=(--train.precision bf16)
   train 2 "${opts[@]}" --train.steps 8 --output.metrics_json "straight-$optimizer.json" \
     --output.params_dir "straight-$optimizer" > /dev/null
   train 2 "${opts[@]}" --train.steps 4 --checkpoint.dir "ck-$optimizer" --checkpoint.every 2 \
