@@ -32,15 +32,9 @@ std::string storedPath(const ModelGraph& model, int index) {
       .path;
 }
 
-namespace {
-
-// bf16 tensors (a model captured for --train.precision bf16) are stored as fp32: the
-// master weights, and buffers widened, so a checkpoint holds fp32 whatever the run computed in.
 at::ScalarType storedDtype(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 ? at::kFloat : t.scalar_type();
 }
-
-}  // namespace
 
 std::vector<SavedTensor> modelTensors(const ModelGraph& model) {
   std::vector<SavedTensor> tensors;

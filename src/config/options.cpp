@@ -184,9 +184,10 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer, toString(t.optimizer)),
       "adamw | sgd");
   add("train.precision", po::value(&t.precision)->default_value(t.precision, toString(t.precision)),
-      "fp32 | bf16: forward, backward and the messages between stages in bfloat16, with fp32 "
-      "master weights, optimizer state, gradient sync, loss and gradient norm (falls back to "
-      "fp32, saying why, where the model has an op without a bf16 kernel)");
+      "fp32 | bf16: forward, backward, buffers and the messages between stages in bfloat16, "
+      "with fp32 master weights, optimizer state, gradient sync and norm, and an fp32 loss "
+      "(unless the model computes it); falls back to fp32, saying why, where the model has "
+      "an op without a bf16 kernel");
   add("train.loss", po::value(&t.loss)->default_value(t.loss, "auto"),
       "cross_entropy (logits (N, C) against labels (N), or (N, T, V) against (N, T)) | mse | "
       "model (forward takes the labels and returns the loss: a scalar, or first in a tuple, or "

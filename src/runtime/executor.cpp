@@ -206,7 +206,9 @@ struct Executor::Impl {
     if (s == 0) {
       st.inputs = data.inputs.at(m);
       for (at::Tensor& input : st.inputs) {
-        if (input.is_floating_point()) input = input.to(options.compute_dtype);
+        if (input.is_floating_point() && options.compute_dtype != at::kFloat) {
+          input = input.to(options.compute_dtype);
+        }
       }
     }
     PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -34,27 +35,26 @@ class Stopwatch {
 };
 
 // Casts `module`'s floating tensors (parameters, buffers, other tensor attributes) to
-// `dtype` in place (the same tensors, so the capture lifts them as before); returns their
-// values before, by tensor.
+// `dtype` in place (the same tensors, so the capture lifts them as before). With
+// `keep_values`, returns the values its trainable parameters had before, by tensor.
 std::unordered_map<const c10::TensorImpl*, at::Tensor> castFloatingTensors(
-    torch::jit::Module& module, at::ScalarType dtype) {
+    torch::jit::Module& module, at::ScalarType dtype, bool keep_values) {
+  std::unordered_set<const c10::TensorImpl*> trainable;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    if (p.value.requires_grad()) trainable.insert(p.value.unsafeGetTensorImpl());
+  }
   std::unordered_map<const c10::TensorImpl*, at::Tensor> before;
+  std::unordered_set<const c10::TensorImpl*> cast;
   at::NoGradGuard no_grad;
   for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
     if (!attribute.value.isTensor()) continue;
     at::Tensor tensor = attribute.value.toTensor();
-    if (!tensor.is_floating_point() || before.count(tensor.unsafeGetTensorImpl()) > 0) continue;
-    before.emplace(tensor.unsafeGetTensorImpl(), tensor.detach().clone());
+    const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+    if (!tensor.is_floating_point() || !cast.insert(impl).second) continue;
+    if (keep_values && trainable.count(impl) > 0) before.emplace(impl, tensor.detach().clone());
     tensor.set_data(tensor.to(dtype));
   }
   return before;
-}
-
-std::vector<at::Tensor> castFloating(std::vector<at::Tensor> tensors, at::ScalarType dtype) {
-  for (at::Tensor& t : tensors) {
-    if (t.is_floating_point()) t = t.to(dtype);
-  }
-  return tensors;
 }
 
 // One forward and backward of `model` on `inputs` (on copies of its tensors), for a kernel
@@ -68,14 +68,11 @@ void checkBackwardRuns(const ModelGraph& model, const std::vector<at::Tensor>& i
     values.emplace_back(copy);
   }
   try {
-    at::Tensor total;
-    for (const c10::IValue& out : GraphRunner(model.graph->copy(), "backward check").run(values)) {
-      if (!out.isTensor() || !out.toTensor().requires_grad()) continue;
-      const at::Tensor sum = out.toTensor().to(at::kFloat).sum();
-      total = total.defined() ? total + sum : sum;
-    }
-    if (total.defined()) total.backward();
-  } catch (const c10::Error& e) {
+    // From the first output only, as training's loss does.
+    const at::Tensor first =
+        GraphRunner(model.graph->copy(), "backward check").run(values).at(0).toTensor();
+    if (first.requires_grad()) first.to(at::kFloat).sum().backward();
+  } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
     throw Error("the model's backward fails: " + rootCause(errorMessage(e)));
   }
 }
@@ -84,7 +81,9 @@ void checkBackwardRuns(const ModelGraph& model, const std::vector<at::Tensor>& i
 CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool training,
                         at::ScalarType dtype) {
   Stopwatch watch;
-  CapturedModel captured{loadModel(config.model, config.train), {}, {}, {}, {0}, dtype, {}, {}, {}};
+  CapturedModel captured;
+  captured.model = loadModel(config.model, config.train);
+  captured.compute_dtype = dtype;
   InputSpec& input = captured.model.input;
   if (data_input != nullptr && !data_input->names.empty()) {
     const InputBinding binding =
@@ -95,13 +94,11 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
     input = *data_input;
   }
   if (!training) captured.model.module.eval();
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> fp32;
-  if (dtype != at::kFloat) fp32 = castFloatingTensors(captured.model.module, dtype);
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> fp32;  // training's master weights
+  if (dtype != at::kFloat) fp32 = castFloatingTensors(captured.model.module, dtype, training);
   captured.timings.load_s = watch.lap();
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
-  const auto make_input = [&](int64_t batch) {
-    return castFloating(makeExampleInputs(input, batch, seed), dtype);
-  };
+  const auto make_input = [&](int64_t batch) { return exampleInputsOf(captured, batch, seed); };
   try {
     captured.graph = captureModel(captured.model.module, input.names,
                                   make_input(std::min<int64_t>(config.train.batch_size, 2)));
@@ -145,6 +142,17 @@ std::string causeOf(const std::string& error) {
 }
 
 }  // namespace
+
+std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t batch,
+                                        uint64_t seed) {
+  std::vector<at::Tensor> inputs = makeExampleInputs(captured.model.input, batch, seed);
+  for (at::Tensor& t : inputs) {
+    if (t.is_floating_point() && captured.compute_dtype != at::kFloat) {
+      t = t.to(captured.compute_dtype);
+    }
+  }
+  return inputs;
+}
 
 CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
   if (config.train.precision != Precision::kBf16) {

@@ -21,6 +21,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/text.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
 #include "step_runner.h"
@@ -118,11 +119,9 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
         if (p.random_key) continue;
         const std::string path = storedPathOf(model_.split.graph, p);
         if (writer.at(path) != stage->index) continue;
-        const at::Tensor& value = runner.masterOf(p.value);  // bf16: its fp32 master
-        // A bf16 buffer is stored widened, as model_identity.h records it.
-        tensors[path] = value.scalar_type() == at::kBFloat16 ? value.to(at::kFloat) : value;
+        tensors[path] = runner.storedValueOf(p.value);  // bf16: the fp32 master, or widened
         if (p.is_parameter && p.value.requires_grad()) {
-          TensorDict state = optimizerState(runner.optimizer(), value);
+          TensorDict state = optimizerState(runner.optimizer(), runner.masterOf(p.value));
           if (!state.empty()) states[path] = std::move(state);
         }
       }
@@ -257,9 +256,11 @@ void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
       const std::string path = storedPathOf(model_.split.graph, p);
       const at::Tensor saved = reader.tensor(path);
       at::Tensor value = runner.masterOf(p.value);  // bf16: its fp32 master
-      PPSTAGE_CHECK(saved.sizes() == value.sizes(), "checkpoint tensor ", path,
-                    " does not match its manifest entry");
-      value.copy_(saved);  // a checkpoint of either precision, cast to this run's
+      PPSTAGE_CHECK(saved.sizes() == value.sizes() && saved.scalar_type() == storedDtype(value),
+                    "checkpoint tensor ", path, " is ", dtypeName(saved.scalar_type()), " ",
+                    shapeText(saved.sizes().vec()), " where the model stores ",
+                    dtypeName(storedDtype(value)), " ", shapeText(value.sizes().vec()));
+      value.copy_(saved);  // a bf16 buffer is stored widened
       if (p.is_parameter && p.value.requires_grad()) {
         setOptimizerState(runner.optimizer(), value, reader.optimizerState(path), path);
       }

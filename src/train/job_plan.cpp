@@ -125,7 +125,8 @@ BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_
 }
 
 // This rank's stages behind their compiled graphs (in `model`'s compile cache, made here);
-// other ranks' stages drop their parameter copies.
+// other ranks' stages drop their parameter copies, and master_values (bf16) keeps this
+// rank's.
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
                                            RankModel& model) {
   const CompileMode mode = config.compile.mode;

@@ -30,7 +30,7 @@ std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*
   for (StageModule* stage : stages) {
     for (const StageParameter& p : stage->parameters) {
       if (p.random_key) continue;  // not model state
-      const at::Tensor& value = runner.masterOf(p.value);
+      const at::Tensor value = runner.storedValueOf(p.value);
       named[p.name] = value;
       for (const std::string& alias : p.aliases) named[alias] = value;
     }

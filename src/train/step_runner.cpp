@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/observe/chrome_trace.h"
@@ -19,7 +20,7 @@
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/lr_schedule.h"
-#include "ppstage/train/mixed_precision.h"
+#include "ppstage/train/master_weights.h"
 #include "ppstage/train/optimizer.h"
 #include "ppstage/train/stop_signal.h"
 
@@ -106,7 +107,11 @@ std::vector<at::Tensor> masterValues(const RankModel& model) {
     for (const StageParameter& p : stage->parameters) {
       if (!p.is_parameter || !p.value.requires_grad()) continue;
       const std::string& path = model.split.graph.parameters.at(p.model_parameters.at(0)).path;
-      values.push_back(model.split.master_values.at(path));
+      const auto master = model.split.master_values.find(path);
+      PPSTAGE_CHECK(master != model.split.master_values.end(), "--train.precision bf16: '", path,
+                    "' was not cast to bf16 (a tensor inside a list or dict attribute?); train ",
+                    "with --train.precision fp32");
+      values.push_back(master->second);
     }
   }
   return values;
@@ -172,8 +177,13 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
 
 StepRunner::~StepRunner() = default;
 
-const at::Tensor& StepRunner::masterOf(const at::Tensor& parameter) const {
+at::Tensor StepRunner::masterOf(const at::Tensor& parameter) const {
   return masters_ ? masters_->masterOf(parameter) : parameter;
+}
+
+at::Tensor StepRunner::storedValueOf(const at::Tensor& tensor) const {
+  const at::Tensor value = masterOf(tensor);
+  return value.scalar_type() == storedDtype(value) ? value : value.to(storedDtype(value));
 }
 
 void StepRunner::mastersLoaded() {

@@ -89,8 +89,11 @@ class StepRunner {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
   // What the optimizer steps for stage parameter `parameter`: its fp32 master weight with
-  // --train.precision bf16, else itself (what checkpoints save and load).
-  const at::Tensor& masterOf(const at::Tensor& parameter) const;
+  // --train.precision bf16, else itself (what checkpoints load into).
+  at::Tensor masterOf(const at::Tensor& parameter) const;
+  // What checkpoints and --output.params_dir store for a stage tensor: masterOf, a bf16
+  // one (a buffer) widened to fp32 (model_identity.h's storedDtype).
+  at::Tensor storedValueOf(const at::Tensor& tensor) const;
   // After a checkpoint's values were loaded into the masters: rounds them into the stages'
   // bf16 parameters (nothing in fp32).
   void mastersLoaded();

@@ -131,8 +131,8 @@ std::vector<at::Tensor> microBatchInputs(const CapturedModel& captured, const Co
                                          const Topology& pipeline) {
   const int microbatches = scheduleOptionsOf(config.pipeline, pipeline).microbatches;
   const BatchLayout layout = batchLayout(config.train.batch_size, pipeline.dpSize(), microbatches);
-  return makeExampleInputs(captured.model.input, layout.microbatch_size,
-                           static_cast<uint64_t>(config.train.seed));
+  return exampleInputsOf(captured, layout.microbatch_size,
+                         static_cast<uint64_t>(config.train.seed));
 }
 
 UnitSeconds measureUnitSeconds(const CapturedModel& captured, const Config& config,

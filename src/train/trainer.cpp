@@ -50,8 +50,8 @@ std::string precisionText(const Config& c, const JobPlan& plan) {
   const JobLayout& layout = plan.layout();
   std::ostringstream out;
   if (layout.compute_dtype == at::kBFloat16) {
-    out << "bf16 (forward, backward and messages; master weights, optimizer state, gradient "
-           "sync, loss and gradient norm in fp32)";
+    out << "bf16 (forward, backward, messages and buffers; master weights, optimizer state, "
+           "gradient sync and norm in fp32, and the loss unless the model computes it)";
   } else if (c.train.precision == Precision::kBf16) {
     out << "fp32 (bf16 falls back: " << plan.model().split.precision_fallback << ")";
   } else {
@@ -171,6 +171,7 @@ class TrainLoop {
         runner_(config, plan.layout(), plan.model(), plan.data(), plan.takeLocalStages(), world),
         checkpointer_(config, plan.layout(), plan.model(), world),
         live_progress_(live_progress && leader_) {
+    plan.releaseMasterValues();  // the runner's MasterWeights hold them now
     if (plan.eval() != nullptr) {
       evaluator_ = std::make_unique<Evaluator>(config, plan.layout(), *plan.eval(), world);
     }

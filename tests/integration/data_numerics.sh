@@ -71,7 +71,8 @@ check "two inputs by --model.inputs (npy)" "2x1" "${hf[@]}" --data.path "$data/m
 # copies are summed in fp32 across stages, in bf16 within one).
 rtol=1e-3 atol=1e-4 ref_microbatches=4
 check "bf16, uint16 tokens" "2x1" "${gpt[@]}" --data.path "$data/tokens_u16.bin" --train.precision bf16
-check "bf16, resnet classes" "2x1" "${resnet[@]}" --data.path "$data/classes.pt" --train.precision bf16
+check "bf16, resnet classes, balanced by time" "2x1" "${resnet[@]}" --data.path "$data/classes.pt" \
+  --train.precision bf16 --pipeline.balance time
 ref_microbatches=8
 check "bf16, uint16 tokens" "2x2" "${gpt[@]}" --data.path "$data/tokens_u16.bin" --train.precision bf16
 rtol=1e-5 atol=0 ref_microbatches=1

@@ -3,6 +3,8 @@
 // dtype and shape. A checkpoint is refused (before step 1) when either differs.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +19,10 @@ struct ModelGraph;
 // The path `model.parameters[index]` is stored under: the first path of its tie group, so
 // a tied embedding and LM head are one tensor on disk; else its own path.
 std::string storedPath(const ModelGraph& model, int index);
+
+// The dtype a checkpoint stores `t` in: fp32 for bf16 (a model captured for --train.precision
+// bf16: its master weights, and buffers widened), else its own.
+at::ScalarType storedDtype(const at::Tensor& t);
 
 // The model's parameters and buffers as a checkpoint stores them: one per stored path, in
 // the model's order, without file names; random keys are not model state and are left out.

@@ -45,7 +45,7 @@ enum class LossKind {
 
 // --train.precision: what the stages compute in. bf16: forward, backward and the messages
 // between stages in bfloat16, master weights and optimizer state in fp32
-// (train/mixed_precision.h).
+// (train/master_weights.h).
 enum class Precision { kFp32, kBf16 };
 
 // --data.format: how --data.path is read (data/data_files.h).

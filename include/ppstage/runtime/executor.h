@@ -69,7 +69,7 @@ struct ExecutorOptions {
   LossKind loss = LossKind::kCrossEntropy;
   int64_t ignore_index = -100;  // cross_entropy: targets equal to it do not count
   // What the stages compute in (--train.precision): floating model inputs are cast to it
-  // on stage 0. The loss is computed in fp32 whatever it is.
+  // on stage 0. lossTerms computes cross_entropy and mse in fp32 whatever it is.
   at::ScalarType compute_dtype = at::kFloat;
   // The random stream of each forward (see ppstage/graph/random_stream.h): micro-batch m of
   // step t draws from (seed, t, first_microbatch + m).

@@ -39,8 +39,9 @@ struct CapturedModel {
   std::vector<size_t> input_fields{0};
   // What the stages compute in (--train.precision): kFloat, or kBFloat16 when the model
   // was captured in bf16 (its floating tensors and example inputs cast). `master_values`:
-  // then the fp32 values of its floating parameters and buffers by path, taken before the
-  // cast. `precision_fallback`: why bf16 was asked for and fp32 is used ("" otherwise).
+  // then, for a training capture, the fp32 values of its trainable parameters by path,
+  // taken before the cast (buffers stay bf16). `precision_fallback`: why bf16 was asked for and
+  // fp32 is used ("" otherwise).
   at::ScalarType compute_dtype = at::kFloat;
   std::map<std::string, at::Tensor> master_values;
   std::string precision_fallback;
@@ -71,6 +72,11 @@ struct ModelSplit {
 // on its example input).
 CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr,
                               bool training = true);
+
+// `batch` samples of `captured`'s example inputs (makeExampleInputs), floating ones in
+// what it computes in (bf16 with --train.precision bf16).
+std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t batch,
+                                        uint64_t seed);
 
 // Cuts `captured` into stages as `pipeline` says (planStages; `unit_times` is required when
 // it balances by time) and finds the parameters tied across them.

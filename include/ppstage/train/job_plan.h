@@ -85,6 +85,10 @@ class JobPlan {
   // model on its samples, then let go).
   const Dataset* data() const { return data_.get(); }
 
+  // Lets go of the fp32 values bf16 master weights start from (ModelSplit::master_values),
+  // once the step runner has copied them.
+  void releaseMasterValues() { model_.split.master_values.clear(); }
+
   // This rank's compiled stages, in order, for its executor. Taken once: the plan keeps
   // none afterwards, and taking them again is our bug.
   std::vector<LocalStage> takeLocalStages();

@@ -1,5 +1,5 @@
-// See include/ppstage/train/mixed_precision.h.
-#include "ppstage/train/mixed_precision.h"
+// See include/ppstage/train/master_weights.h.
+#include "ppstage/train/master_weights.h"
 
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
@@ -11,9 +11,11 @@ namespace ppstage {
 MasterWeights::MasterWeights(std::vector<at::Tensor> compute,
                              const std::vector<at::Tensor>& masters)
     : compute_(std::move(compute)) {
-  PPSTAGE_INTERNAL_ASSERT(compute_.size() == masters.size(), "one master per parameter");
+  PPSTAGE_INTERNAL_ASSERT(compute_.size() == masters.size(), compute_.size(), " parameters and ",
+                          masters.size(), " masters");
   for (size_t i = 0; i < compute_.size(); ++i) {
-    PPSTAGE_INTERNAL_ASSERT(compute_[i].sizes() == masters[i].sizes(), "a master's shape");
+    PPSTAGE_INTERNAL_ASSERT(compute_[i].sizes() == masters[i].sizes(), "parameter ", i, " is ",
+                            compute_[i].sizes(), ", its master ", masters[i].sizes());
     at::Tensor master = masters[i].detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
     masters_.push_back(master.requires_grad_(true));  // a leaf whose .grad the optimizer reads
     index_.emplace(compute_[i].unsafeGetTensorImpl(), i);
@@ -40,7 +42,7 @@ void MasterWeights::clearGradients() {
   }
 }
 
-const at::Tensor& MasterWeights::masterOf(const at::Tensor& compute) const {
+at::Tensor MasterWeights::masterOf(const at::Tensor& compute) const {
   const auto it = index_.find(compute.unsafeGetTensorImpl());
   return it == index_.end() ? compute : masters_[it->second];
 }

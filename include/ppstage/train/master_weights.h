@@ -41,7 +41,7 @@ class MasterWeights {
 
   // The master of `compute` (one of the compute parameters); `compute` itself for any
   // other tensor (a buffer, or a parameter without master weights).
-  const at::Tensor& masterOf(const at::Tensor& compute) const;
+  at::Tensor masterOf(const at::Tensor& compute) const;
 
   // Rounds every master into its compute parameter (after a checkpoint's values were
   // copied into the masters).
