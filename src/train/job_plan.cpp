@@ -233,19 +233,16 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   return layout;
 }
 
-// Bytes of one micro-batch of `microbatch` samples crossing each cut of `split`, from the
-// plan's shapes at `plan_batch`.
+// Bytes of one micro-batch of `microbatch` samples crossing each cut of `split`: what the
+// BoundarySpec of each stage's outputs (from the plan's shapes at `plan_batch`) sizes.
 std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t plan_batch, int64_t microbatch) {
   std::vector<int64_t> bytes;
   for (size_t s = 0; s + 1 < split.stages.size(); ++s) {
     int64_t total = 0;
-    for (const BoundaryTensor& t : split.stages[s].outputs) {
+    for (const TensorSpec& t : boundarySpecOf(split.stages[s], false, plan_batch).tensors) {
       int64_t numel = 1;
-      for (size_t d = 0; d < t.meta.sizes.size(); ++d) {
-        const int64_t per = d < t.meta.per_sample.size() ? t.meta.per_sample[d] : 0;
-        numel *= per * microbatch + (t.meta.sizes[d] - per * plan_batch);
-      }
-      total += numel * static_cast<int64_t>(c10::elementSize(t.meta.dtype));
+      for (int64_t size : t.sizes(microbatch)) numel *= size;
+      total += numel * static_cast<int64_t>(c10::elementSize(t.dtype));
     }
     bytes.push_back(total);
   }
