@@ -70,18 +70,20 @@ std::string growthText(const ModeRow& row) {
 }
 
 void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
-  std::cout << "\nmode   compile s  graphs  hits  step s    peak RSS MB  tensors MB  "
+  std::cout << "\nmode   compile s  graphs  hits  respec  per graph  step s    peak RSS MB  "
+               "tensors MB  "
                "activations MB  RSS MB/100 steps  loss rel diff vs "
             << toString(reference) << "\n";
   for (const ModeRow& r : rows) {
     std::cout << std::left << std::setw(7) << toString(r.mode) << std::right << std::fixed
               << std::setprecision(3) << std::setw(9) << r.metrics.compile.compile_time_s
               << std::setw(8) << r.metrics.compile.graphs_compiled << std::setw(6)
-              << r.metrics.compile.cache_hits << std::setw(8) << std::setprecision(4)
-              << r.step_time_s << std::setw(13) << std::setprecision(1) << r.peak_rss_mb
-              << std::setw(12) << r.peak_allocated_mb << std::setw(16) << r.peak_activation_mb
-              << std::setw(18) << growthText(r) << "  " << std::scientific << std::setprecision(2)
-              << r.loss.max_rel_diff << std::defaultfloat << "\n";
+              << r.metrics.compile.cache_hits << std::setw(8) << r.metrics.compile.respecializations
+              << std::setw(11) << r.metrics.compile.specializations_per_graph << std::setw(8)
+              << std::setprecision(4) << r.step_time_s << std::setw(13) << std::setprecision(1)
+              << r.peak_rss_mb << std::setw(12) << r.peak_allocated_mb << std::setw(16)
+              << r.peak_activation_mb << std::setw(18) << growthText(r) << "  " << std::scientific
+              << std::setprecision(2) << r.loss.max_rel_diff << std::defaultfloat << "\n";
   }
   if (!rows.empty() && !growthMeasured(rows.front())) {
     std::cout << "RSS growth is fitted over at least " << kMinGrowthSteps
@@ -98,6 +100,7 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"graphs_compiled", r.metrics.compile.graphs_compiled},
                      {"cache_hits", r.metrics.compile.cache_hits},
                      {"respecializations", r.metrics.compile.respecializations},
+                     {"specializations_per_graph", r.metrics.compile.specializations_per_graph},
                      {"fusion_groups", r.metrics.compile.fusion_groups},
                      {"differentiable_graphs", r.metrics.compile.differentiable_graphs},
                      {"step_time_s", r.step_time_s},
@@ -200,7 +203,9 @@ int compareCompileMain(int argc, const char* const* argv) {
       "compared against none (against the first mode when none is not listed)");
   add("json", po::bool_switch(&json),
       "print {\"modes\": [{mode, compile_time_s, graphs_compiled, cache_hits, "
-      "respecializations, fusion_groups, differentiable_graphs, step_time_s, peak_rss_mb, "
+      "respecializations, specializations_per_graph (the most executors one graph got: one per "
+      "input shape, or one with --compile.dynamic), fusion_groups, differentiable_graphs, "
+      "step_time_s, peak_rss_mb, "
       "peak_allocated_mb, peak_activation_mb, "
       "rss_growth_mb_per_100_steps (null when too few steps ran to measure it), "
       "rss_growth_steps (the steps after the warm-up it is fitted over), loss_max_rel_diff, "

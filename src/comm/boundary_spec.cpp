@@ -13,29 +13,69 @@ namespace ppstage {
 namespace {
 
 constexpr const char* kMagic = "ppstage-boundary";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
+
+// "16b", "-L", "3": one term of a dim's text (a zero coefficient gives no term).
+void addTerm(std::string& text, int64_t coefficient, const char* variable) {
+  if (coefficient == 0) return;
+  if (!text.empty() && coefficient > 0) text += '+';
+  if (*variable == '\0' || (coefficient != 1 && coefficient != -1)) {
+    text += std::to_string(coefficient);
+  } else if (coefficient == -1) {
+    text += '-';
+  }
+  text += variable;
+}
 
 std::string dimText(const DimSpec& d) {
   if (d.dynamic) return "?";
-  if (d.per_sample == 0) return std::to_string(d.fixed);
-  std::string text = (d.per_sample == 1 ? "" : std::to_string(d.per_sample)) + "b";
-  if (d.fixed != 0) text += (d.fixed > 0 ? "+" : "") + std::to_string(d.fixed);
-  return text;
+  std::string text;
+  addTerm(text, d.per_sample, "b");
+  addTerm(text, d.per_sample_token, "bL");
+  addTerm(text, d.per_token, "L");
+  addTerm(text, d.fixed, "");
+  return text.empty() ? "0" : text;
 }
 
+// The inverse of dimText: signed terms, each a coefficient (or none: 1) and b, bL, L or
+// nothing.
 DimSpec parseDim(const std::string& text) {
   DimSpec d;
   if (text == "?") {
     d.dynamic = true;
     return d;
   }
-  const size_t b = text.find('b');
-  if (b == std::string::npos) {
-    d.fixed = std::stoll(text);
-    return d;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find_first_of("+-", pos + 1);
+    const std::string term = text.substr(pos, end == std::string::npos ? end : end - pos);
+    pos = end == std::string::npos ? text.size() : end;
+    const size_t variable = term.find_first_of("bL");
+    const std::string number = term.substr(0, variable);
+    int64_t coefficient = 1;
+    if (number == "-") {
+      coefficient = -1;
+    } else if (!number.empty() && number != "+") {
+      size_t used = 0;
+      try {
+        coefficient = std::stoll(number, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      PPSTAGE_CHECK(used == number.size(), "malformed dimension '", text, "'");
+    }
+    const std::string name = variable == std::string::npos ? "" : term.substr(variable);
+    if (name.empty()) {
+      d.fixed += coefficient;
+    } else if (name == "b") {
+      d.per_sample += coefficient;
+    } else if (name == "L") {
+      d.per_token += coefficient;
+    } else {
+      PPSTAGE_CHECK(name == "bL", "malformed dimension '", text, "'");
+      d.per_sample_token += coefficient;
+    }
   }
-  d.per_sample = b == 0 ? 1 : std::stoll(text.substr(0, b));
-  if (b + 1 < text.size()) d.fixed = std::stoll(text.substr(b + 1));
   return d;
 }
 
@@ -70,14 +110,23 @@ std::string recvText(Communicator& comm, int peer, int stage) {
 
 }  // namespace
 
-std::vector<int64_t> TensorSpec::sizes(int64_t batch) const {
+std::vector<int64_t> TensorSpec::sizes(int64_t batch, int64_t length) const {
   std::vector<int64_t> out;
   for (const DimSpec& d : dims) {
     PPSTAGE_CHECK(!d.dynamic, "tensor '", name, "' has a dynamic dimension; its size comes ",
                   "with each message");
-    out.push_back(d.at(batch));
+    PPSTAGE_INTERNAL_ASSERT(length > 0 || !d.followsLength(), "the sizes of '", name,
+                            "', which follow the sequence length, without one");
+    out.push_back(d.at(batch, length));
   }
   return out;
+}
+
+bool TensorSpec::followsLength() const {
+  for (const DimSpec& d : dims) {
+    if (d.followsLength()) return true;
+  }
+  return false;
 }
 
 std::string TensorSpec::describe() const {
@@ -158,9 +207,12 @@ void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine
                expected.describe());
 }
 
-std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch) {
+std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch,
+                                               int64_t length) {
   std::vector<at::Tensor> buffers;
-  for (const TensorSpec& t : spec.tensors) buffers.push_back(at::empty(t.sizes(batch), t.dtype));
+  for (const TensorSpec& t : spec.tensors) {
+    buffers.push_back(at::empty(t.sizes(batch, length), t.dtype));
+  }
   return buffers;
 }
 

@@ -30,9 +30,10 @@ void exchange(Communicator& comm, const std::vector<at::Tensor>& buffers, int st
 // Half the median round trip of `link`'s tensors (the sender's measure), or 0 at the
 // receiving end, which only answers.
 double pingPong(Communicator& comm, const BoundaryLink& link, int64_t microbatch_size,
-                int round_trips) {
+                int64_t length, int round_trips) {
   constexpr int kWarmUp = 2;
-  const std::vector<at::Tensor> buffers = allocateReceiveBuffers(link.spec, microbatch_size);
+  const std::vector<at::Tensor> buffers =
+      allocateReceiveBuffers(link.spec, microbatch_size, length);
   for (at::Tensor t : buffers) t.zero_();
   std::vector<double> trips;
   for (int i = 0; i < kWarmUp + round_trips; ++i) {
@@ -47,12 +48,12 @@ double pingPong(Communicator& comm, const BoundaryLink& link, int64_t microbatch
 }  // namespace
 
 TransferSeconds measureTransfers(Communicator& comm, std::vector<BoundaryLink> links,
-                                 int64_t microbatch_size, int round_trips) {
+                                 int64_t microbatch_size, int64_t length, int round_trips) {
   std::sort(links.begin(), links.end(),
             [](const BoundaryLink& a, const BoundaryLink& b) { return a.stage < b.stage; });
   TransferSeconds total;
   for (const BoundaryLink& link : links) {
-    const double seconds = pingPong(comm, link, microbatch_size, std::max(round_trips, 1));
+    const double seconds = pingPong(comm, link, microbatch_size, length, std::max(round_trips, 1));
     if (link.receiver) continue;
     total.sum += seconds;
     ++total.count;

@@ -8,6 +8,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -73,6 +74,8 @@ CompileCache::Lookup CompileCache::runner(const std::string& structure,
     return {it->second.get(), false};
   }
   ++stats_.graphs_compiled;
+  stats_.specializations_per_graph =
+      std::max(stats_.specializations_per_graph, ++specializations_[structure]);
   std::unique_ptr<GraphRunner> runner;
   if (autodiff != nullptr) {  // a simple executor over the regions, each optimized inside
     std::string eager_why;

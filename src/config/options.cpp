@@ -256,6 +256,24 @@ void addDataOptions(po::options_description& desc, DataConfig& d) {
   add("data.val_path", po::value(&d.val_path)->default_value(d.val_path),
       "the validation set for --eval.every, read as --data.path is (its fields must be the "
       "training data's)");
+  add("data.seq_len_policy",
+      po::value(&d.seq_len_policy)->default_value(d.seq_len_policy, toString(d.seq_len_policy)),
+      "the length each micro-batch is padded to, padding masked out of the loss: fixed "
+      "(--model.seq_len) | bucket (the shortest of --data.buckets its longest document fits) | "
+      "variable (its longest document's); bucket and variable cut documents (--data.documents) "
+      "and group each step's documents by length");
+  add("data.documents", po::value(&d.documents)->default_value(d.documents),
+      "text and token files as documents, not windows of --model.seq_len: a text's "
+      "blank-line-separated paragraphs, a token file's runs between --data.eot tokens, each "
+      "cut at --model.seq_len + 1 tokens; with fixed, each padded to --model.seq_len");
+  add("data.buckets",
+      po::value<std::string>()->default_value("")->notifier(
+          [&d](const std::string& text) { d.buckets = parseShape("data.buckets", text); }),
+      "bucket: comma-separated ascending lengths (e.g. 64,128,256), at most --model.seq_len, "
+      "which is always the last; empty: a quarter, half and all of --model.seq_len");
+  add("data.eot", po::value(&d.eot)->default_value(d.eot),
+      "documents of a token file: the end-of-text token between them (e.g. 50256); -1: the "
+      "whole file is one document");
   desc.add(section);
 }
 
@@ -431,6 +449,22 @@ void validate(const CheckpointConfig& c) {
   PPSTAGE_CHECK(!c.resume || !c.dir.empty(), "--checkpoint.resume needs --checkpoint.dir");
 }
 
+void validate(const DataConfig& d, const ModelConfig& m) {
+  for (size_t i = 0; i < d.buckets.size(); ++i) {
+    PPSTAGE_CHECK(d.buckets[i] <= m.seq_len, "--data.buckets go up to --model.seq_len (", m.seq_len,
+                  "); got ", d.buckets[i]);
+    PPSTAGE_CHECK(i == 0 || d.buckets[i] > d.buckets[i - 1],
+                  "--data.buckets must be ascending; got ", d.buckets[i - 1], " then ",
+                  d.buckets[i]);
+  }
+  PPSTAGE_CHECK(d.buckets.empty() || d.seq_len_policy == SeqLenPolicy::kBucket,
+                "--data.buckets applies to --data.seq_len_policy bucket");
+  PPSTAGE_CHECK(d.eot >= -1, "--data.eot must be a token id, or -1 for none; got ", d.eot);
+  PPSTAGE_CHECK(!d.cutsDocuments() || d.path != "synthetic",
+                "synthetic data has no documents: --data.seq_len_policy ",
+                toString(d.seq_len_policy), " and --data.documents need text or a token file");
+}
+
 void validate(const CompileConfig& c) {
   PPSTAGE_CHECK(c.max_respecializations >= 0, "--compile.max_respecializations must not be ",
                 "negative; got ", c.max_respecializations);
@@ -438,6 +472,7 @@ void validate(const CompileConfig& c) {
 
 void validate(const Config& c) {
   validate(c.model);
+  validate(c.data, c.model);
   validate(c.pipeline);
   validate(c.train);
   validate(c.comm);
@@ -448,6 +483,10 @@ void validate(const Config& c) {
   PPSTAGE_CHECK(c.eval.batches >= 1, "--eval.batches must be at least 1; got ", c.eval.batches);
   PPSTAGE_CHECK(c.eval.every == 0 || !c.data.val_path.empty(),
                 "--eval.every needs a validation set: --data.val_path");
+  PPSTAGE_CHECK(
+      c.eval.every == 0 || !c.data.cutsDocuments(),
+      "--eval.every does not take documents yet (--data.documents, --data.seq_len_policy ",
+      toString(c.data.seq_len_policy), "): evaluate windows of --model.seq_len");
 }
 
 void validate(const OutputConfig& o) {

@@ -104,7 +104,7 @@ bool isModelShaped(const DataConfig& config) {
 
 std::unique_ptr<Dataset> openDataFile(const DataConfig& config, int64_t seq_len) {
   switch (resolveDataFormat(config)) {
-    case DataFormat::kTokens: return openTokenFile(config.path, config.token_dtype, seq_len);
+    case DataFormat::kTokens: return openTokenFile(config, seq_len);
     case DataFormat::kNpy: return openNpy(config);
     case DataFormat::kTensors:
       return arrayDataset(readTensorFile(config.path), "the tensors file '" + config.path + "'");

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "documents.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
@@ -197,6 +198,12 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
   std::string bytes =
       embedded ? std::string(embeddedText()) : readFile(config.path, "the data file --data.path");
   const int64_t seq_len = request.input.shape[0];
+  if (config.cutsDocuments()) {
+    const DocumentRanges paragraphs = paragraphRanges(bytes);
+    const std::string name = embedded ? embeddedTextName() : config.path;
+    return documentDataset(byteTokens(std::move(bytes)), paragraphs, seq_len, kByteVocabulary,
+                           detail::concat(name, ", ", paragraphs.size(), " paragraphs"));
+  }
   PPSTAGE_CHECK(static_cast<int64_t>(bytes.size()) >= seq_len + 1, source, " has ", bytes.size(),
                 " bytes, shorter than one sequence of ", seq_len,
                 " tokens plus its next-token target (", seq_len + 1, " bytes)");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "documents.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/mapped_file.h"
 
@@ -25,31 +26,15 @@ int32_t headerWord(const MappedFile& file, size_t i) {
   return v;
 }
 
-class TokenFileDataset : public Dataset {
+// The tokens of a mapped file.
+class MappedTokens : public TokenSource {
  public:
-  TokenFileDataset(std::unique_ptr<MappedFile> file, size_t offset, size_t token_bytes,
-                   int64_t tokens, int64_t seq_len, std::string layout)
-      : file_(std::move(file)),
-        offset_(offset),
-        token_bytes_(token_bytes),
-        tokens_(tokens),
-        seq_len_(seq_len),
-        layout_(std::move(layout)),
-        fields_(tokenWindowFields(seq_len, 0)) {}
-
-  int64_t size() const override { return (tokens_ - 1) / seq_len_; }
-  const std::vector<SampleField>& fields() const override { return fields_; }
-  at::Tensor sample(size_t field, int64_t index) const override {
-    at::Tensor out = at::empty({seq_len_}, at::kLong);
-    int64_t* ids = out.data_ptr<int64_t>();
-    const int64_t first = index * seq_len_ + static_cast<int64_t>(field);
+  MappedTokens(std::unique_ptr<MappedFile> file, size_t offset, size_t token_bytes, int64_t tokens)
+      : file_(std::move(file)), offset_(offset), token_bytes_(token_bytes), tokens_(tokens) {}
+  int64_t size() const override { return tokens_; }
+  void read(int64_t first, int64_t count, int64_t* out) const override {
     const uint8_t* base = file_->data() + offset_;
-    for (int64_t t = 0; t < seq_len_; ++t) ids[t] = token(base, first + t);
-    return out;
-  }
-  std::string describe() const override {
-    return detail::concat("token file '", file_->path(), "' (", layout_, ", ", tokens_, " tokens, ",
-                          size(), " sequences of ", seq_len_, ")");
+    for (int64_t i = 0; i < count; ++i) out[i] = token(base, first + i);
   }
 
  private:
@@ -68,8 +53,32 @@ class TokenFileDataset : public Dataset {
   size_t offset_;
   size_t token_bytes_;
   int64_t tokens_;
+};
+
+class TokenFileDataset : public Dataset {
+ public:
+  TokenFileDataset(std::unique_ptr<MappedTokens> tokens, int64_t seq_len, std::string what)
+      : tokens_(std::move(tokens)),
+        seq_len_(seq_len),
+        what_(std::move(what)),
+        fields_(tokenWindowFields(seq_len, 0)) {}
+
+  int64_t size() const override { return (tokens_->size() - 1) / seq_len_; }
+  const std::vector<SampleField>& fields() const override { return fields_; }
+  at::Tensor sample(size_t field, int64_t index) const override {
+    at::Tensor out = at::empty({seq_len_}, at::kLong);
+    tokens_->read(index * seq_len_ + static_cast<int64_t>(field), seq_len_,
+                  out.data_ptr<int64_t>());
+    return out;
+  }
+  std::string describe() const override {
+    return detail::concat(what_, ", ", size(), " sequences of ", seq_len_, ")");
+  }
+
+ private:
+  std::unique_ptr<MappedTokens> tokens_;
   int64_t seq_len_;
-  std::string layout_;
+  std::string what_;
   std::vector<SampleField> fields_;
 };
 
@@ -82,7 +91,9 @@ bool hasTokenHeader(const uint8_t* bytes, size_t size) {
   return magic == kUint16Magic || magic == kUint32Magic;
 }
 
-std::unique_ptr<Dataset> openTokenFile(const std::string& path, TokenDtype dtype, int64_t seq_len) {
+std::unique_ptr<Dataset> openTokenFile(const DataConfig& config, int64_t seq_len) {
+  const std::string& path = config.path;
+  const TokenDtype dtype = config.token_dtype;
   auto file = std::make_unique<MappedFile>(path, "the token file --data.path");
   const std::string where = "the token file '" + path + "'";
   PPSTAGE_CHECK(file->size() > 0, where, " is empty");
@@ -108,10 +119,18 @@ std::unique_ptr<Dataset> openTokenFile(const std::string& path, TokenDtype dtype
                 " bytes of tokens, not a multiple of ", token_bytes, " (", layout,
                 "): is --data.token_dtype right?");
   const auto tokens = static_cast<int64_t>(data_bytes / token_bytes);
-  PPSTAGE_CHECK(tokens >= seq_len + 1, where, " has ", tokens, " tokens, fewer than one ",
-                "sequence of ", seq_len, " plus its next-token target (", seq_len + 1, ")");
-  return std::make_unique<TokenFileDataset>(std::move(file), offset, token_bytes, tokens, seq_len,
-                                            layout);
+  PPSTAGE_CHECK(config.cutsDocuments() || tokens >= seq_len + 1, where, " has ", tokens,
+                " tokens, fewer than one sequence of ", seq_len, " plus its next-token target (",
+                seq_len + 1, ")");
+  const std::string what =
+      detail::concat("token file '", path, "' (", layout, ", ", tokens, " tokens");
+  auto mapped = std::make_unique<MappedTokens>(std::move(file), offset, token_bytes, tokens);
+  if (!config.cutsDocuments()) {
+    return std::make_unique<TokenFileDataset>(std::move(mapped), seq_len, what);
+  }
+  std::shared_ptr<const TokenSource> shared = std::move(mapped);
+  const DocumentRanges ranges = eotRanges(*shared, config.eot);
+  return documentDataset(shared, ranges, seq_len, 0, what + ")");
 }
 
 }  // namespace ppstage

@@ -14,10 +14,11 @@ namespace ppstage {
 // Whether `bytes` start with llm.c's token-file magic (20240520 or 20240801).
 bool hasTokenHeader(const uint8_t* bytes, size_t size);
 
-// The token file at `path` as windows of `seq_len` + 1 tokens, mapped. `dtype` is for a
+// The token file `config.path` as windows of `seq_len` + 1 tokens, or as documents between
+// `config.eot` tokens (DataConfig::cutsDocuments), mapped. `config.token_dtype` is for a
 // file without a header. Throws ppstage::Error for an empty file, a size that is not a
 // multiple of the token size, a header that disagrees with the size, and fewer than
 // seq_len + 1 tokens.
-std::unique_ptr<Dataset> openTokenFile(const std::string& path, TokenDtype dtype, int64_t seq_len);
+std::unique_ptr<Dataset> openTokenFile(const DataConfig& config, int64_t seq_len);
 
 }  // namespace ppstage

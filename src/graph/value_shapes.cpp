@@ -111,7 +111,7 @@ std::vector<c10::IValue> runProbe(const Probe& probe, const ModelGraph& model,
 }
 
 TensorMeta inputMeta(const at::Tensor& t) {
-  return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}};
+  return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}, {}, {}};
 }
 
 // The graph's inputs: the data inputs and the parameters, as they are.
@@ -142,11 +142,83 @@ std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t bat
   return growth;
 }
 
+using Sizes = std::unordered_map<const Value*, std::vector<int64_t>>;
+
+// The sizes of every value `probe` records (an int's are [], a List[int]'s [n]) and of the
+// graph's data inputs, for `input`, without autograd.
+Sizes sizesAt(const Probe& probe, const ModelGraph& model, const std::vector<at::Tensor>& input) {
+  std::vector<c10::IValue> out;
+  {
+    at::NoGradGuard no_grad;
+    out = runProbe(probe, model, input);
+  }
+  Sizes sizes;
+  size_t next = 0;
+  for (const Value* value : probe.probed) {
+    if (isTensor(value)) {
+      sizes[value] = out[next].toIntVector();
+      next += 2;
+    } else {
+      sizes[value] = out[next].isInt()
+                         ? std::vector<int64_t>{}
+                         : std::vector<int64_t>{static_cast<int64_t>(out[next].toIntList().size())};
+      next += 1;
+    }
+  }
+  for (size_t i = 0; i < input.size(); ++i)
+    sizes[model.graph->inputs()[i]] = input[i].sizes().vec();
+  return sizes;
+}
+
+// The sizes of `value` at batches 2 and 3 of a shorter length, and at batch 2 of a third
+// length (to check the first two against): what the per-token growth comes from.
+struct ShortProbes {
+  int64_t length = 0, check_length = 0;
+  Sizes at2, at3, check2;
+};
+
+// Fills `meta`'s per-token growth from its sizes at the example `batch` and `length` (and
+// its per-sample growth there), and at `p`'s; leaves it empty when the shape is not affine
+// in the length.
+void addLengthGrowth(TensorMeta& meta, const Value* value, int64_t batch, int64_t length,
+                     const ShortProbes& p) {
+  const auto s2 = p.at2.find(value), s3 = p.at3.find(value), c2 = p.check2.find(value);
+  if (meta.per_sample.size() != meta.sizes.size() || s2 == p.at2.end() || s3 == p.at3.end()) {
+    return;
+  }
+  const int64_t dl = length - p.length;
+  std::vector<int64_t> per_token, per_sample_token;
+  for (size_t d = 0; d < meta.sizes.size(); ++d) {
+    if (s2->second.size() != meta.sizes.size() || s3->second.size() != meta.sizes.size()) return;
+    const int64_t grow_long = meta.per_sample[d];
+    const int64_t fixed_long = meta.sizes[d] - grow_long * batch;
+    const int64_t grow_short = s3->second[d] - s2->second[d];
+    const int64_t fixed_short = s2->second[d] - 2 * grow_short;
+    if ((grow_long - grow_short) % dl != 0 || (fixed_long - fixed_short) % dl != 0) return;
+    const int64_t pst = (grow_long - grow_short) / dl, pt = (fixed_long - fixed_short) / dl;
+    if (c2 != p.check2.end()) {  // a third length must fall on the same line
+      const int64_t at_check = (grow_long + pst * (p.check_length - length)) * 2 + fixed_long +
+                               pt * (p.check_length - length);
+      if (c2->second.size() != meta.sizes.size() || c2->second[d] != at_check) return;
+    }
+    per_sample_token.push_back(pst);
+    per_token.push_back(pt);
+  }
+  meta.per_token = std::move(per_token);
+  meta.per_sample_token = std::move(per_sample_token);
+}
+
 }  // namespace
+
+std::vector<at::Tensor> narrowSequences(const std::vector<at::Tensor>& inputs, int64_t length) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : inputs) out.push_back(t.dim() >= 2 ? t.narrow(1, 0, length) : t);
+  return out;
+}
 
 ValueShapes recordValueShapes(const ModelGraph& model,
                               const std::function<std::vector<at::Tensor>(int64_t)>& make_input,
-                              int64_t batch) {
+                              int64_t batch, int64_t short_length) {
   ValueShapes shapes;
   const std::vector<at::Tensor> input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
@@ -168,9 +240,12 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     const c10::IValue& out = full[next];
     if (isTensor(value)) {
       const std::vector<int64_t> sizes = out.toIntVector();
-      TensorMeta meta{sizes, static_cast<at::ScalarType>(full[next + 1].toInt()),
+      TensorMeta meta{sizes,
+                      static_cast<at::ScalarType>(full[next + 1].toInt()),
                       few[next + 1].toBool(),
-                      perSample(sizes, batch, few[next].toIntVector(), small)};
+                      perSample(sizes, batch, few[next].toIntVector(), small),
+                      {},
+                      {}};
       shapes[value] = std::move(meta);
       next += 2;
     } else {
@@ -178,7 +253,8 @@ ValueShapes recordValueShapes(const ModelGraph& model,
       const std::vector<int64_t> sizes =
           out.isInt() ? std::vector<int64_t>{}
                       : std::vector<int64_t>{static_cast<int64_t>(out.toIntList().size())};
-      shapes[value] = TensorMeta{sizes, at::kLong, false, std::vector<int64_t>(sizes.size(), 0)};
+      const std::vector<int64_t> zeros(sizes.size(), 0);
+      shapes[value] = TensorMeta{sizes, at::kLong, false, zeros, {}, {}};
       next += 1;
     }
   }
@@ -186,6 +262,17 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     shapes[graph_inputs[i]].per_sample =
         perSample(input[i].sizes().vec(), batch, small_input.at(i).sizes().vec(), small);
   }
+  const int64_t length = input.at(0).dim() >= 2 ? input[0].size(1) : 0;
+  if (short_length <= 0 || short_length >= length) return shapes;
+  ShortProbes p;
+  p.length = short_length;
+  p.at2 = sizesAt(sizes_probe, model, narrowSequences(make_input(2), short_length));
+  p.at3 = sizesAt(sizes_probe, model, narrowSequences(make_input(3), short_length));
+  p.check_length = short_length / 2;
+  if (p.check_length >= 1) {
+    p.check2 = sizesAt(sizes_probe, model, narrowSequences(make_input(2), p.check_length));
+  }
+  for (auto& [value, meta] : shapes) addLengthGrowth(meta, value, batch, length, p);
   return shapes;
 }
 
@@ -207,6 +294,8 @@ ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Ten
     shapes[value] = TensorMeta{outputs[next].toIntVector(),
                                static_cast<at::ScalarType>(outputs[next + 1].toInt()),
                                false,
+                               {},
+                               {},
                                {}};
     next += 2;
   }

@@ -25,28 +25,31 @@ nlohmann::json perKindJson(const PerKind<double, Space>& values) {
   return json;
 }
 
+nlohmann::json rankJson(const RankMetrics& r) {
+  return nlohmann::json({{"rank", r.rank},
+                         {"stages", r.stages},
+                         {"busy_s", r.busy_s},
+                         {"idle_s", r.idle_s},
+                         {"peak_rss_mb", r.peak_rss_mb},
+                         {"peak_allocated_mb", r.peak_allocated_mb},
+                         {"peak_activation_mb", r.peak_activation_mb},
+                         {"graphs_compiled", r.graphs_compiled},
+                         {"cache_hits", r.cache_hits},
+                         {"respecializations", r.respecializations},
+                         {"specializations_per_graph", r.specializations_per_graph},
+                         {"max_step_rss_mb", r.max_step_rss_mb},
+                         {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
+                         {"action_costs_s", perKindJson(r.action_s)},
+                         {"tail_s", r.tail_s},
+                         {"wait_s", perKindJson(r.wait_s)},
+                         {"receive_buffers", r.receive_buffers}});
+}
+
 }  // namespace
 
 std::string metricsToJson(const RunMetrics& m) {
   nlohmann::json ranks = nlohmann::json::array();
-  for (const RankMetrics& r : m.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"stages", r.stages},
-                     {"busy_s", r.busy_s},
-                     {"idle_s", r.idle_s},
-                     {"peak_rss_mb", r.peak_rss_mb},
-                     {"peak_allocated_mb", r.peak_allocated_mb},
-                     {"peak_activation_mb", r.peak_activation_mb},
-                     {"graphs_compiled", r.graphs_compiled},
-                     {"cache_hits", r.cache_hits},
-                     {"respecializations", r.respecializations},
-                     {"max_step_rss_mb", r.max_step_rss_mb},
-                     {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
-                     {"action_costs_s", perKindJson(r.action_s)},
-                     {"tail_s", r.tail_s},
-                     {"wait_s", perKindJson(r.wait_s)},
-                     {"receive_buffers", r.receive_buffers}});
-  }
+  for (const RankMetrics& r : m.ranks) ranks.push_back(rankJson(r));
   nlohmann::json stage_costs = nlohmann::json::array();
   for (const auto& costs : m.stage_action_s) stage_costs.push_back(perKindJson(costs));
   nlohmann::json eval = nlohmann::json::array();
@@ -68,6 +71,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"microbatches", m.microbatches},
       {"batch_size", m.batch_size},
       {"tokens_per_step", m.tokens_per_step},
+      {"padded_tokens_per_step", m.padded_tokens_per_step},
       {"precision", m.precision},
       {"message_bytes", m.message_bytes},
       {"params_dir", m.params_dir},
@@ -84,6 +88,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"final_loss", m.final_loss},
       {"step_time_s", m.step_time_s},
       {"bubble_fraction", m.bubble_fraction},
+      {"step_tokens", m.step_tokens},
       {"tokens_per_s", m.tokens_per_s},
       {"throughput_unit", m.throughput_unit},
       {"measured_step_s", m.measured_step_s},
@@ -98,6 +103,7 @@ std::string metricsToJson(const RunMetrics& m) {
         {"graphs_compiled", m.compile.graphs_compiled},
         {"cache_hits", m.compile.cache_hits},
         {"respecializations", m.compile.respecializations},
+        {"specializations_per_graph", m.compile.specializations_per_graph},
         {"fusion_groups", m.compile.fusion_groups},
         {"differentiable_graphs", m.compile.differentiable_graphs},
         {"compile_time_s", m.compile.compile_time_s}}},

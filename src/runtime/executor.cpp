@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "message_shapes.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/topology.h"
@@ -40,6 +41,9 @@ struct MicroBatchState {
   // are the second), given back when the micro-batch is done.
   std::vector<at::Tensor> input_buffers, grad_buffers;
   std::vector<std::shared_ptr<Work>> input_works;
+  // Where lengths vary: the shapes the sender says its messages have, and their receives.
+  at::Tensor input_shapes, grad_shapes;
+  std::vector<std::shared_ptr<Work>> input_shape_works, grad_shape_works;
   // The forward's outputs, one per boundary output (the last stage: the model's outputs,
   // e.g. logits (b, seq, vocab)); autograd roots.
   std::vector<at::Tensor> outputs;
@@ -83,6 +87,7 @@ struct Executor::Impl {
   std::unique_ptr<ReceiveBuffers> receive_buffers;
   StepStats stats;
   int64_t step = 0;
+  const StepData* data = nullptr;  // the step's
 
   Impl(Communicator& c, const Topology& t, std::vector<LocalStage> s, const ActionList& a,
        ExecutorOptions o)
@@ -96,7 +101,8 @@ struct Executor::Impl {
       specs[{stage.module->index, ActionKind::kRecvForward}] = stage.input_spec;
       specs[{stage.module->index, ActionKind::kRecvBackward}] = stage.output_spec;
     }
-    receive_buffers = std::make_unique<ReceiveBuffers>(actions, specs, o.microbatch_size);
+    receive_buffers =
+        std::make_unique<ReceiveBuffers>(actions, specs, o.microbatch_size, o.max_length);
   }
 
   LocalStage& local(int stage) { return stages[localPosition(stage)]; }
@@ -145,14 +151,38 @@ struct Executor::Impl {
 
   // --- communication ----------------------------------------------------------------------
 
+  // Where lengths vary: micro-batch m's (StepData::lengths); 0 where they do not.
+  int64_t lengthOf(int m) const { return options.max_length > 0 ? data->lengths.at(m) : 0; }
+
+  // Where lengths vary: posts a receive of the shapes of `tensors` (the defined ones)
+  // into `shapes`.
+  void recvShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
+                  at::Tensor& shapes, std::vector<std::shared_ptr<Work>>& works) {
+    if (options.max_length == 0) return;
+    shapes = shapesBuffer(tensors);
+    works.push_back(comm.recv(shapes, peer, tag));
+  }
+
+  // Where lengths vary: posts a send of the shapes of `tensors` (the defined ones).
+  void sendShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
+                  const Action& send) {
+    if (options.max_length == 0) return;
+    sends.push_back({send, comm.send(packShapes(tensors), peer, tag)});
+  }
+
   void recvForward(int s, int m) {
     MicroBatchState& st = state(s, m);
-    st.input_buffers = receive_buffers->take({s, ActionKind::kRecvForward});
+    const ReceivePool pool{s, ActionKind::kRecvForward};
+    st.input_buffers = receive_buffers->take(pool);
+    const std::vector<at::Tensor> into =
+        receive_buffers->viewsAt(pool, st.input_buffers, lengthOf(m));
+    recvShapes(into, topology.prevRank(s), shapesTag(MessageKind::kActivation, s, m),
+               st.input_shapes, st.input_shape_works);
     st.inputs.clear();
-    for (size_t i = 0; i < st.input_buffers.size(); ++i) {
+    for (size_t i = 0; i < into.size(); ++i) {
       // An alias: forward makes it an autograd leaf, the pool's buffer stays a plain tensor.
-      st.inputs.push_back(st.input_buffers[i].detach());
-      st.input_works.push_back(comm.recv(st.input_buffers[i], topology.prevRank(s),
+      st.inputs.push_back(into[i].detach());
+      st.input_works.push_back(comm.recv(into[i], topology.prevRank(s),
                                          {MessageKind::kActivation, s, m, static_cast<int>(i)}));
     }
   }
@@ -160,10 +190,12 @@ struct Executor::Impl {
   void sendForward(int s, int m) {
     MicroBatchState& st = state(s, m);
     PPSTAGE_INTERNAL_ASSERT(st.forward_done, "SEND_F ", s, " ", m, " before its F");
+    const Action send{ActionKind::kSendForward, s, m};
+    sendShapes(st.outputs, topology.nextRank(s), shapesTag(MessageKind::kActivation, s + 1, m),
+               send);
     for (size_t i = 0; i < st.outputs.size(); ++i) {
-      sends.push_back({{ActionKind::kSendForward, s, m},
-                       comm.send(st.outputs[i].detach(), topology.nextRank(s),
-                                 {MessageKind::kActivation, s + 1, m, static_cast<int>(i)})});
+      sends.push_back({send, comm.send(st.outputs[i].detach(), topology.nextRank(s),
+                                       {MessageKind::kActivation, s + 1, m, static_cast<int>(i)})});
     }
     if (options.forward_only) finishForwardOnly(s, m);
   }
@@ -171,13 +203,15 @@ struct Executor::Impl {
   void recvBackward(int s, int m) {
     MicroBatchState& st = state(s, m);
     const BoundarySpec& spec = local(s).output_spec;
-    st.grad_buffers = receive_buffers->take({s, ActionKind::kRecvBackward});
-    st.output_grads.assign(spec.tensors.size(), at::Tensor());
+    const ReceivePool pool{s, ActionKind::kRecvBackward};
+    st.grad_buffers = receive_buffers->take(pool);
+    st.output_grads = receive_buffers->viewsAt(pool, st.grad_buffers, lengthOf(m));
+    recvShapes(st.output_grads, topology.nextRank(s), shapesTag(MessageKind::kGradient, s + 1, m),
+               st.grad_shapes, st.grad_shape_works);
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
       if (!spec.tensors[i].requires_grad) continue;
-      st.output_grads[i] = st.grad_buffers[i];
       st.output_grad_works.push_back(
-          comm.recv(st.grad_buffers[i], topology.nextRank(s),
+          comm.recv(st.output_grads[i], topology.nextRank(s),
                     {MessageKind::kGradient, s + 1, m, static_cast<int>(i)}));
     }
   }
@@ -187,14 +221,40 @@ struct Executor::Impl {
     const BoundarySpec& spec = local(s).input_spec;
     PPSTAGE_INTERNAL_ASSERT(st.input_grads.size() == spec.tensors.size(), "SEND_B ", s, " ", m,
                             " before its input gradients");
+    const Action send{ActionKind::kSendBackward, s, m};
+    std::vector<at::Tensor> sent(spec.tensors.size());
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
-      if (!spec.tensors[i].requires_grad) continue;
-      sends.push_back({{ActionKind::kSendBackward, s, m},
-                       comm.send(st.input_grads[i], topology.prevRank(s),
-                                 {MessageKind::kGradient, s, m, static_cast<int>(i)})});
+      if (spec.tensors[i].requires_grad) sent[i] = st.input_grads[i];
     }
+    sendShapes(sent, topology.prevRank(s), shapesTag(MessageKind::kGradient, s, m), send);
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+      if (!sent[i].defined()) continue;
+      sends.push_back({send, comm.send(sent[i], topology.prevRank(s),
+                                       {MessageKind::kGradient, s, m, static_cast<int>(i)})});
+    }
+    sent.clear();  // before the state goes: no handle of ours may keep a buffer in use
     st.input_grads.clear();
     eraseIfDone(s, m);
+  }
+
+  // Waits for (s, m)'s activations (`kind` activation) or gradients: where lengths vary
+  // their shapes first, checked against the receives' before any data is waited for.
+  void waitForReceived(MessageKind kind, int s, int m) {
+    MicroBatchState& st = state(s, m);
+    const bool activations = kind == MessageKind::kActivation;
+    const Action recv{activations ? ActionKind::kRecvForward : ActionKind::kRecvBackward, s, m};
+    std::vector<std::shared_ptr<Work>>& shape_works =
+        activations ? st.input_shape_works : st.grad_shape_works;
+    if (!shape_works.empty()) {
+      waitAll(shape_works, recv);
+      const std::string mismatch = shapeMismatch(
+          activations ? st.input_shapes : st.grad_shapes, activations ? st.inputs : st.output_grads,
+          activations ? local(s).input_spec : local(s).output_spec, kind);
+      PPSTAGE_CHECK(mismatch.empty(), where(s, m), mismatch, " (micro-batch ", m, " is ",
+                    lengthOf(m), " tokens long): the sender's shapes do not follow the sequence ",
+                    "length as the plan says");
+    }
+    waitAll(activations ? st.input_works : st.output_grad_works, recv);
   }
 
   // --- compute ----------------------------------------------------------------------------
@@ -202,7 +262,7 @@ struct Executor::Impl {
   void forward(int s, int m, const StepData& data) {
     MicroBatchState& st = state(s, m);
     LocalStage& stage = local(s);
-    waitAll(st.input_works, {ActionKind::kRecvForward, s, m});
+    waitForReceived(MessageKind::kActivation, s, m);
     if (s == 0) {
       st.inputs = data.inputs.at(m);
       for (at::Tensor& input : st.inputs) {
@@ -419,7 +479,7 @@ struct Executor::Impl {
     MicroBatchState& st = state(s, m);
     PPSTAGE_INTERNAL_ASSERT(st.forward_done, kindName(kind), " ", s, " ", m, " before its F");
     if (kind != ActionKind::kBackwardWeight && !isLast(s)) {
-      waitAll(st.output_grad_works, {ActionKind::kRecvBackward, s, m});
+      waitForReceived(MessageKind::kGradient, s, m);
     }
     const auto start = Clock::now();
     const bool want_inputs = kind != ActionKind::kBackwardWeight;
@@ -487,6 +547,9 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
   impl.stats.stage_compute_s.assign(impl.stages.size(), {});
   impl.stats.stage_compute_count.assign(impl.stages.size(), {});
   impl.step = step;
+  impl.data = &data;
+  PPSTAGE_INTERNAL_ASSERT(impl.options.max_length == 0 || !data.lengths.empty(),
+                          "micro-batches of different lengths without their lengths");
   if (impl.options.trace != nullptr) impl.options.trace->beginStep(step);
   for (const Action& a : impl.actions) {
     switch (a.kind) {

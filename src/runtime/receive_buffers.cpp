@@ -2,6 +2,7 @@
 #include "receive_buffers.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include "ppstage/core/error.h"
 
@@ -20,8 +21,8 @@ bool unused(const std::vector<at::Tensor>& buffers) {
 
 ReceiveBuffers::ReceiveBuffers(const ActionList& actions,
                                const std::map<ReceivePool, BoundarySpec>& specs,
-                               int64_t microbatch_size)
-    : microbatch_size_(microbatch_size) {
+                               int64_t microbatch_size, int64_t max_length)
+    : microbatch_size_(microbatch_size), max_length_(max_length) {
   for (const auto& [key, held] : receiveBuffersHeld(actions)) {
     const auto spec = specs.find(key);
     PPSTAGE_INTERNAL_ASSERT(spec != specs.end(), "no boundary for the receives of stage ",
@@ -38,9 +39,34 @@ std::vector<at::Tensor> ReceiveBuffers::allocate(const Pool& p) {
   std::vector<at::Tensor> buffers;
   for (const TensorSpec& t : p.spec.tensors) {
     const bool received = !p.gradients || t.requires_grad;
-    buffers.push_back(received ? at::empty(t.sizes(microbatch_size_), t.dtype) : at::Tensor());
+    at::Tensor buffer;
+    if (received && max_length_ > 0) {
+      buffer = at::empty({c10::multiply_integers(t.sizes(microbatch_size_, max_length_))}, t.dtype);
+    } else if (received) {
+      buffer = at::empty(t.sizes(microbatch_size_), t.dtype);
+    }
+    buffers.push_back(buffer);
   }
   return buffers;
+}
+
+std::vector<at::Tensor> ReceiveBuffers::viewsAt(const ReceivePool& key,
+                                                const std::vector<at::Tensor>& buffers,
+                                                int64_t length) {
+  if (max_length_ == 0) return buffers;
+  PPSTAGE_INTERNAL_ASSERT(length >= 1 && length <= max_length_, "a micro-batch of ", length,
+                          " tokens; receive buffers hold ", max_length_);
+  const Pool& p = pool(key);
+  std::vector<at::Tensor> views;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].defined()) {
+      views.emplace_back();
+      continue;
+    }
+    const std::vector<int64_t> sizes = p.spec.tensors[i].sizes(microbatch_size_, length);
+    views.push_back(buffers[i].narrow(0, 0, c10::multiply_integers(sizes)).view(sizes));
+  }
+  return views;
 }
 
 ReceiveBuffers::Pool& ReceiveBuffers::pool(const ReceivePool& key) {

@@ -1,7 +1,9 @@
 // Receive buffers allocated once and reused across steps: one pool per (stage, RECV_F or
 // RECV_B) of a rank's action list, holding the most buffers that list keeps at once
 // (receiveBuffersHeld, schedule/early_receives.h; for activations, the stage's peak
-// in-flight count plus the receives posted ahead).
+// in-flight count plus the receives posted ahead). Where micro-batches differ in length,
+// a buffer is flat, sized for the longest, and each micro-batch receives into a view of
+// its length (viewsAt): one pool serves every length.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,8 +22,9 @@ class ReceiveBuffers {
   // Allocates every pool `actions` receives into. `specs` holds each pool's boundary: a
   // stage's input spec for RECV_F, its output spec for RECV_B (whose buffers exist only
   // for the tensors that get a gradient; the others' slots stay undefined).
+  // `max_length`: the longest micro-batch where lengths vary; 0 where they do not.
   ReceiveBuffers(const ActionList& actions, const std::map<ReceivePool, BoundarySpec>& specs,
-                 int64_t microbatch_size);
+                 int64_t microbatch_size, int64_t max_length = 0);
 
   // A free buffer of `pool`, one tensor per boundary tensor; a new one when none is free.
   std::vector<at::Tensor> take(const ReceivePool& pool);
@@ -37,6 +40,11 @@ class ReceiveBuffers {
   // Buffers allocated so far: the pools' sizes, plus every one allocated afresh.
   int64_t allocated() const { return allocated_; }
 
+  // What a micro-batch of `length` tokens receives into: views of `buffers` (taken from
+  // `pool`) in its shapes; `buffers` themselves where lengths do not vary.
+  std::vector<at::Tensor> viewsAt(const ReceivePool& pool, const std::vector<at::Tensor>& buffers,
+                                  int64_t length);
+
  private:
   struct Pool {
     BoundarySpec spec;
@@ -49,6 +57,7 @@ class ReceiveBuffers {
 
   std::map<ReceivePool, Pool> pools_;
   int64_t microbatch_size_;
+  int64_t max_length_;
   int64_t allocated_ = 0;
 };
 

@@ -113,8 +113,16 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
   }
   captured.timings.capture_s = watch.lap();
   captured.example_inputs = make_input(config.train.batch_size);
+  // Micro-batches of different lengths: how every shape follows the sequence length too,
+  // from probes at half the example's.
+  const at::Tensor& first_input = captured.example_inputs.at(0);
+  const int64_t short_length =
+      config.data.seq_len_policy != SeqLenPolicy::kFixed && first_input.dim() >= 2
+          ? first_input.size(1) / 2
+          : 0;
   try {
-    captured.shapes = recordValueShapes(captured.graph, make_input, config.train.batch_size);
+    captured.shapes =
+        recordValueShapes(captured.graph, make_input, config.train.batch_size, short_length);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error

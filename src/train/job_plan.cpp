@@ -100,11 +100,34 @@ InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRo
   return spec;
 }
 
+// The sequence length the plan's shapes are for when micro-batches differ in length (the
+// example input's dimension 1); 0 when they do not.
+int64_t planLength(const Config& config, const ModelSplit& split) {
+  if (config.data.seq_len_policy == SeqLenPolicy::kFixed) return 0;
+  const at::Tensor& input = split.example_inputs.at(0);
+  PPSTAGE_CHECK(input.dim() >= 2, "--data.seq_len_policy ", toString(config.data.seq_len_policy),
+                " needs a model input with a sequence dimension; its input is ",
+                shapeText(input.sizes().vec()));
+  return input.size(1);
+}
+
+// One dim of `meta`: with `plan_length` 0 (lengths do
+// not vary) as a function of the batch, else of the batch and the sequence length.
+DimSpec dimSpecOf(const TensorMeta& meta, size_t d, int64_t plan_batch, int64_t plan_length) {
+  const int64_t per_sample = meta.per_sample[d];
+  const int64_t fixed = meta.sizes[d] - per_sample * plan_batch;
+  if (plan_length == 0) return {per_sample, fixed};
+  const int64_t pst = meta.per_sample_token[d], pt = meta.per_token[d];
+  return {per_sample - pst * plan_length, fixed - pt * plan_length, pt, pst};
+}
+
 // The BoundarySpec of a stage's inputs (`inputs` true) or outputs, from the plan's shapes at
-// `plan_batch`: what its neighbours check and size receive buffers from. Throws
-// ppstage::Error for a boundary tensor whose shape is not an affine function of the batch
-// (it could not be cut into micro-batches).
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch) {
+// `plan_batch` (and with lengths that vary, `plan_length`; else 0): what its neighbours
+// check and size receive buffers from. Throws ppstage::Error for a boundary tensor whose
+// shape is not an affine function of the batch (it could not be cut into micro-batches)
+// or, with lengths that vary, of the sequence length.
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch,
+                            int64_t plan_length) {
   BoundarySpec spec;
   spec.stage = inputs ? stage.index : stage.index + 1;
   for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
@@ -112,12 +135,17 @@ BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_
     PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
                   "' crossing into stage ", spec.stage, " has a shape that does not grow ",
                   "linearly with the batch, so it cannot be cut into micro-batches");
+    PPSTAGE_CHECK(plan_length == 0 || meta.per_token.size() == meta.sizes.size(), "the tensor '",
+                  t.name, "' crossing into stage ", spec.stage, " has a shape ",
+                  shapeText(meta.sizes), " that does not follow the sequence length (a size ",
+                  "that is its square?), so micro-batches cannot differ in length: move the ",
+                  "split point, or use --data.seq_len_policy fixed");
     TensorSpec tensor;
     tensor.name = t.name;
     tensor.dtype = meta.dtype;
     tensor.requires_grad = meta.requires_grad;
     for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      tensor.dims.push_back({meta.per_sample[d], meta.sizes[d] - meta.per_sample[d] * plan_batch});
+      tensor.dims.push_back(dimSpecOf(meta, d, plan_batch, plan_length));
     }
     spec.tensors.push_back(std::move(tensor));
   }
@@ -148,9 +176,10 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
         mode == CompileMode::kBlock
             ? segmentStage(*module.graph, module.node_call, model.split.graph, blocks)
             : std::vector<GraphSegment>{});
-    stage.input_spec = boundarySpecOf(module, true, config.train.batch_size);
+    const int64_t length = planLength(config, model.split);
+    stage.input_spec = boundarySpecOf(module, true, config.train.batch_size, length);
     if (s + 1 < topology.numStages()) {
-      stage.output_spec = boundarySpecOf(module, false, config.train.batch_size);
+      stage.output_spec = boundarySpecOf(module, false, config.train.batch_size, length);
     }
     stages.push_back(std::move(stage));
     model.mine.push_back(&module);
@@ -234,14 +263,17 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
 }
 
 // Bytes of one micro-batch of `microbatch` samples crossing each cut of `split`: what the
-// BoundarySpec of each stage's outputs (from the plan's shapes at `plan_batch`) sizes.
-std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t plan_batch, int64_t microbatch) {
+// BoundarySpec of each stage's outputs (from the plan's shapes at `plan_batch`) sizes; with
+// lengths that vary (`plan_length`, the longest), at the longest.
+std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t plan_batch, int64_t microbatch,
+                                  int64_t plan_length) {
   std::vector<int64_t> bytes;
   for (size_t s = 0; s + 1 < split.stages.size(); ++s) {
     int64_t total = 0;
-    for (const TensorSpec& t : boundarySpecOf(split.stages[s], false, plan_batch).tensors) {
+    for (const TensorSpec& t :
+         boundarySpecOf(split.stages[s], false, plan_batch, plan_length).tensors) {
       int64_t numel = 1;
-      for (int64_t size : t.sizes(microbatch)) numel *= size;
+      for (int64_t size : t.sizes(microbatch, plan_length)) numel *= size;
       total += numel * static_cast<int64_t>(c10::elementSize(t.dtype));
     }
     bytes.push_back(total);
@@ -356,6 +388,16 @@ ModelSplit splitForJob(const Config& config, const Topology& topology,
   return split;
 }
 
+// The documents of `data` as --data.seq_len_policy pads them. Throws ppstage::Error for
+// data that has no documents (npy, tensors, idx: samples of one shape).
+std::shared_ptr<const SequenceBatches> sequencesOf(const Dataset& data, const Config& config) {
+  PPSTAGE_CHECK(data.size() > 0 && data.length(0) > 0,
+                "--data.documents and --data.seq_len_policy ", toString(config.data.seq_len_policy),
+                " need text or a token file; ", data.describe(), " has samples of one shape");
+  const int64_t max_length = data.fields().at(0).sample.shape.at(0);
+  return std::make_shared<SequenceBatches>(SequenceBatches::of(data, config.data, max_length));
+}
+
 // Everything local: no collective, so that runAgreed can report any rank's failure.
 JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds* unit_seconds) {
   JobLayout layout = layoutOf(config, rank, world);
@@ -387,12 +429,14 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   layout.classifies = layout.loss == LossKind::kCrossEntropy && target.shape.empty();
   layout.compute_dtype = model.split.compute_dtype;
   layout.message_bytes =
-      messageBytes(model.split, config.train.batch_size, layout.batch.microbatch_size);
+      messageBytes(model.split, config.train.batch_size, layout.batch.microbatch_size,
+                   planLength(config, model.split));
   layout.tokens_per_step = config.train.batch_size;
   if (layout.token_inputs) {
     for (int64_t d : input.shape) layout.tokens_per_step *= d;
   }
   checkHoldsOneBatch(*data, config.train.batch_size);
+  if (config.data.cutsDocuments()) layout.sequences = sequencesOf(*data, config);
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
   std::unique_ptr<EvalModel> eval;

@@ -46,6 +46,7 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
   mine.graphs_compiled = static_cast<double>(stats.graphs_compiled);
   mine.cache_hits = static_cast<double>(stats.cache_hits);
   mine.respecializations = static_cast<double>(stats.respecializations);
+  mine.specializations_per_graph = static_cast<double>(stats.specializations_per_graph);
   mine.max_step_rss_mb = *std::max_element(record.rss_mb.begin(), record.rss_mb.end());
   mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
   mine.fusion_groups = static_cast<double>(stats.fusion_groups);
@@ -79,6 +80,7 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.graphs_compiled = static_cast<long long>(theirs.graphs_compiled);
     rm.cache_hits = static_cast<long long>(theirs.cache_hits);
     rm.respecializations = static_cast<long long>(theirs.respecializations);
+    rm.specializations_per_graph = static_cast<long long>(theirs.specializations_per_graph);
     rm.max_step_rss_mb = theirs.max_step_rss_mb;
     rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
     rm.action_s = theirs.action_s;
@@ -88,6 +90,8 @@ void addRanks(const Topology& topology, const RunRecord& record,
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;
+    metrics.compile.specializations_per_graph =
+        std::max(metrics.compile.specializations_per_graph, rm.specializations_per_graph);
     metrics.compile.fusion_groups += static_cast<long long>(theirs.fusion_groups);
     metrics.compile.differentiable_graphs += static_cast<long long>(theirs.differentiable_graphs);
     metrics.ranks.push_back(rm);
@@ -107,7 +111,14 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.dp = layout.topology.dpSize();
   metrics.microbatches = layout.batch.microbatches;
   metrics.batch_size = config.train.batch_size;
-  metrics.tokens_per_step = layout.tokens_per_step;
+  const auto mean = [](const std::vector<int64_t>& v) {
+    double sum = 0;
+    for (const int64_t x : v) sum += static_cast<double>(x);
+    return std::llround(sum / static_cast<double>(std::max<size_t>(1, v.size())));
+  };
+  metrics.tokens_per_step = mean(record.tokens);
+  metrics.padded_tokens_per_step = mean(record.padded_tokens);
+  metrics.step_tokens.assign(record.tokens.begin(), record.tokens.end());
   metrics.precision = layout.compute_dtype == at::kBFloat16 ? "bf16" : "fp32";
   metrics.message_bytes.assign(layout.message_bytes.begin(), layout.message_bytes.end());
   metrics.params_dir = config.output.params_dir;
@@ -127,8 +138,8 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.measured_step_s = median(metrics.step_time_s);
   metrics.compile.compile_time_s = warmupOverhead(metrics.step_time_s);
   std::vector<double> throughput;
-  for (double s : metrics.step_time_s) {
-    throughput.push_back(static_cast<double>(layout.tokens_per_step) / s);
+  for (size_t i = 0; i < metrics.step_time_s.size(); ++i) {
+    throughput.push_back(static_cast<double>(record.tokens.at(i)) / metrics.step_time_s[i]);
   }
   metrics.tokens_per_s = median(throughput);
   metrics.throughput_unit = layout.token_inputs ? "tokens" : "samples";
@@ -250,6 +261,8 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   learning_rates.push_back(result.lr);
   step_time_s.push_back(result.seconds);
   bubble_fraction.push_back(result.bubble);
+  tokens.push_back(result.tokens);
+  padded_tokens.push_back(result.padded_tokens);
   rss_mb.push_back(result.rss_mb);
   if (busy_s.empty()) busy_s.assign(result.reduced.busy_s.size(), 0.0);
   for (size_t r = 0; r < busy_s.size(); ++r) busy_s[r] += result.reduced.busy_s[r];

@@ -30,7 +30,8 @@ struct RunRecord {
   std::vector<EvalRecord> eval;        // every evaluation
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;
-  std::vector<double> rss_mb;  // this rank's, after every step
+  std::vector<int64_t> tokens, padded_tokens;  // StepResult's, every step
+  std::vector<double> rss_mb;                  // this rank's, after every step
   // Mean seconds of an F, B, I or W action in each step after the first (the first
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
   PerCompute<std::vector<double>> action_s;

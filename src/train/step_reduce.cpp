@@ -30,6 +30,7 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.graphs_compiled);
   field(s.cache_hits);
   field(s.respecializations);
+  field(s.specializations_per_graph);
   field(s.max_step_rss_mb);
   field(s.rss_growth_mb_per_100_steps);
   field(s.fusion_groups);

@@ -57,6 +57,7 @@ struct RankSummary {
   double graphs_compiled = 0;
   double cache_hits = 0;
   double respecializations = 0;
+  double specializations_per_graph = 0;
   double max_step_rss_mb = 0;
   double rss_growth_mb_per_100_steps = 0;
   double fusion_groups = 0;

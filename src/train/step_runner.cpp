@@ -11,6 +11,7 @@
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/data/sequence_batches.h"
 #include "ppstage/observe/chrome_trace.h"
 #include "ppstage/observe/clock_alignment.h"
 #include "ppstage/observe/metrics.h"
@@ -29,16 +30,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Samples [first, first + count) of `indices`.
+std::vector<int64_t> slice(const std::vector<int64_t>& indices, int64_t first, int64_t count) {
+  return {indices.begin() + first, indices.begin() + first + count};
+}
+
 // Micro-batches of this replica's samples of `fields`, [m][field]:
-// `indices[begin, begin + local_batch)`.
+// `indices[begin, begin + local_batch)`; documents (`sequences` not null) padded with 0 to
+// the length the policy gives each micro-batch.
 std::vector<std::vector<at::Tensor>> cutMicrobatches(const Dataset& data,
                                                      const std::vector<size_t>& fields,
                                                      const std::vector<int64_t>& indices,
-                                                     int64_t begin, const BatchLayout& layout) {
+                                                     int64_t begin, const BatchLayout& layout,
+                                                     const SequenceBatches* sequences) {
   std::vector<std::vector<at::Tensor>> out;
   for (int m = 0; m < layout.microbatches; ++m) {
-    const auto first = indices.begin() + begin + m * layout.microbatch_size;
-    out.push_back(stackFields(data, fields, {first, first + layout.microbatch_size}));
+    const int64_t first = begin + m * layout.microbatch_size;
+    const std::vector<int64_t> samples = slice(indices, first, layout.microbatch_size);
+    if (sequences == nullptr) {
+      out.push_back(stackFields(data, fields, samples));
+      continue;
+    }
+    const int64_t length = sequences->paddedLength(indices, first, layout.microbatch_size);
+    std::vector<at::Tensor>& inputs = out.emplace_back();
+    for (size_t field : fields) inputs.push_back(padField(data, field, samples, length, 0));
   }
   return out;
 }
@@ -168,11 +183,16 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
     options.trace = trace_.get();
   }
   options.receives_ahead = config.comm.receives_ahead;
+  if (layout.sequences && layout.sequences->varies()) {
+    options.max_length = layout.sequences->maxLength();
+  }
   const ActionList& actions =
       layout.schedule.ranks.at(static_cast<size_t>(layout.topology.ppRank()));
   executor_ =
       std::make_unique<Executor>(world, layout.topology, std::move(stages), actions, options);
-  order_ = std::make_unique<SampleOrder>(data ? data->size() : 0, config.train.seed);
+  // Documents: every rank orders the samples, to know each micro-batch's length.
+  const int64_t samples = layout.sequences ? layout.sequences->size() : data ? data->size() : 0;
+  order_ = std::make_unique<SampleOrder>(samples, config.train.seed);
 }
 
 StepRunner::~StepRunner() = default;
@@ -192,19 +212,34 @@ void StepRunner::mastersLoaded() {
 
 StepData StepRunner::nextStepData() {
   const Topology& topology = layout_.topology;
+  const SequenceBatches* sequences = layout_.sequences.get();
   const bool reads_inputs = topology.owns(0);
   const bool reads_targets = topology.owns(topology.numStages() - 1);
+  const int64_t batch_size = config_.train.batch_size;
   StepData data;
-  if (reads_inputs || reads_targets) {
-    const std::vector<int64_t> indices = order_->samples(samples_seen_, config_.train.batch_size);
-    const int64_t replica_begin = topology.dpRank() * layout_.batch.local_batch;
+  step_tokens_ = {layout_.tokens_per_step, layout_.tokens_per_step};
+  if (reads_inputs || reads_targets || sequences != nullptr) {
+    std::vector<int64_t> indices = order_->samples(samples_seen_, batch_size);
+    const BatchLayout& batch = layout_.batch;
+    const int64_t replica_begin = topology.dpRank() * batch.local_batch;
+    if (sequences != nullptr) {
+      indices = sequences->arrange(std::move(indices));
+      step_tokens_ = {0, 0};
+      for (int64_t first = 0; first < batch_size; first += batch.microbatch_size) {
+        const int64_t length = sequences->paddedLength(indices, first, batch.microbatch_size);
+        step_tokens_.padded += length * batch.microbatch_size;
+        const bool mine = first >= replica_begin && first < replica_begin + batch.local_batch;
+        if (mine && sequences->varies()) data.lengths.push_back(length);
+      }
+      for (const int64_t i : indices) step_tokens_.real += sequences->length(i);
+    }
     if (reads_inputs) {
       data.inputs =
-          cutMicrobatches(*data_, layout_.roles.inputs, indices, replica_begin, layout_.batch);
+          cutMicrobatches(*data_, layout_.roles.inputs, indices, replica_begin, batch, sequences);
     }
     if (reads_targets) data = withTargets(std::move(data), indices, replica_begin);
   }
-  samples_seen_ += config_.train.batch_size;
+  samples_seen_ += batch_size;
   return data;
 }
 
@@ -259,6 +294,8 @@ StepResult StepRunner::run(int64_t step) {
   result.wait_s = stats.wait_s;
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.rss_mb = currentRssMb();
+  result.tokens = step_tokens_.real;
+  result.padded_tokens = step_tokens_.padded;
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);
@@ -269,8 +306,10 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
                                  int64_t replica_begin) const {
   // The whole step's targets (every replica's), to count what the step's mean divides by;
   // a step whose targets are all ignored counts 1, so that its loss and gradients are 0.
-  const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
   const BatchLayout& batch = layout_.batch;
+  if (layout_.sequences != nullptr)
+    return withPaddedTargets(std::move(data), indices, replica_begin);
+  const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
   data.targets_in_step =
       layout_.loss == LossKind::kModel
           ? layout_.topology.dpSize() * batch.microbatches  // one loss per micro-batch
@@ -282,8 +321,30 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
   return data;
 }
 
+StepData StepRunner::withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
+                                       int64_t replica_begin) const {
+  const BatchLayout& batch = layout_.batch;
+  const int64_t ignore = config_.train.ignore_index;
+  int64_t counted = 0;
+  for (int64_t first = 0; first < config_.train.batch_size; first += batch.microbatch_size) {
+    const int64_t length = layout_.sequences->paddedLength(indices, first, batch.microbatch_size);
+    const at::Tensor targets = padField(
+        *data_, layout_.roles.target, slice(indices, first, batch.microbatch_size), length, ignore);
+    counted += countTargets(layout_.loss, targets, ignore);
+    if (first >= replica_begin && first < replica_begin + batch.local_batch) {
+      data.targets.push_back(targets);
+    }
+  }
+  data.targets_in_step = layout_.loss == LossKind::kModel
+                             ? layout_.topology.dpSize() * batch.microbatches
+                             : std::max<int64_t>(1, counted);
+  return data;
+}
+
 TransferSeconds StepRunner::measureTransfers() {
-  return ppstage::measureTransfers(world_, links_, layout_.batch.microbatch_size);
+  const SequenceBatches* sequences = layout_.sequences.get();
+  return ppstage::measureTransfers(world_, links_, layout_.batch.microbatch_size,
+                                   sequences && sequences->varies() ? sequences->maxLength() : 0);
 }
 
 int64_t StepRunner::writeTrace() {

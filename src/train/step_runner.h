@@ -63,6 +63,10 @@ struct StepResult {
   // Seconds this rank waited for transfers, per kind.
   PerTransfer<double> wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor so far
+  // The tokens of the step's global batch: its documents' own (`tokens`) and with their
+  // padding (`padded_tokens`); both JobLayout::tokens_per_step for data of one shape.
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
 };
 
 class StepRunner {
@@ -124,6 +128,10 @@ class StepRunner {
   // begin at `replica_begin`) and the count of the whole step's.
   StepData withTargets(StepData data, const std::vector<int64_t>& indices,
                        int64_t replica_begin) const;
+  // withTargets for documents: each micro-batch's targets padded with --train.ignore_index
+  // to its length, `indices` arranged (SequenceBatches::arrange).
+  StepData withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
+                             int64_t replica_begin) const;
 
   const Config& config_;
   const JobLayout& layout_;
@@ -140,6 +148,9 @@ class StepRunner {
   std::unique_ptr<SampleOrder> order_;
   std::vector<BoundaryLink> links_;  // the boundaries to other ranks this rank's stages have
   int64_t samples_seen_ = 0;
+  struct {
+    int64_t real = 0, padded = 0;
+  } step_tokens_;  // the current step's (StepResult::tokens)
 };
 
 }  // namespace ppstage

@@ -139,9 +139,8 @@ void printStep(std::ostream& log, const Config& c, const JobLayout& layout, int6
   if (layout.classifies) log << "  accuracy " << r.accuracy;
   log << std::defaultfloat << std::setprecision(3) << "  lr " << r.lr << std::fixed << "  time "
       << r.seconds << " s  " << (layout.token_inputs ? "tokens/s " : "samples/s ")
-      << std::setprecision(0) << static_cast<double>(layout.tokens_per_step) / r.seconds
-      << "  bubble " << std::setprecision(3) << r.bubble << "  grad_norm " << std::setprecision(3)
-      << r.grad_norm;
+      << std::setprecision(0) << static_cast<double>(r.tokens) / r.seconds << "  bubble "
+      << std::setprecision(3) << r.bubble << "  grad_norm " << std::setprecision(3) << r.grad_norm;
   if (countingAllocatorInstalled()) {  // the largest rank's tensor memory in this step
     const auto& allocated = r.reduced.peak_allocated_mb;
     const auto& activations = r.reduced.peak_activation_mb;

@@ -1,14 +1,16 @@
 // What crosses a pipeline boundary, as both neighbours must agree on it before the first
-// step: how many tensors, their dtypes, their shapes as functions of the micro-batch size.
+// step: how many tensors, their dtypes, their shapes as functions of the micro-batch size
+// and, where micro-batches differ in length (--data.seq_len_policy bucket or variable), of
+// the sequence length.
 //
 // Each pair of neighbouring stages exchanges its BoundarySpec once (the sender its
 // outputs, the receiver its inputs) and checks them; receive buffers are then allocated
 // once per micro-batch size from the spec.
 //
-// Wire format (text, versioned): "ppstage-boundary 1 <stage> <count>\n" then one line per
-// tensor: name, dtype, requires_grad, dims as "<per_sample>b+<fixed>" or "<fixed>". A dim
-// may be marked dynamic ("?"): reserved for per-message shapes (variable sequence length),
-// which version 1 does not send.
+// Wire format (text, versioned): "ppstage-boundary 2 <stage> <count>\n" then one line per
+// tensor: name, dtype, requires_grad, dims as a sum of terms in b (the micro-batch size)
+// and L (the sequence length): "b", "16b", "L", "bL", "64bL+3", "96". A dim may be marked
+// dynamic ("?"): reserved for sizes known only from each message, which no tensor has yet.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,16 +22,24 @@ namespace ppstage {
 
 class Communicator;
 
-// One dimension as a function of the micro-batch size b: per_sample * b + fixed.
-// A batch dimension is {1, 0}; a flattened (batch * seq) one {seq, 0}; others {0, size}.
+// One dimension as a function of the micro-batch size b and the sequence length L:
+// per_sample * b + fixed + per_token * L + per_sample_token * b * L. A batch dimension is
+// {1, 0}; with fixed lengths a flattened (batch * seq) one {seq, 0} and others {0, size};
+// with lengths that differ a sequence dimension {0, 0, 1} and a flattened one {0, 0, 0, 1}.
 struct DimSpec {
   int64_t per_sample = 0;
   int64_t fixed = 0;
-  bool dynamic = false;  // reserved: size sent with every message (not in version 1)
+  int64_t per_token = 0;
+  int64_t per_sample_token = 0;
+  bool dynamic = false;  // reserved: size sent with every message
 
-  int64_t at(int64_t batch) const { return per_sample * batch + fixed; }
+  bool followsLength() const { return per_token != 0 || per_sample_token != 0; }
+  int64_t at(int64_t batch, int64_t length = 0) const {
+    return (per_sample + per_sample_token * length) * batch + fixed + per_token * length;
+  }
   bool operator==(const DimSpec& o) const {
-    return per_sample == o.per_sample && fixed == o.fixed && dynamic == o.dynamic;
+    return per_sample == o.per_sample && fixed == o.fixed && per_token == o.per_token &&
+           per_sample_token == o.per_sample_token && dynamic == o.dynamic;
   }
 };
 
@@ -39,7 +49,10 @@ struct TensorSpec {
   std::vector<DimSpec> dims;
   bool requires_grad = false;
 
-  std::vector<int64_t> sizes(int64_t batch) const;
+  // The sizes for a micro-batch of `batch` samples of `length` tokens (the length only
+  // matters for dims that follow it).
+  std::vector<int64_t> sizes(int64_t batch, int64_t length = 0) const;
+  bool followsLength() const;
   std::string describe() const;  // "x.5 [b, 32, 64] float32 grad"
   bool operator==(const TensorSpec& o) const {
     return name == o.name && dtype == o.dtype && dims == o.dims && requires_grad == o.requires_grad;
@@ -52,7 +65,7 @@ struct BoundarySpec {
 
   std::string describe() const;  // "2 tensors: a [b, 4] float32, n [] int64"
   std::string serialize() const;
-  // Throws ppstage::Error on text that is not a version-1 BoundarySpec.
+  // Throws ppstage::Error on text that is not a version-2 BoundarySpec.
   static BoundarySpec deserialize(const std::string& text);
   bool operator==(const BoundarySpec& o) const { return stage == o.stage && tensors == o.tensors; }
 };
@@ -63,7 +76,8 @@ struct BoundarySpec {
 // rank that runs stage-1 (whose outputs `mine` describes). Blocking, with the timeout.
 void exchangeBoundarySpec(Communicator& comm, int peer, const BoundarySpec& mine, bool sender_side);
 
-// One receive buffer per tensor for a micro-batch of `batch` samples.
-std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch);
+// One receive buffer per tensor for a micro-batch of `batch` samples of `length` tokens.
+std::vector<at::Tensor> allocateReceiveBuffers(const BoundarySpec& spec, int64_t batch,
+                                               int64_t length = 0);
 
 }  // namespace ppstage

@@ -16,7 +16,9 @@ namespace ppstage {
 enum class MessageKind : uint8_t {
   kActivation = 0,  // forward: stage-1's output -> stage's input
   kGradient = 1,    // backward: gradient of stage's input -> stage-1
-  kMetadata = 2,    // boundary descriptions exchanged before the first step
+  kMetadata = 2,    // boundary descriptions exchanged before the first step (tensors 0
+                    // and 1); a micro-batch's shapes where lengths vary (2: its
+                    // activations', 3: its gradients')
   kControl = 3,     // tests, benchmarks, anything outside the pipeline's data flow
 };
 

@@ -33,9 +33,10 @@ struct TransferSeconds {
 };
 
 // Ping-pongs every link, in increasing stage order (both ends of a boundary reach it in
-// the same order, so no two ranks wait for each other across links). Blocking over the
-// links' ranks only; throws CommError when a peer does not answer in time.
+// the same order, so no two ranks wait for each other across links), with micro-batches
+// of `length` tokens where the spec follows the sequence length (0: it does not). Blocking
+// over the links' ranks only; throws CommError when a peer does not answer in time.
 TransferSeconds measureTransfers(Communicator& comm, std::vector<BoundaryLink> links,
-                                 int64_t microbatch_size, int round_trips = 20);
+                                 int64_t microbatch_size, int64_t length = 0, int round_trips = 20);
 
 }  // namespace ppstage

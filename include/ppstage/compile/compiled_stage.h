@@ -42,6 +42,10 @@ struct CompileStats {
   int64_t graphs_compiled = 0;    // executors created (profiling ones; 0 for none)
   int64_t cache_hits = 0;         // a segment bound to an executor another segment made
   int64_t respecializations = 0;  // a graph's inputs changed and it was compiled again
+  // The most executors any one graph (a stage's, or a distinct block's) got: one per input
+  // shape with static shapes (one per bucket of --data.seq_len_policy bucket), one with
+  // dynamic shapes.
+  int64_t specializations_per_graph = 0;
   // In the optimized graphs: fused kernels (TensorExpr, CUDA or oneDNN fusion groups; none
   // on CPU without LLVM) and differentiable subgraphs (autodiff).
   int64_t fusion_groups = 0;
@@ -101,6 +105,7 @@ class CompileCache {
   CompileStats stats_;
   int64_t split_graphs_ = 0;  // differentiable regions of the autodiff runners
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
+  std::map<std::string, int64_t> specializations_;  // per graph structure: executors made
 };
 
 class CompiledStage {

@@ -54,6 +54,11 @@ enum class DataFormat { kAuto, kText, kTokens, kNpy, kTensors, kIdx };
 // --data.token_dtype: the integer type of a flat token file.
 enum class TokenDtype { kUint16, kUint32 };
 
+// --data.seq_len_policy: the length each micro-batch of documents is padded to
+// (data/sequence_batches.h). fixed: --model.seq_len; bucket: the shortest --data.buckets
+// length its longest document fits; variable: its longest document's.
+enum class SeqLenPolicy { kFixed, kBucket, kVariable };
+
 // --train.lr_schedule: the learning rate of each step (train/lr_schedule.h).
 enum class LrSchedule { kConstant, kCosine, kLinear };
 
@@ -70,6 +75,14 @@ struct Choices<TokenDtype> {
   static constexpr const char* kOption = "data.token_dtype";
   static constexpr std::pair<TokenDtype, const char*> kNames[] = {{TokenDtype::kUint16, "uint16"},
                                                                   {TokenDtype::kUint32, "uint32"}};
+};
+template <>
+struct Choices<SeqLenPolicy> {
+  static constexpr const char* kOption = "data.seq_len_policy";
+  static constexpr std::pair<SeqLenPolicy, const char*> kNames[] = {
+      {SeqLenPolicy::kFixed, "fixed"},
+      {SeqLenPolicy::kBucket, "bucket"},
+      {SeqLenPolicy::kVariable, "variable"}};
 };
 template <>
 struct Choices<Precision> {
@@ -210,6 +223,16 @@ struct DataConfig {
   std::string targets;   // npy: the targets' file beside one --data.path x.npy
   std::string target;    // the field that is the target; empty: labels, label, targets, target
   std::string val_path;  // the validation set (--eval), read as `path` is; empty: none
+  // Samples of different lengths (data/sequence_batches.h): `documents` cuts the text into
+  // documents (paragraphs; a token file's runs between `eot` tokens) instead of windows of
+  // seq_len; bucket and variable always do. `buckets`: ascending lengths up to
+  // --model.seq_len (which is always the last); empty: a quarter, half and all of it.
+  SeqLenPolicy seq_len_policy = SeqLenPolicy::kFixed;
+  bool documents = false;
+  std::vector<int64_t> buckets;
+  int64_t eot = -1;  // a token file's end-of-text token; -1: none
+
+  bool cutsDocuments() const { return documents || seq_len_policy != SeqLenPolicy::kFixed; }
 };
 
 // [eval]: held-out evaluation during training (train/evaluator.h).

@@ -10,7 +10,9 @@
 //   tokens, npy, tensors, idx: data files that describe their own samples (data_files.h)
 // Text and token files are cut into windows of seq_len + 1 tokens, window i starting at
 // token i * seq_len: the first seq_len are the input ids (`input_ids`), the last seq_len
-// (shifted by one) the next-token targets (`labels`).
+// (shifted by one) the next-token targets (`labels`); or, with --data.documents (and the
+// bucket and variable sequence-length policies), into documents of different lengths
+// (Dataset::length), which sequence_batches.h pads into micro-batches.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -47,8 +49,12 @@ class Dataset {
   virtual int64_t size() const = 0;
   // The named tensors of a sample, in the data's own order.
   virtual const std::vector<SampleField>& fields() const = 0;
-  // Field `field` of sample `index`: a new tensor of that field's dtype and shape.
+  // Field `field` of sample `index`: a new tensor of that field's dtype and shape (with
+  // length(index) in place of the first dimension, for documents).
   virtual at::Tensor sample(size_t field, int64_t index) const = 0;
+  // Documents: the length of sample `index` (its fields' first dimension, at most
+  // fields()' shapes'); 0 where every sample has fields()' shapes.
+  virtual int64_t length(int64_t index) const { return 0; }
   // "embedded text (Jargon File 4.4.7 excerpt, 309840 bytes, 4841 sequences of 64)"
   virtual std::string describe() const = 0;
   // The smallest and largest value of integer field `field` over every sample, leaving out

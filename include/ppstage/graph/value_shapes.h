@@ -25,6 +25,12 @@ struct TensorMeta {
   // for the example batch B. 1 for a batch dimension, seq for a flattened (batch*seq) one,
   // 0 for the rest; empty when the shape is not an affine function of the batch.
   std::vector<int64_t> per_sample;
+  // With a second sequence length probed (recordValueShapes' `short_length`), per
+  // dimension, its growth per token of the sequence length L, in the part that does not
+  // grow with the batch (`per_token`: a (b, L, C) activation's L) and in the per-sample
+  // growth (`per_sample_token`: a flattened (b*L, C) one's b*L). Both empty when not probed,
+  // or when the shape is not affine in the length (a (b, L, L) attention matrix).
+  std::vector<int64_t> per_token, per_sample_token;
 
   int64_t numel() const;
 };
@@ -36,11 +42,18 @@ using ValueShapes = std::unordered_map<const torch::jit::Value*, TensorMeta>;
 // inputs and node outputs, with ints and List[int]s listed as the int64 tensors of shape
 // [] and [n] they cross cuts as. Values inside control-flow blocks are not listed.
 // Two probe runs (see value_shapes.cpp): the example batch without autograd, and a small
-// batch with autograd for requires_grad and per-sample growth. The module's own tensors
-// are not modified (buffers are copied first).
+// batch with autograd for requires_grad and per-sample growth. With `short_length` > 0, two
+// more at small batches of inputs cut to that length along their dimension 1 (the
+// sequence), for the growth per token. The module's own tensors are not modified (buffers
+// are copied first).
 ValueShapes recordValueShapes(
     const ModelGraph& model,
-    const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch);
+    const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch,
+    int64_t short_length = 0);
+
+// `inputs` cut to `length` along dimension 1, the sequence (those of fewer dimensions as
+// they are).
+std::vector<at::Tensor> narrowSequences(const std::vector<at::Tensor>& inputs, int64_t length);
 
 // One probe run on `input` (one tensor per model input) without autograd: sizes and dtypes of the
 // graph's inputs and top-level tensor values (requires_grad and per_sample are not filled). Values

@@ -25,6 +25,7 @@ struct RankMetrics {
   long long graphs_compiled = 0;
   long long cache_hits = 0;
   long long respecializations = 0;
+  long long specializations_per_graph = 0;  // the most executors one graph got (CompileStats)
   // Resident memory sampled after every step: its largest value, and its growth per 100
   // steps after warm-up (growthPer100Steps).
   double max_step_rss_mb = 0;
@@ -45,10 +46,13 @@ struct RankMetrics {
 
 // Compilation over the whole job.
 struct CompileMetrics {
-  std::string mode;                     // --compile.mode: "none", "stage" or "block"
-  long long graphs_compiled = 0;        // summed over ranks
-  long long cache_hits = 0;             // summed over ranks
-  long long respecializations = 0;      // summed over ranks
+  std::string mode;                 // --compile.mode: "none", "stage" or "block"
+  long long graphs_compiled = 0;    // summed over ranks
+  long long cache_hits = 0;         // summed over ranks
+  long long respecializations = 0;  // summed over ranks
+  // The most executors any one graph of any rank got: one per input shape with static
+  // shapes (a bucket each), one with dynamic shapes.
+  long long specializations_per_graph = 0;
   long long fusion_groups = 0;          // in the optimized graphs, summed over ranks
   long long differentiable_graphs = 0;  // autodiff subgraphs, summed over ranks
   double compile_time_s = 0;  // the first steps over as many steady steps (warmupOverhead)
@@ -78,7 +82,10 @@ struct RunMetrics {
   int dp = 1;
   int microbatches = 1;
   long long batch_size = 0;
+  // Tokens of a step's global batch: the mean over steps where they differ (documents:
+  // their own tokens, padding left out; padded_tokens_per_step with it).
   long long tokens_per_step = 0;
+  long long padded_tokens_per_step = 0;
   std::string precision = "fp32";  // what the stages computed in: "fp32" or "bf16"
   // Per cut (stage s to s+1): bytes of one micro-batch's activations crossing it.
   std::vector<long long> message_bytes;
@@ -97,9 +104,12 @@ struct RunMetrics {
   std::vector<EvalRecord> eval;        // every evaluation of this run, in step order
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;  // measured: idle / (ranks * step time)
+  std::vector<long long> step_tokens;   // the tokens each step trained on (as tokens_per_step)
   // Summary.
   double final_loss = 0;
-  double tokens_per_s = 0;  // median over steps (samples/s when inputs are not tokens)
+  // Median over steps of each step's tokens over its time (samples/s when inputs are not
+  // tokens): for documents, real tokens (padding left out).
+  double tokens_per_s = 0;
   std::string throughput_unit = "tokens";  // "tokens" or "samples": what tokens_per_s counts
   double measured_step_s = 0;              // median over steps
   // The schedule simulator's makespan with the costs every stage measured (its ranks'

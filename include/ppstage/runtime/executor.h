@@ -18,6 +18,10 @@
 //   SEND_B  post sends of the input gradients
 // A tensor whose BoundarySpec says requires_grad always gets a gradient message (zeros when
 // autograd produced none), so both sides agree on what crosses without looking at values.
+// Where micro-batches differ in length, both sides know each one's (StepData::lengths):
+// the receiver posts receives of exactly its shapes, and the sender sends the shapes it
+// has first, in one small message; a shape that differs is an error naming both, before
+// any data is taken.
 //
 // Receives are posted ahead of where the lowering put them, as far as the receive buffers
 // allow (postReceivesEarly, schedule/early_receives.h; on a communicator that matches in
@@ -82,6 +86,12 @@ struct ExecutorOptions {
   // Evaluation: the list holds only RECV_F, F and SEND_F; forwards record no autograd
   // graph, and a micro-batch is dropped once its outputs are passed on or its loss taken.
   bool forward_only = false;
+  // Micro-batches that differ in length (--data.seq_len_policy bucket or variable): the
+  // longest (--model.seq_len). Receive buffers hold a micro-batch of it, and each message
+  // is received into a view of them at its micro-batch's length (StepData::lengths),
+  // after a message with its shapes, checked against that length. 0: every micro-batch
+  // has the plan's shape, and messages carry no shapes.
+  int64_t max_length = 0;
 };
 
 // One step's data on this rank.
@@ -92,6 +102,9 @@ struct StepData {
   // The targets that count in the whole step, over every micro-batch and replica
   // (countTargets): each micro-batch's loss sum is divided by it.
   int64_t targets_in_step = 1;
+  // [m]: micro-batch m's sequence length, on every rank, where micro-batches differ in
+  // length (ExecutorOptions::max_length); empty otherwise.
+  std::vector<int64_t> lengths;
 };
 
 // What one step cost on this rank.

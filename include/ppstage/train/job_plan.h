@@ -16,6 +16,7 @@
 #include "ppstage/config/config.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/data/dataset.h"
+#include "ppstage/data/sequence_batches.h"
 #include "ppstage/runtime/executor.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/model_split.h"
@@ -47,8 +48,11 @@ struct JobLayout {
   // What the stages compute in and send (--train.precision; kFloat when bf16 fell back).
   at::ScalarType compute_dtype = at::kFloat;
   // Per cut (stage s to s+1): the bytes of one micro-batch's activations crossing it (its
-  // gradients' are the same for those that need one).
+  // gradients' are the same for those that need one); the longest, where lengths vary.
   std::vector<int64_t> message_bytes;
+  // Documents (--data.documents, --data.seq_len_policy): every sample's length and how
+  // micro-batches are padded, on every rank; null where every sample has the data's shape.
+  std::shared_ptr<const SequenceBatches> sequences;
 };
 
 // This rank's share of the model. Move-only: `mine` points into split.stages.
