@@ -25,6 +25,10 @@
 #                              first), against which the table's steps are compared;
 #                              ppstage's 1F1B also runs cut where the peer cuts
 #                              (layers.4) for a like-for-like figure
+#   scripts/bench.sh seqlen    documents of different lengths on the embedded text: their
+#                              length distribution, then real tokens/s of fixed (padded to
+#                              the maximum), bucket and variable on gpt-small (seq_len 256)
+#                              at pp 2 in each compile mode
 #   scripts/bench.sh precision --train.precision fp32 against bf16 on gpt-small at pp 2:
 #                              tensor memory, bytes per message, tokens/s, losses
 #   scripts/bench.sh sha256    SHA-256 of 1 GiB: OpenSSL (what checkpoints use) against the
@@ -528,8 +532,78 @@ PY
   rm -rf "$dir"
 }
 
+# Documents of different lengths (--data.seq_len_policy) on the embedded text's paragraphs:
+# first their length distribution (the rules of src/data/documents.cpp); then gpt-small at
+# seq_len 256, pp 2 (1F1B, M 4, 30 steps), in each compile mode, with every document padded
+# to 256 (fixed), to buckets of 64, 128 and 256, and to each micro-batch's longest
+# (variable; also with --compile.dynamic true in the compiled modes): real tokens/s (the
+# median over steps of each step's real tokens over its time), tokens per step with and
+# without padding, the median step, the most executors one graph got, and the speed-up in
+# real tokens/s over fixed in the same mode.
+bench_seqlen() {
+  local dir
+  dir=$(mktemp -d)
+  local mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  /usr/bin/python3 - src/data/corpus/jargon-file-4.4.7-excerpt.txt <<'PY'
+import sys
+text = open(sys.argv[1], "rb").read()
+lengths, begin, pos = [], None, 0
+for line in text.split(b"\n"):
+    end = min(pos + len(line) + 1, len(text))
+    blank = line.strip(b" \t\r") == b""
+    if blank and begin is not None:
+        lengths.append(pos - begin)
+        begin = None
+    elif not blank and begin is None:
+        begin = pos
+    pos = end
+if begin is not None:
+    lengths.append(len(text) - begin)
+lengths.sort()
+n = len(lengths)
+q = lambda p: lengths[min(n - 1, int(p * n))]
+print(f"{n} paragraphs, bytes: min {lengths[0]}, p10 {q(.1)}, p25 {q(.25)}, median {q(.5)}, "
+      f"p75 {q(.75)}, p90 {q(.9)}, p99 {q(.99)}, max {lengths[-1]}, "
+      f"mean {sum(lengths) / n:.1f}")
+for cut in (64, 128, 256):
+    share = sum(1 for x in lengths if x <= cut + 1) / n
+    print(f"  {100 * share:.1f}% fit a sample of {cut} tokens ({cut + 1} bytes)")
+PY
+  echo
+  echo "| compile | policy | real tokens/s | tokens per step, real / padded | median step s | executors per graph | real tokens/s over fixed |"
+  echo "|---|---|---|---|---|---|---|"
+  for mode in none stage block; do
+    local runs=("fixed|--data.documents true" "bucket|--data.buckets 64,128" "variable|")
+    [ "$mode" != none ] && runs+=("variable dynamic|--data.seq_len_policy variable --compile.dynamic true")
+    for run in "${runs[@]}"; do
+      local name=${run%%|*} extra
+      read -r -a extra <<< "${run#*|}"
+      local policy=${name%% *}
+      [ "$name" = "variable dynamic" ] && policy=variable
+      "${mpirun[@]}" "$ppstage" train --config configs/gpt-small.ini --model.seq_len 256 \
+        --train.steps 30 --pipeline.microbatches 4 --output.log_every 0 --train.threads 1 \
+        --compile.mode "$mode" --compile.max_respecializations 100000 \
+        --data.seq_len_policy "$policy" "${extra[@]}" \
+        --output.metrics_json "$dir/$mode-${name// /-}.json" > /dev/null
+    done
+    /usr/bin/python3 - "$dir" "$mode" <<'PY'
+import json, statistics, sys
+d, mode = sys.argv[1], sys.argv[2]
+names = ["fixed", "bucket", "variable"] + ([] if mode == "none" else ["variable dynamic"])
+runs = {n: json.load(open(f"{d}/{mode}-{n.replace(' ', '-')}.json")) for n in names}
+base = runs["fixed"]["tokens_per_s"]
+for n, m in runs.items():
+    print(f"| {mode} | {n} | {m['tokens_per_s']:.0f} | {m['tokens_per_step']} / "
+          f"{m['padded_tokens_per_step']} | {m['measured_step_s']:.3f} | "
+          f"{m['compile']['specializations_per_graph']} | {m['tokens_per_s'] / base:.2f}x |")
+PY
+  done
+  rm -rf "$dir"
+}
+
 case "$what" in
   split) bench_split ;;
+  seqlen) bench_seqlen ;;
   precision) bench_precision ;;
   data) bench_data ;;
   comm) bench_comm ;;
@@ -541,6 +615,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh split|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh split|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

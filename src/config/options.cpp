@@ -483,10 +483,6 @@ void validate(const Config& c) {
   PPSTAGE_CHECK(c.eval.batches >= 1, "--eval.batches must be at least 1; got ", c.eval.batches);
   PPSTAGE_CHECK(c.eval.every == 0 || !c.data.val_path.empty(),
                 "--eval.every needs a validation set: --data.val_path");
-  PPSTAGE_CHECK(
-      c.eval.every == 0 || !c.data.cutsDocuments(),
-      "--eval.every does not take documents yet (--data.documents, --data.seq_len_policy ",
-      toString(c.data.seq_len_policy), "): evaluate windows of --model.seq_len");
 }
 
 void validate(const OutputConfig& o) {

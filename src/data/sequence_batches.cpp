@@ -72,4 +72,15 @@ at::Tensor padField(const Dataset& data, size_t field, const std::vector<int64_t
   return out;
 }
 
+std::vector<at::Tensor> microBatchOf(const Dataset& data, const std::vector<size_t>& fields,
+                                     const std::vector<int64_t>& indices, int64_t first,
+                                     int64_t count, const SequenceBatches* sequences, int64_t pad) {
+  const std::vector<int64_t> samples(indices.begin() + first, indices.begin() + first + count);
+  if (sequences == nullptr) return stackFields(data, fields, samples);
+  const int64_t length = sequences->paddedLength(indices, first, count);
+  std::vector<at::Tensor> out;
+  for (const size_t field : fields) out.push_back(padField(data, field, samples, length, pad));
+  return out;
+}
+
 }  // namespace ppstage

@@ -33,6 +33,17 @@ double ActionCosts::of(ActionKind kind, int stage) const {
   return per_stage.at(static_cast<size_t>(stage))[kind];
 }
 
+double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
+  const double cost = of(kind, stage);
+  if (microbatch_scale.empty()) return cost;
+  return cost * microbatch_scale.at(static_cast<size_t>(microbatch));
+}
+
+double ActionCosts::commOf(int microbatch) const {
+  if (microbatch_scale.empty()) return comm;
+  return comm * microbatch_scale.at(static_cast<size_t>(microbatch));
+}
+
 ActionCosts ActionCosts::parse(const std::string& text) {
   const std::vector<std::string> items = splitList(text);
   PPSTAGE_CHECK(items.size() == 4, "--costs takes four numbers F,B,I,W (such as 1,2,1,1); got '",
@@ -219,7 +230,7 @@ class Simulation {
           const std::optional<double> ready = readyTime(a);
           if (!ready) break;
           const double start = std::max(clock[r], *ready);
-          const double cost = costs_.of(a.kind, a.stage);
+          const double cost = costs_.of(a.kind, a.stage, a.microbatch);
           clock[r] = start + cost;
           result.busy[r] += cost;
           result.start[r].push_back(start);
@@ -253,7 +264,7 @@ class Simulation {
   }
   std::optional<double> arrival(ActionKind send, int s, int m) const {
     const auto sent = done({send, s, m});
-    return sent ? std::optional<double>(*sent + costs_.comm) : std::nullopt;
+    return sent ? std::optional<double>(*sent + costs_.commOf(m)) : std::nullopt;
   }
   bool local(int a, int b) const { return req_.rank_of_stage[a] == req_.rank_of_stage[b]; }
 
@@ -372,7 +383,7 @@ std::string renderTimeline(const ScheduleRequest& request, const std::vector<Act
   for (size_t r = 0; r < ranks.size(); ++r) {
     for (size_t p = 0; p < ranks[r].size(); ++p) {
       const Action& a = ranks[r][p];
-      const double cost = costs.of(a.kind, a.stage);
+      const double cost = costs.of(a.kind, a.stage, a.microbatch);
       if (cost <= 0) continue;
       const std::string label = (show_stage ? std::to_string(a.stage) : "") + kindName(a.kind) +
                                 std::to_string(a.microbatch);

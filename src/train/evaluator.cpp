@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/data/sequence_batches.h"
 #include "ppstage/runtime/executor.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/forward_only.h"
@@ -25,6 +26,7 @@ Evaluator::Evaluator(const Config& config, const JobLayout& layout, EvalModel& e
   options.seed = config.train.seed;
   options.receives_ahead = config.comm.receives_ahead;
   options.forward_only = true;
+  if (eval.sequences && eval.sequences->varies()) options.max_length = eval.sequences->maxLength();
   const Topology& topology = layout.topology;
   ActionList actions =
       forwardOnlySchedule(layout.schedule.request).at(static_cast<size_t>(topology.ppRank()));
@@ -48,21 +50,32 @@ EvalResult Evaluator::run(int64_t steps) {
   // This rank's sums over the batches: the loss terms, the labels predicted right, and the
   // targets counted (the last stage's ranks only; the all-reduce adds the replicas).
   double sums[3] = {0, 0, 0};
+  const SequenceBatches* sequences = eval_.sequences.get();
+  const int64_t samples = sequences ? sequences->size() : eval_.data ? eval_.data->size() : 0;
+  const int64_t ignore = config_.train.ignore_index;
   for (int64_t b = 0; b < eval_.batches; ++b) {
     StepData data;  // targets_in_step 1: the executor's loss_sum is the sum of the terms
-    const int64_t first = b * config_.train.batch_size + topology.dpRank() * batch.local_batch;
-    for (int m = 0; m < batch.microbatches && (reads_inputs || reads_targets); ++m) {
-      std::vector<int64_t> indices;
-      for (int64_t i = 0; i < batch.microbatch_size; ++i) {
-        const int64_t position = first + m * batch.microbatch_size + i;
-        indices.push_back(eval_.data->size() > 0 ? position % eval_.data->size() : position);
+    std::vector<int64_t> indices;  // the global batch, in order (documents: by length)
+    for (int64_t i = 0; i < config_.train.batch_size; ++i) {
+      const int64_t position = b * config_.train.batch_size + i;
+      indices.push_back(samples > 0 ? position % samples : position);
+    }
+    if (sequences) indices = sequences->arrange(std::move(indices));
+    for (int m = 0; m < batch.microbatches; ++m) {
+      const int64_t first = topology.dpRank() * batch.local_batch + m * batch.microbatch_size;
+      const int64_t size = batch.microbatch_size;
+      if (sequences && sequences->varies()) {
+        data.lengths.push_back(sequences->paddedLength(indices, first, size));
       }
-      if (reads_inputs)
-        data.inputs.push_back(stackFields(*eval_.data, layout_.roles.inputs, indices));
+      if (reads_inputs) {
+        data.inputs.push_back(
+            microBatchOf(*eval_.data, layout_.roles.inputs, indices, first, size, sequences, 0));
+      }
       if (reads_targets) {
-        data.targets.push_back(stackField(*eval_.data, layout_.roles.target, indices));
-        sums[2] += static_cast<double>(
-            countTargets(layout_.loss, data.targets.back(), config_.train.ignore_index));
+        data.targets.push_back(microBatchOf(*eval_.data, {layout_.roles.target}, indices, first,
+                                            size, sequences, ignore)
+                                   .at(0));
+        sums[2] += static_cast<double>(countTargets(layout_.loss, data.targets.back(), ignore));
       }
     }
     const StepStats stats = executor_->runStep(steps, data);

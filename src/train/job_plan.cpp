@@ -334,6 +334,16 @@ void checkModelComputesLoss(bool data_file, const DataRoles& roles, const ModelS
   checkModelLoss(loss.dtype, loss.sizes);
 }
 
+// The documents of `data` as --data.seq_len_policy pads them. Throws ppstage::Error for
+// data that has no documents (npy, tensors, idx: samples of one shape).
+std::shared_ptr<const SequenceBatches> sequencesOf(const Dataset& data, const Config& config) {
+  PPSTAGE_CHECK(data.size() > 0 && data.length(0) > 0,
+                "--data.documents and --data.seq_len_policy ", toString(config.data.seq_len_policy),
+                " need text or a token file; ", data.describe(), " has samples of one shape");
+  const int64_t max_length = data.fields().at(0).sample.shape.at(0);
+  return std::make_shared<SequenceBatches>(SequenceBatches::of(data, config.data, max_length));
+}
+
 // Evaluation's model: captured in eval mode, cut where `train` is, sharing its parameters.
 std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layout,
                                     const RankModel& train, const Dataset& train_data,
@@ -369,6 +379,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
   for (ModelParameter& p : split.graph.parameters) p.value = at::Tensor();
   split.master_values.clear();  // evaluation steps nothing
   eval->data = openValidationSet(config, layout, train.split, train_data);
+  if (layout.sequences) eval->sequences = sequencesOf(*eval->data, config);
   const int64_t samples = eval->data->size();
   eval->batches = samples == 0 ? config.eval.batches
                                : std::min(config.eval.batches, samples / config.train.batch_size);
@@ -386,16 +397,6 @@ ModelSplit splitForJob(const Config& config, const Topology& topology,
       splitCaptured(captureForSplit(config, data_input), pipeline, times ? &*times : nullptr);
   split.model.input.samples = nullptr;  // it holds the data set, which not every rank keeps
   return split;
-}
-
-// The documents of `data` as --data.seq_len_policy pads them. Throws ppstage::Error for
-// data that has no documents (npy, tensors, idx: samples of one shape).
-std::shared_ptr<const SequenceBatches> sequencesOf(const Dataset& data, const Config& config) {
-  PPSTAGE_CHECK(data.size() > 0 && data.length(0) > 0,
-                "--data.documents and --data.seq_len_policy ", toString(config.data.seq_len_policy),
-                " need text or a token file; ", data.describe(), " has samples of one shape");
-  const int64_t max_length = data.fields().at(0).sample.shape.at(0);
-  return std::make_shared<SequenceBatches>(SequenceBatches::of(data, config.data, max_length));
 }
 
 // Everything local: no collective, so that runAgreed can report any rank's failure.

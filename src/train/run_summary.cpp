@@ -179,6 +179,33 @@ std::vector<PerCompute<double>> stageActionCosts(const Topology& topology, const
   return costs;
 }
 
+// The simulator's makespan of `schedule` under `costs`; where micro-batches differ in
+// length (`lengths`, every step's), the median over the steps after the first of each
+// step's makespan with its own lengths: the measured costs are medians over those steps,
+// of micro-batches of every length, and a micro-batch of L tokens costs L over their mean
+// length (compute and messages grow about linearly with the length; attention's L^2 part
+// is small at these lengths).
+double predictedMakespan(const PipelineSchedule& schedule,
+                         const std::vector<std::vector<int64_t>>& lengths, ActionCosts costs) {
+  if (lengths.empty()) return simulateSchedule(schedule.request, schedule.ranks, costs).makespan;
+  const size_t first = lengths.size() > 1 ? 1 : 0;
+  double sum = 0, count = 0;
+  for (size_t step = first; step < lengths.size(); ++step) {
+    for (const int64_t length : lengths[step]) sum += static_cast<double>(length);
+    count += static_cast<double>(lengths[step].size());
+  }
+  const double mean = sum / count;
+  std::vector<double> makespans;
+  for (size_t step = first; step < lengths.size(); ++step) {
+    costs.microbatch_scale.clear();
+    for (const int64_t length : lengths[step]) {
+      costs.microbatch_scale.push_back(static_cast<double>(length) / mean);
+    }
+    makespans.push_back(simulateSchedule(schedule.request, schedule.ranks, costs).makespan);
+  }
+  return median(makespans);
+}
+
 // Note [Predicted step]
 // What the step should take, from what the run measured. The simulator runs the schedule
 // with every stage's own F, B, I and W costs (stages differ: a first stage whose input needs
@@ -186,14 +213,16 @@ std::vector<PerCompute<double>> stageActionCosts(const Topology& topology, const
 // the loss; a rank with two stages measures each), and with every message between ranks
 // arriving one measured transfer after its send (comm/transfer_probe.h), which gives the
 // makespan of the actions. After them comes the tail: the gradient sync, the step's
-// all-reduce and the optimizer. Every rank measures its own tail from the end of its actions,
-// but a rank that ends early waits in the sync for the others, which the makespan already
-// counts; the rank that ends last does not, so the smallest tail is the step's. Left out: the
-// time between actions (posting, bookkeeping), about 1 ms a step of 48 actions on gpt-small,
-// and the jitter of the actions themselves: the simulator runs every action at its median,
-// but a rank's compute varies by 10% from one step to the next on this machine, and a
-// pipeline's step follows the slower of its ranks at every dependency, so the measured step
-// sits a few percent above the median's prediction (docs/benchmarks.md).
+// all-reduce and the optimizer. Where micro-batches differ in length, each step is simulated
+// with its own lengths, and the makespan is the median of those (predictedMakespan). Every
+// rank measures its own tail from the end of its actions, but a rank that ends early waits
+// in the sync for the others, which the makespan already counts; the rank that ends last
+// does not, so the smallest tail is the step's. Left out: the time between actions
+// (posting, bookkeeping), about 1 ms a step of 48 actions on gpt-small, and the jitter of
+// the actions themselves: the simulator runs every action at its median, but a rank's
+// compute varies by 10% from one step to the next on this machine, and a pipeline's step
+// follows the slower of its ranks at every dependency, so the measured step sits a few
+// percent above the median's prediction (docs/benchmarks.md).
 void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
                    const RunRecord& record, const std::vector<RankSummary>& summaries,
                    std::vector<PerCompute<double>> stage_costs, RunMetrics& m) {
@@ -213,7 +242,7 @@ void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
   measured.comm = transfers > 0 ? transfer_s / transfers : 0;
   m.comm_s = measured.comm;
   m.stage_action_s = measured.per_stage;
-  m.predicted_makespan_s = simulateSchedule(schedule.request, schedule.ranks, measured).makespan;
+  m.predicted_makespan_s = predictedMakespan(schedule, record.microbatch_lengths, measured);
   m.predicted_step_s = m.predicted_makespan_s + tail;
 }
 
@@ -262,6 +291,7 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   step_time_s.push_back(result.seconds);
   bubble_fraction.push_back(result.bubble);
   tokens.push_back(result.tokens);
+  if (!result.microbatch_lengths.empty()) microbatch_lengths.push_back(result.microbatch_lengths);
   padded_tokens.push_back(result.padded_tokens);
   rss_mb.push_back(result.rss_mb);
   if (busy_s.empty()) busy_s.assign(result.reduced.busy_s.size(), 0.0);

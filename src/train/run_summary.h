@@ -31,7 +31,9 @@ struct RunRecord {
   std::vector<double> step_time_s;
   std::vector<double> bubble_fraction;
   std::vector<int64_t> tokens, padded_tokens;  // StepResult's, every step
-  std::vector<double> rss_mb;                  // this rank's, after every step
+  // Where micro-batches differ in length: every step's, this replica's (StepResult's).
+  std::vector<std::vector<int64_t>> microbatch_lengths;
+  std::vector<double> rss_mb;  // this rank's, after every step
   // Mean seconds of an F, B, I or W action in each step after the first (the first
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
   PerCompute<std::vector<double>> action_s;

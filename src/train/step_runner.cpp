@@ -30,11 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Samples [first, first + count) of `indices`.
-std::vector<int64_t> slice(const std::vector<int64_t>& indices, int64_t first, int64_t count) {
-  return {indices.begin() + first, indices.begin() + first + count};
-}
-
 // Micro-batches of this replica's samples of `fields`, [m][field]:
 // `indices[begin, begin + local_batch)`; documents (`sequences` not null) padded with 0 to
 // the length the policy gives each micro-batch.
@@ -45,15 +40,8 @@ std::vector<std::vector<at::Tensor>> cutMicrobatches(const Dataset& data,
                                                      const SequenceBatches* sequences) {
   std::vector<std::vector<at::Tensor>> out;
   for (int m = 0; m < layout.microbatches; ++m) {
-    const int64_t first = begin + m * layout.microbatch_size;
-    const std::vector<int64_t> samples = slice(indices, first, layout.microbatch_size);
-    if (sequences == nullptr) {
-      out.push_back(stackFields(data, fields, samples));
-      continue;
-    }
-    const int64_t length = sequences->paddedLength(indices, first, layout.microbatch_size);
-    std::vector<at::Tensor>& inputs = out.emplace_back();
-    for (size_t field : fields) inputs.push_back(padField(data, field, samples, length, 0));
+    out.push_back(microBatchOf(data, fields, indices, begin + m * layout.microbatch_size,
+                               layout.microbatch_size, sequences, 0));
   }
   return out;
 }
@@ -295,6 +283,7 @@ StepResult StepRunner::run(int64_t step) {
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.rss_mb = currentRssMb();
   result.tokens = step_tokens_.real;
+  result.microbatch_lengths = data.lengths;
   result.padded_tokens = step_tokens_.padded;
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
@@ -327,9 +316,9 @@ StepData StepRunner::withPaddedTargets(StepData data, const std::vector<int64_t>
   const int64_t ignore = config_.train.ignore_index;
   int64_t counted = 0;
   for (int64_t first = 0; first < config_.train.batch_size; first += batch.microbatch_size) {
-    const int64_t length = layout_.sequences->paddedLength(indices, first, batch.microbatch_size);
-    const at::Tensor targets = padField(
-        *data_, layout_.roles.target, slice(indices, first, batch.microbatch_size), length, ignore);
+    const at::Tensor targets = microBatchOf(*data_, {layout_.roles.target}, indices, first,
+                                            batch.microbatch_size, layout_.sequences.get(), ignore)
+                                   .at(0);
     counted += countTargets(layout_.loss, targets, ignore);
     if (first >= replica_begin && first < replica_begin + batch.local_batch) {
       data.targets.push_back(targets);

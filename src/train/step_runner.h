@@ -67,6 +67,8 @@ struct StepResult {
   // padding (`padded_tokens`); both JobLayout::tokens_per_step for data of one shape.
   int64_t tokens = 0;
   int64_t padded_tokens = 0;
+  // Where micro-batches differ in length: this replica's, per micro-batch (StepData).
+  std::vector<int64_t> microbatch_lengths;
 };
 
 class StepRunner {

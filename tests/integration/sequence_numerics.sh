@@ -21,10 +21,24 @@ trap 'rm -rf "$work"' EXIT
 
 model=(--model.name gpt --model.layers 4 --model.d_model 32 --model.heads 4
        --model.vocab_size 256 --model.seq_len 64)
+# Evaluation too, on the paragraphs of a text of our own, cut, ordered and padded the same way.
+val=$(cd "$(dirname "$0")/../.." && pwd)/docs/cli.md
 common=("${model[@]}" --train.steps 6 --train.batch_size 16 --output.log_every 0
         --train.threads 1 --comm.timeout_s 60 --train.optimizer sgd --train.lr 0.1
-        --train.grad_clip 0.5)
+        --train.grad_clip 0.5 --eval.every 3 --eval.batches 2 --data.val_path "$val")
 failed=0
+
+# The largest relative difference of two runs' evaluation losses; fails above 1e-5.
+eval_losses_match() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+ref, run = (json.load(open(p))["eval"] for p in sys.argv[1:3])
+assert len(ref) == len(run) > 0, f"{len(run)} evaluations, expected {len(ref)}"
+diff = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, run))
+print(f"{len(ref)} evaluations, max rel diff {diff:.2e}")
+sys.exit(diff > 1e-5)
+PY
+}
 
 for policy in bucket variable; do
   "$ppstage" train "${common[@]}" --data.seq_len_policy "$policy" --pipeline.stages 1 \
@@ -41,8 +55,9 @@ for policy in bucket variable; do
            > "$work/run.log" 2>&1; then
         echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; continue
       fi
-      if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1); then
-        echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
+      if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1) &&
+         eval_diff=$(eval_losses_match "$work/ref.json" "$work/run.json"); then
+        echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p'); eval $eval_diff"
       else
         echo "DIFFERS $name"; echo "$out"; failed=1
       fi

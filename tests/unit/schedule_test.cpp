@@ -147,6 +147,35 @@ TEST(Schedules, PerStageCostsGiveTheBottleneckFormula) {
   }
 }
 
+// Micro-batches of different lengths (ActionCosts::microbatch_scale): scales of 1 change
+// nothing; with the bottleneck last stage above, each micro-batch adds its own F1 + B1 and
+// the ends are the first micro-batch's F0 and the last one's B0.
+TEST(Schedules, MicroBatchScalesGiveTheBottleneckFormulaPerMicroBatch) {
+  for (int M = 2; M <= 8; ++M) {
+    ScheduleOptions o;
+    o.schedule = "1f1b";
+    o.stages = 2;
+    o.microbatches = M;
+    const PipelineSchedule s = buildSchedule(registry(), o);
+    ActionCosts slow_last;
+    slow_last.per_stage = {{1, 2, 0, 0}, {3, 5, 0, 0}};
+    slow_last.comm = 0.25;
+    const double unscaled = simulateSchedule(s.request, s.ranks, slow_last).makespan;
+    slow_last.microbatch_scale.assign(M, 1.0);
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, slow_last).makespan, unscaled);
+    double expected = 0;
+    for (int m = 0; m < M; ++m) {
+      slow_last.microbatch_scale[m] = 1 + 0.25 * (m % 3);  // 1, 1.25, 1.5, 1, ...
+      expected += slow_last.microbatch_scale[m] * (3 + 5);
+    }
+    const double first = slow_last.microbatch_scale.front(),
+                 last = slow_last.microbatch_scale.back();
+    expected += first * (1 + 0.25) + last * (2 + 0.25);
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, slow_last).makespan, expected)
+        << "M=" << M;
+  }
+}
+
 TEST(Schedules, CsvRoundTripIsIdentity) {
   for (const auto& [name, stages, per_rank] : {std::tuple<std::string, int, int>{"gpipe", 4, 1},
                                                {"1f1b", 5, 1},

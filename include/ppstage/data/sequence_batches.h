@@ -63,4 +63,11 @@ class SequenceBatches {
 at::Tensor padField(const Dataset& data, size_t field, const std::vector<int64_t>& indices,
                     int64_t length, int64_t pad);
 
+// One micro-batch: fields `fields` of the samples `indices[first, first + count)`, stacked;
+// for documents (`sequences` not null) each padded with `pad` to the length the policy
+// gives the micro-batch.
+std::vector<at::Tensor> microBatchOf(const Dataset& data, const std::vector<size_t>& fields,
+                                     const std::vector<int64_t>& indices, int64_t first,
+                                     int64_t count, const SequenceBatches* sequences, int64_t pad);
+
 }  // namespace ppstage

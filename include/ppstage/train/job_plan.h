@@ -69,7 +69,9 @@ struct EvalModel {
   RankModel model;
   std::vector<LocalStage> stages;       // this rank's, for the Evaluator
   std::shared_ptr<const Dataset> data;  // where samples are read and on rank 0; else null
-  int64_t batches = 0;                  // global batches per evaluation
+  // Documents: the validation set's lengths and padding, on every rank (JobLayout's).
+  std::shared_ptr<const SequenceBatches> sequences;
+  int64_t batches = 0;  // global batches per evaluation
 };
 
 // The plan of this rank: the layout, the model, the data, and this rank's compiled stages,
