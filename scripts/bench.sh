@@ -574,12 +574,11 @@ PY
   echo "|---|---|---|---|---|---|---|"
   for mode in none stage block; do
     local runs=("fixed|--data.documents true" "bucket|--data.buckets 64,128" "variable|")
-    [ "$mode" != none ] && runs+=("variable dynamic|--data.seq_len_policy variable --compile.dynamic true")
+    [ "$mode" != none ] && runs+=("variable dynamic|--compile.dynamic true")
     for run in "${runs[@]}"; do
       local name=${run%%|*} extra
       read -r -a extra <<< "${run#*|}"
       local policy=${name%% *}
-      [ "$name" = "variable dynamic" ] && policy=variable
       "${mpirun[@]}" "$ppstage" train --config configs/gpt-small.ini --model.seq_len 256 \
         --train.steps 30 --pipeline.microbatches 4 --output.log_every 0 --train.threads 1 \
         --compile.mode "$mode" --compile.max_respecializations 100000 \

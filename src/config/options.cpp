@@ -272,8 +272,8 @@ void addDataOptions(po::options_description& desc, DataConfig& d) {
       "bucket: comma-separated ascending lengths (e.g. 64,128,256), at most --model.seq_len, "
       "which is always the last; empty: a quarter, half and all of --model.seq_len");
   add("data.eot", po::value(&d.eot)->default_value(d.eot),
-      "documents of a token file: the end-of-text token between them (e.g. 50256); -1: the "
-      "whole file is one document");
+      "documents of a token file (--data.documents, bucket, variable): the end-of-text token "
+      "that ends each one (50256 for GPT-2's tokens); -1: none");
   desc.add(section);
 }
 
@@ -449,10 +449,8 @@ void validate(const CheckpointConfig& c) {
   PPSTAGE_CHECK(!c.resume || !c.dir.empty(), "--checkpoint.resume needs --checkpoint.dir");
 }
 
-void validate(const DataConfig& d, const ModelConfig& m) {
+void validate(const DataConfig& d) {
   for (size_t i = 0; i < d.buckets.size(); ++i) {
-    PPSTAGE_CHECK(d.buckets[i] <= m.seq_len, "--data.buckets go up to --model.seq_len (", m.seq_len,
-                  "); got ", d.buckets[i]);
     PPSTAGE_CHECK(i == 0 || d.buckets[i] > d.buckets[i - 1],
                   "--data.buckets must be ascending; got ", d.buckets[i - 1], " then ",
                   d.buckets[i]);
@@ -472,7 +470,7 @@ void validate(const CompileConfig& c) {
 
 void validate(const Config& c) {
   validate(c.model);
-  validate(c.data, c.model);
+  validate(c.data);
   validate(c.pipeline);
   validate(c.train);
   validate(c.comm);

@@ -30,8 +30,8 @@ class TokenSource {
 // [begin, end) of each document.
 using DocumentRanges = std::vector<std::pair<int64_t, int64_t>>;
 
-// The paragraphs of `text`: runs of lines between blank lines (empty, or only spaces and
-// tabs), each with the newline of its last line.
+// The paragraphs of `text`: runs of lines between blank lines (empty, or only spaces, tabs
+// and carriage returns), each with the newline of its last line.
 DocumentRanges paragraphRanges(std::string_view text);
 
 // The runs of `tokens` between `eot` tokens, each with the eot that ends it (the model

@@ -28,6 +28,10 @@ SequenceBatches::SequenceBatches(SeqLenPolicy policy, std::vector<int64_t> bucke
       buckets_(buckets.empty() ? defaultBuckets(max_length) : std::move(buckets)),
       max_length_(max_length),
       lengths_(std::move(lengths)) {
+  for (const int64_t b : buckets_) {
+    PPSTAGE_CHECK(b <= max_length_, "--data.buckets go up to the sequence length (", max_length_,
+                  "); got ", b);
+  }
   if (buckets_.back() != max_length_) buckets_.push_back(max_length_);
   for (const int64_t n : lengths_) {
     PPSTAGE_INTERNAL_ASSERT(n >= 1 && n <= max_length_, "a document of ", n,
@@ -42,10 +46,14 @@ SequenceBatches SequenceBatches::of(const Dataset& data, const DataConfig& confi
   return SequenceBatches(config.seq_len_policy, config.buckets, max_length, std::move(lengths));
 }
 
-std::vector<int64_t> SequenceBatches::arrange(std::vector<int64_t> indices) const {
+std::vector<int64_t> SequenceBatches::arrange(std::vector<int64_t> indices,
+                                              int64_t replicas) const {
   if (!varies()) return indices;
-  std::stable_sort(indices.begin(), indices.end(),
-                   [this](int64_t a, int64_t b) { return length(a) > length(b); });
+  const auto part = static_cast<int64_t>(indices.size()) / std::max<int64_t>(1, replicas);
+  for (int64_t r = 0; r < replicas; ++r) {
+    std::stable_sort(indices.begin() + r * part, indices.begin() + (r + 1) * part,
+                     [this](int64_t a, int64_t b) { return length(a) > length(b); });
+  }
   return indices;
 }
 
@@ -74,12 +82,15 @@ at::Tensor padField(const Dataset& data, size_t field, const std::vector<int64_t
 
 std::vector<at::Tensor> microBatchOf(const Dataset& data, const std::vector<size_t>& fields,
                                      const std::vector<int64_t>& indices, int64_t first,
-                                     int64_t count, const SequenceBatches* sequences, int64_t pad) {
+                                     int64_t count, const SequenceBatches* sequences,
+                                     const Padding& padding) {
   const std::vector<int64_t> samples(indices.begin() + first, indices.begin() + first + count);
   if (sequences == nullptr) return stackFields(data, fields, samples);
   const int64_t length = sequences->paddedLength(indices, first, count);
   std::vector<at::Tensor> out;
-  for (const size_t field : fields) out.push_back(padField(data, field, samples, length, pad));
+  for (const size_t field : fields) {
+    out.push_back(padField(data, field, samples, length, padding.of(field)));
+  }
   return out;
 }
 

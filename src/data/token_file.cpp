@@ -128,6 +128,8 @@ std::unique_ptr<Dataset> openTokenFile(const DataConfig& config, int64_t seq_len
   if (!config.cutsDocuments()) {
     return std::make_unique<TokenFileDataset>(std::move(mapped), seq_len, what);
   }
+  PPSTAGE_CHECK(config.eot >= 0, "documents of ", where, " need --data.eot, the token that ends ",
+                "each one (50256 for GPT-2's tokens)");
   std::shared_ptr<const TokenSource> shared = std::move(mapped);
   const DocumentRanges ranges = eotRanges(*shared, config.eot);
   return documentDataset(shared, ranges, seq_len, 0, what + ")");

@@ -218,7 +218,7 @@ std::vector<at::Tensor> narrowSequences(const std::vector<at::Tensor>& inputs, i
 
 ValueShapes recordValueShapes(const ModelGraph& model,
                               const std::function<std::vector<at::Tensor>(int64_t)>& make_input,
-                              int64_t batch, int64_t short_length) {
+                              int64_t batch) {
   ValueShapes shapes;
   const std::vector<at::Tensor> input = make_input(batch);
   const auto graph_inputs = model.graph->inputs();
@@ -262,18 +262,25 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     shapes[graph_inputs[i]].per_sample =
         perSample(input[i].sizes().vec(), batch, small_input.at(i).sizes().vec(), small);
   }
+  return shapes;
+}
+
+void recordLengthGrowth(const ModelGraph& model,
+                        const std::function<std::vector<at::Tensor>(int64_t)>& make_input,
+                        int64_t batch, int64_t short_length, ValueShapes& shapes) {
+  const std::vector<at::Tensor> input = make_input(2);
   const int64_t length = input.at(0).dim() >= 2 ? input[0].size(1) : 0;
-  if (short_length <= 0 || short_length >= length) return shapes;
+  if (short_length <= 0 || short_length >= length) return;
+  const Probe sizes_probe = buildProbe(*model.graph, Asks::kDtype);
   ShortProbes p;
   p.length = short_length;
-  p.at2 = sizesAt(sizes_probe, model, narrowSequences(make_input(2), short_length));
+  p.at2 = sizesAt(sizes_probe, model, narrowSequences(input, short_length));
   p.at3 = sizesAt(sizes_probe, model, narrowSequences(make_input(3), short_length));
   p.check_length = short_length / 2;
   if (p.check_length >= 1) {
-    p.check2 = sizesAt(sizes_probe, model, narrowSequences(make_input(2), p.check_length));
+    p.check2 = sizesAt(sizes_probe, model, narrowSequences(input, p.check_length));
   }
   for (auto& [value, meta] : shapes) addLengthGrowth(meta, value, batch, length, p);
-  return shapes;
 }
 
 ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Tensor>& input) {

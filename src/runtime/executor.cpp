@@ -576,6 +576,7 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
     }
   }
   impl.stats.receive_buffers_allocated = impl.receive_buffers->allocated();
+  impl.data = nullptr;
   return impl.stats;
 }
 

@@ -40,8 +40,8 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
 }
 
 double ActionCosts::commOf(int microbatch) const {
-  if (microbatch_scale.empty()) return comm;
-  return comm * microbatch_scale.at(static_cast<size_t>(microbatch));
+  if (message_scale.empty()) return comm;
+  return comm * message_scale.at(static_cast<size_t>(microbatch));
 }
 
 ActionCosts ActionCosts::parse(const std::string& text) {

@@ -77,6 +77,33 @@ void checkBackwardRuns(const ModelGraph& model, const std::vector<at::Tensor>& i
   }
 }
 
+// Micro-batches of different lengths: how every shape of `captured` follows the sequence
+// length too, from probes at half the example's (recordLengthGrowth). Throws
+// ppstage::Error, naming the cause, when the model fails on shorter inputs (a model traced
+// at one length).
+void addLengthGrowth(CapturedModel& captured,
+                     const std::function<std::vector<at::Tensor>(int64_t)>& make_input,
+                     const Config& config) {
+  const at::Tensor& first = captured.example_inputs.at(0);
+  PPSTAGE_CHECK(first.dim() >= 2, "--data.seq_len_policy ", toString(config.data.seq_len_policy),
+                " needs a model input with a sequence dimension; its input is ",
+                shapeText(first.sizes().vec()));
+  const int64_t length = first.size(1), short_length = length / 2;
+  try {
+    recordLengthGrowth(captured.graph, make_input, config.train.batch_size, short_length,
+                       captured.shapes);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::vector<at::Tensor> cut = narrowSequences(make_input(2), short_length);
+    throw Error(detail::concat(
+        "--data.seq_len_policy ", toString(config.data.seq_len_policy),
+        " needs a model that takes shorter sequences, but it fails on its example input cut to ",
+        short_length, " tokens (of ", length, "; a model traced at one length?): ",
+        describeModelFailure(captured.graph, cut, errorMessage(e))));
+  }
+}
+
 // captureForSplit computing in `dtype`.
 CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool training,
                         at::ScalarType dtype) {
@@ -113,16 +140,8 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
   }
   captured.timings.capture_s = watch.lap();
   captured.example_inputs = make_input(config.train.batch_size);
-  // Micro-batches of different lengths: how every shape follows the sequence length too,
-  // from probes at half the example's.
-  const at::Tensor& first_input = captured.example_inputs.at(0);
-  const int64_t short_length =
-      config.data.seq_len_policy != SeqLenPolicy::kFixed && first_input.dim() >= 2
-          ? first_input.size(1) / 2
-          : 0;
   try {
-    captured.shapes =
-        recordValueShapes(captured.graph, make_input, config.train.batch_size, short_length);
+    captured.shapes = recordValueShapes(captured.graph, make_input, config.train.batch_size);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // the interpreter's errors are not all c10::Error
@@ -130,6 +149,9 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
         "the model fails on its example input (",
         inputsText(captured.graph.input_names, captured.example_inputs), ", set by ", input.source,
         "): ", describeModelFailure(captured.graph, captured.example_inputs, errorMessage(e))));
+  }
+  if (config.data.seq_len_policy != SeqLenPolicy::kFixed) {
+    addLengthGrowth(captured, make_input, config);
   }
   if (dtype != at::kFloat && training) checkBackwardRuns(captured.graph, make_input(2));
   captured.timings.shapes_s = watch.lap();

@@ -60,7 +60,7 @@ EvalResult Evaluator::run(int64_t steps) {
       const int64_t position = b * config_.train.batch_size + i;
       indices.push_back(samples > 0 ? position % samples : position);
     }
-    if (sequences) indices = sequences->arrange(std::move(indices));
+    if (sequences) indices = sequences->arrange(std::move(indices), topology.dpSize());
     for (int m = 0; m < batch.microbatches; ++m) {
       const int64_t first = topology.dpRank() * batch.local_batch + m * batch.microbatch_size;
       const int64_t size = batch.microbatch_size;
@@ -68,12 +68,12 @@ EvalResult Evaluator::run(int64_t steps) {
         data.lengths.push_back(sequences->paddedLength(indices, first, size));
       }
       if (reads_inputs) {
-        data.inputs.push_back(
-            microBatchOf(*eval_.data, layout_.roles.inputs, indices, first, size, sequences, 0));
+        data.inputs.push_back(microBatchOf(*eval_.data, layout_.roles.inputs, indices, first, size,
+                                           sequences, {layout_.roles.target, ignore}));
       }
       if (reads_targets) {
         data.targets.push_back(microBatchOf(*eval_.data, {layout_.roles.target}, indices, first,
-                                            size, sequences, ignore)
+                                            size, sequences, {layout_.roles.target, ignore})
                                    .at(0));
         sums[2] += static_cast<double>(countTargets(layout_.loss, data.targets.back(), ignore));
       }

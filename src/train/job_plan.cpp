@@ -95,7 +95,12 @@ InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRo
   spec.samples = [data, fields](int64_t batch) {
     std::vector<int64_t> indices;
     for (int64_t i = 0; i < batch; ++i) indices.push_back(i % data->size());
-    return stackFields(*data, fields, indices);
+    if (data->length(0) == 0) return stackFields(*data, fields, indices);
+    std::vector<at::Tensor> padded;  // documents: at the longest a sample may be
+    for (const size_t f : fields) {
+      padded.push_back(padField(*data, f, indices, data->fields().at(f).sample.shape.at(0), 0));
+    }
+    return padded;
   };
   return spec;
 }
@@ -105,9 +110,8 @@ InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRo
 int64_t planLength(const Config& config, const ModelSplit& split) {
   if (config.data.seq_len_policy == SeqLenPolicy::kFixed) return 0;
   const at::Tensor& input = split.example_inputs.at(0);
-  PPSTAGE_CHECK(input.dim() >= 2, "--data.seq_len_policy ", toString(config.data.seq_len_policy),
-                " needs a model input with a sequence dimension; its input is ",
-                shapeText(input.sizes().vec()));
+  PPSTAGE_INTERNAL_ASSERT(input.dim() >= 2, "lengths vary, but the input is ",
+                          shapeText(input.sizes().vec()), " (captureForSplit checks it)");
   return input.size(1);
 }
 

@@ -180,13 +180,15 @@ std::vector<PerCompute<double>> stageActionCosts(const Topology& topology, const
 }
 
 // The simulator's makespan of `schedule` under `costs`; where micro-batches differ in
-// length (`lengths`, every step's), the median over the steps after the first of each
-// step's makespan with its own lengths: the measured costs are medians over those steps,
-// of micro-batches of every length, and a micro-batch of L tokens costs L over their mean
-// length (compute and messages grow about linearly with the length; attention's L^2 part
-// is small at these lengths).
+// length (`lengths`, every step's, at most `max_length`), the median over the steps after
+// the first of each step's makespan with its own lengths. The measured compute costs are
+// medians over those steps, of micro-batches of every length, so a micro-batch of L tokens
+// computes L over their mean length; a message was timed at max_length, so it takes L over
+// that (compute and messages grow about linearly with the length; attention's L^2 part is
+// small at these lengths).
 double predictedMakespan(const PipelineSchedule& schedule,
-                         const std::vector<std::vector<int64_t>>& lengths, ActionCosts costs) {
+                         const std::vector<std::vector<int64_t>>& lengths, int64_t max_length,
+                         ActionCosts costs) {
   if (lengths.empty()) return simulateSchedule(schedule.request, schedule.ranks, costs).makespan;
   const size_t first = lengths.size() > 1 ? 1 : 0;
   double sum = 0, count = 0;
@@ -198,8 +200,10 @@ double predictedMakespan(const PipelineSchedule& schedule,
   std::vector<double> makespans;
   for (size_t step = first; step < lengths.size(); ++step) {
     costs.microbatch_scale.clear();
+    costs.message_scale.clear();
     for (const int64_t length : lengths[step]) {
       costs.microbatch_scale.push_back(static_cast<double>(length) / mean);
+      costs.message_scale.push_back(static_cast<double>(length) / static_cast<double>(max_length));
     }
     makespans.push_back(simulateSchedule(schedule.request, schedule.ranks, costs).makespan);
   }
@@ -223,9 +227,12 @@ double predictedMakespan(const PipelineSchedule& schedule,
 // compute varies by 10% from one step to the next on this machine, and a pipeline's step
 // follows the slower of its ranks at every dependency, so the measured step sits a few
 // percent above the median's prediction (docs/benchmarks.md).
-void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
-                   const RunRecord& record, const std::vector<RankSummary>& summaries,
+void addPrediction(const JobLayout& layout, const RunRecord& record,
+                   const std::vector<RankSummary>& summaries,
                    std::vector<PerCompute<double>> stage_costs, RunMetrics& m) {
+  const PipelineSchedule& schedule = layout.schedule;
+  const Topology& topology = layout.topology;
+  const int64_t max_length = layout.sequences ? layout.sequences->maxLength() : 0;
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     m.action_s[kind] = median(record.action_s[kind]);
   }
@@ -242,7 +249,8 @@ void addPrediction(const PipelineSchedule& schedule, const Topology& topology,
   measured.comm = transfers > 0 ? transfer_s / transfers : 0;
   m.comm_s = measured.comm;
   m.stage_action_s = measured.per_stage;
-  m.predicted_makespan_s = predictedMakespan(schedule, record.microbatch_lengths, measured);
+  m.predicted_makespan_s =
+      predictedMakespan(schedule, record.microbatch_lengths, max_length, measured);
   m.predicted_step_s = m.predicted_makespan_s + tail;
 }
 
@@ -335,8 +343,8 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
     writeParameterFile(config.output.params_dir, world.rank(), namedParameters(model.mine, runner));
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
-  addPrediction(layout.schedule, layout.topology, record, summaries,
-                stageActionCosts(layout.topology, record, world), metrics);
+  addPrediction(layout, record, summaries, stageActionCosts(layout.topology, record, world),
+                metrics);
   addRanks(layout.topology, record, summaries, metrics);
   if (world.rank() == 0) {
     printSummary(metrics, log);

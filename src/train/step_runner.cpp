@@ -31,17 +31,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Micro-batches of this replica's samples of `fields`, [m][field]:
-// `indices[begin, begin + local_batch)`; documents (`sequences` not null) padded with 0 to
-// the length the policy gives each micro-batch.
+// `indices[begin, begin + local_batch)`; documents (`sequences` not null) padded as
+// `padding` says to the length the policy gives each micro-batch.
 std::vector<std::vector<at::Tensor>> cutMicrobatches(const Dataset& data,
                                                      const std::vector<size_t>& fields,
                                                      const std::vector<int64_t>& indices,
                                                      int64_t begin, const BatchLayout& layout,
-                                                     const SequenceBatches* sequences) {
+                                                     const SequenceBatches* sequences,
+                                                     const Padding& padding) {
   std::vector<std::vector<at::Tensor>> out;
   for (int m = 0; m < layout.microbatches; ++m) {
     out.push_back(microBatchOf(data, fields, indices, begin + m * layout.microbatch_size,
-                               layout.microbatch_size, sequences, 0));
+                               layout.microbatch_size, sequences, padding));
   }
   return out;
 }
@@ -205,25 +206,25 @@ StepData StepRunner::nextStepData() {
   const bool reads_targets = topology.owns(topology.numStages() - 1);
   const int64_t batch_size = config_.train.batch_size;
   StepData data;
-  step_tokens_ = {layout_.tokens_per_step, layout_.tokens_per_step};
+  data.tokens = data.padded_tokens = layout_.tokens_per_step;
   if (reads_inputs || reads_targets || sequences != nullptr) {
     std::vector<int64_t> indices = order_->samples(samples_seen_, batch_size);
     const BatchLayout& batch = layout_.batch;
     const int64_t replica_begin = topology.dpRank() * batch.local_batch;
     if (sequences != nullptr) {
-      indices = sequences->arrange(std::move(indices));
-      step_tokens_ = {0, 0};
+      indices = sequences->arrange(std::move(indices), topology.dpSize());
+      data.tokens = data.padded_tokens = 0;
       for (int64_t first = 0; first < batch_size; first += batch.microbatch_size) {
         const int64_t length = sequences->paddedLength(indices, first, batch.microbatch_size);
-        step_tokens_.padded += length * batch.microbatch_size;
+        data.padded_tokens += length * batch.microbatch_size;
         const bool mine = first >= replica_begin && first < replica_begin + batch.local_batch;
         if (mine && sequences->varies()) data.lengths.push_back(length);
       }
-      for (const int64_t i : indices) step_tokens_.real += sequences->length(i);
+      for (const int64_t i : indices) data.tokens += sequences->length(i);
     }
     if (reads_inputs) {
-      data.inputs =
-          cutMicrobatches(*data_, layout_.roles.inputs, indices, replica_begin, batch, sequences);
+      data.inputs = cutMicrobatches(*data_, layout_.roles.inputs, indices, replica_begin, batch,
+                                    sequences, paddingOf());
     }
     if (reads_targets) data = withTargets(std::move(data), indices, replica_begin);
   }
@@ -282,9 +283,9 @@ StepResult StepRunner::run(int64_t step) {
   result.wait_s = stats.wait_s;
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.rss_mb = currentRssMb();
-  result.tokens = step_tokens_.real;
+  result.tokens = data.tokens;
+  result.padded_tokens = data.padded_tokens;
   result.microbatch_lengths = data.lengths;
-  result.padded_tokens = step_tokens_.padded;
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);
@@ -296,8 +297,9 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
   // The whole step's targets (every replica's), to count what the step's mean divides by;
   // a step whose targets are all ignored counts 1, so that its loss and gradients are 0.
   const BatchLayout& batch = layout_.batch;
-  if (layout_.sequences != nullptr)
+  if (layout_.sequences != nullptr) {
     return withPaddedTargets(std::move(data), indices, replica_begin);
+  }
   const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
   data.targets_in_step =
       layout_.loss == LossKind::kModel
@@ -310,15 +312,18 @@ StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indi
   return data;
 }
 
+Padding StepRunner::paddingOf() const { return {layout_.roles.target, config_.train.ignore_index}; }
+
 StepData StepRunner::withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
                                        int64_t replica_begin) const {
   const BatchLayout& batch = layout_.batch;
   const int64_t ignore = config_.train.ignore_index;
   int64_t counted = 0;
   for (int64_t first = 0; first < config_.train.batch_size; first += batch.microbatch_size) {
-    const at::Tensor targets = microBatchOf(*data_, {layout_.roles.target}, indices, first,
-                                            batch.microbatch_size, layout_.sequences.get(), ignore)
-                                   .at(0);
+    const at::Tensor targets =
+        microBatchOf(*data_, {layout_.roles.target}, indices, first, batch.microbatch_size,
+                     layout_.sequences.get(), paddingOf())
+            .at(0);
     counted += countTargets(layout_.loss, targets, ignore);
     if (first >= replica_begin && first < replica_begin + batch.local_batch) {
       data.targets.push_back(targets);

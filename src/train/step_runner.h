@@ -30,6 +30,7 @@ class SampleOrder;
 class TraceRecorder;
 struct ClockAlignment;
 class MasterWeights;
+struct Padding;
 struct StepData;
 struct StepStats;
 class Dataset;
@@ -134,6 +135,8 @@ class StepRunner {
   // to its length, `indices` arranged (SequenceBatches::arrange).
   StepData withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
                              int64_t replica_begin) const;
+  // How documents are padded: the target field with --train.ignore_index.
+  Padding paddingOf() const;
 
   const Config& config_;
   const JobLayout& layout_;
@@ -150,9 +153,6 @@ class StepRunner {
   std::unique_ptr<SampleOrder> order_;
   std::vector<BoundaryLink> links_;  // the boundaries to other ranks this rank's stages have
   int64_t samples_seen_ = 0;
-  struct {
-    int64_t real = 0, padded = 0;
-  } step_tokens_;  // the current step's (StepResult::tokens)
 };
 
 }  // namespace ppstage

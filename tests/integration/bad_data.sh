@@ -91,4 +91,7 @@ refused model-loss-not-scalar "takes the model's first output as its loss, a flo
   --train.loss model --model.inputs input_ids,attention_mask=labels
 refused mse-on-labels "mse compares the model's output with the targets 'labels'" "${resnet[@]}" \
   --data.path "$data/classes.pt" --train.loss mse
+# Documents need text or tokens; shorter sequences need a model that takes them.
+refused documents-of-arrays "need text or a token file; " "${resnet[@]}" \
+  --data.path "$data/classes.pt" --data.documents true
 exit "$failed"

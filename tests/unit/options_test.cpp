@@ -62,6 +62,35 @@ TEST(Options, BadValuesAreErrors) {
   EXPECT_THROW(validate(stages.pipeline), Error);
 }
 
+// --data.buckets: ascending, for the bucket policy only (SequenceBatches checks them
+// against the data's sequence length).
+TEST(Options, BucketsAreAscendingAndForTheBucketPolicy) {
+  const auto data = [](std::vector<const char*> argv) {
+    Config config;
+    po::options_description options;
+    addModelOptions(options, config.model);
+    addDataOptions(options, config.data);
+    std::ostringstream help;
+    argv.insert(argv.begin(), "test");
+    parseOptions(static_cast<int>(argv.size()), argv.data(), options, "usage", help);
+    validate(config.data);
+    return config.data;
+  };
+  const DataConfig ok =
+      data({"--data.seq_len_policy", "bucket", "--data.buckets", "16,32", "--model.seq_len", "64"});
+  EXPECT_EQ(ok.buckets, (std::vector<int64_t>{16, 32}));
+  EXPECT_TRUE(ok.cutsDocuments());
+  for (const std::vector<const char*>& bad :
+       {std::vector<const char*>{"--data.seq_len_policy", "bucket", "--data.buckets", "32,16"},
+        {"--data.seq_len_policy", "bucket", "--data.buckets", "0,16"},
+        {"--data.seq_len_policy", "variable", "--data.buckets", "16"},
+        {"--data.seq_len_policy", "padded"},
+        {"--data.documents", "true", "--data.path", "synthetic"},
+        {"--data.eot", "-2"}}) {
+    EXPECT_THROW(data(bad), Error) << bad.at(0) << " " << bad.at(1);
+  }
+}
+
 TEST(Options, HelpStopsAndPrintsEveryOption) {
   Config config;
   po::options_description options;

@@ -147,9 +147,10 @@ TEST(Schedules, PerStageCostsGiveTheBottleneckFormula) {
   }
 }
 
-// Micro-batches of different lengths (ActionCosts::microbatch_scale): scales of 1 change
-// nothing; with the bottleneck last stage above, each micro-batch adds its own F1 + B1 and
-// the ends are the first micro-batch's F0 and the last one's B0.
+// Micro-batches of different lengths (ActionCosts::microbatch_scale, message_scale): scales
+// of 1 change nothing; with the bottleneck last stage above, each micro-batch adds its own
+// F1 + B1, and the ends are the first micro-batch's F0 and message and the last one's
+// message and B0.
 TEST(Schedules, MicroBatchScalesGiveTheBottleneckFormulaPerMicroBatch) {
   for (int M = 2; M <= 8; ++M) {
     ScheduleOptions o;
@@ -162,15 +163,17 @@ TEST(Schedules, MicroBatchScalesGiveTheBottleneckFormulaPerMicroBatch) {
     slow_last.comm = 0.25;
     const double unscaled = simulateSchedule(s.request, s.ranks, slow_last).makespan;
     slow_last.microbatch_scale.assign(M, 1.0);
+    slow_last.message_scale.assign(M, 1.0);
     EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, slow_last).makespan, unscaled);
     double expected = 0;
     for (int m = 0; m < M; ++m) {
       slow_last.microbatch_scale[m] = 1 + 0.25 * (m % 3);  // 1, 1.25, 1.5, 1, ...
+      slow_last.message_scale[m] = 0.5 * slow_last.microbatch_scale[m];
       expected += slow_last.microbatch_scale[m] * (3 + 5);
     }
     const double first = slow_last.microbatch_scale.front(),
                  last = slow_last.microbatch_scale.back();
-    expected += first * (1 + 0.25) + last * (2 + 0.25);
+    expected += first * (1 + 0.5 * 0.25) + last * (2 + 0.5 * 0.25);
     EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, slow_last).makespan, expected)
         << "M=" << M;
   }

@@ -77,12 +77,14 @@ TEST(Documents, TokenFileDocumentsEndAtEachEot) {
   std::remove(path.c_str());
 }
 
-// Longest first, ties in sample order; each policy's padded length.
+// Longest first (within each replica's share), ties in sample order; each policy's padded
+// length.
 TEST(SequenceBatches, StepsAreOrderedByLengthAndPaddedByPolicy) {
   const std::vector<int64_t> lengths = {3, 9, 5, 9, 1, 16};
   const SequenceBatches variable(SeqLenPolicy::kVariable, {}, 16, lengths);
   const std::vector<int64_t> step = variable.arrange({0, 1, 2, 3, 4});
   EXPECT_EQ(step, (std::vector<int64_t>{1, 3, 2, 0, 4}));
+  EXPECT_EQ(variable.arrange({0, 1, 2, 3}, 2), (std::vector<int64_t>{1, 0, 3, 2}));  // replicas
   EXPECT_EQ(variable.paddedLength(step, 0, 2), 9);
   EXPECT_EQ(variable.paddedLength(step, 2, 2), 5);
   EXPECT_EQ(variable.paddedLength(step, 4, 1), 1);
@@ -93,6 +95,10 @@ TEST(SequenceBatches, StepsAreOrderedByLengthAndPaddedByPolicy) {
   EXPECT_EQ(bucket.paddedLength(step, 3, 2), 4);
   const SequenceBatches listed(SeqLenPolicy::kBucket, {2, 6}, 16, lengths);
   EXPECT_EQ(listed.buckets(), (std::vector<int64_t>{2, 6, 16}));
+  EXPECT_NE(test::errorOf([&] {
+              SequenceBatches(SeqLenPolicy::kBucket, {8, 32}, 16, lengths);
+            }).find("--data.buckets go up to the sequence length (16); got 32"),
+            std::string::npos);
   const SequenceBatches fixed(SeqLenPolicy::kFixed, {}, 16, lengths);
   EXPECT_EQ(fixed.arrange({0, 1, 2}), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(fixed.paddedLength(step, 3, 2), 16);
@@ -203,6 +209,35 @@ TEST(SequenceRuns, PipelinedMicroBatchesOfTheirOwnLengthMatchOneProcess) {
       EXPECT_LE(got.compile.specializations_per_graph, 3);  // buckets 8, 16, 32
     }
   }
+}
+
+// A token file's documents: the model is captured on its first documents, padded to the
+// sequence length, and trains pipelined as one process does.
+TEST(SequenceRuns, TokenFileDocumentsTrainAsOneProcess) {
+  const std::string path = testing::TempDir() + "ppstage_sequence_tokens.bin";
+  std::vector<uint16_t> tokens;
+  for (int d = 0; d < 64; ++d) {
+    for (int t = 0; t < 3 + (d * 7) % 40; ++t)
+      tokens.push_back(static_cast<uint16_t>(1 + (d + t) % 200));
+    tokens.push_back(0);
+  }
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+  Config reference = documentRun(SeqLenPolicy::kVariable);
+  reference.data.path = path;
+  reference.data.eot = 0;
+  Config pipelined = reference;
+  reference.pipeline.stages = 1;
+  reference.pipeline.microbatches = 1;
+  pipelined.pipeline.microbatches = 4;
+  const RunMetrics expected = trainMetrics(reference, 1);
+  const RunMetrics got = trainMetrics(pipelined, 2);
+  ASSERT_EQ(got.losses.size(), expected.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    EXPECT_NEAR(got.losses[i], expected.losses[i], 1e-5 * std::abs(expected.losses[i])) << i;
+  }
+  EXPECT_NE(got.data.find("64 documents of 3 to 32 tokens"), std::string::npos) << got.data;
+  std::remove(path.c_str());
 }
 
 // Both ranks must agree on every micro-batch's length; when they do not (here: one pads

@@ -56,6 +56,7 @@ void validate(const CommConfig& comm);
 void validate(const CompileConfig& compile);
 void validate(const OutputConfig& output);
 void validate(const CheckpointConfig& checkpoint);
+void validate(const DataConfig& data);
 // Every section above.
 void validate(const Config& config);
 

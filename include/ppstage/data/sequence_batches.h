@@ -7,9 +7,10 @@
 //             --model.seq_len, always the last) its longest document fits
 //   variable  each micro-batch is padded to its longest document's length
 //
-// With bucket and variable the step's global batch is first ordered by length, longest
-// first (stable, so ties keep the sample order), then cut into replicas and micro-batches
-// as before: each micro-batch holds documents of like length, and little is padded. The
+// With bucket and variable each replica's share of the step's global batch is first ordered
+// by length, longest first (stable, so ties keep the sample order), then cut into
+// micro-batches as before: each micro-batch holds documents of like length, and little is
+// padded. The
 // order depends only on the step's samples, so every rank, and a single process with any
 // number of micro-batches, puts the same documents together. Padding is masked out of the
 // loss: inputs are padded with token 0, targets with --train.ignore_index.
@@ -29,7 +30,8 @@ class Dataset;
 class SequenceBatches {
  public:
   // `lengths`: every sample's (Dataset::length); `max_length`: --model.seq_len; `buckets`
-  // (bucket): ascending, at most max_length, empty for a quarter, half and all of it.
+  // (bucket): ascending, empty for a quarter, half and all of max_length. Throws
+  // ppstage::Error for a bucket longer than max_length.
   SequenceBatches(SeqLenPolicy policy, std::vector<int64_t> buckets, int64_t max_length,
                   std::vector<int64_t> lengths);
 
@@ -46,8 +48,10 @@ class SequenceBatches {
   int64_t size() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t length(int64_t index) const { return lengths_.at(static_cast<size_t>(index)); }
 
-  // The step's global batch `indices` in the order micro-batches take them (see above).
-  std::vector<int64_t> arrange(std::vector<int64_t> indices) const;
+  // The step's global batch `indices` in the order micro-batches take them: cut into
+  // `replicas` equal parts (data-parallel replicas), each ordered by length (see above), so
+  // that no replica gets all the longest documents.
+  std::vector<int64_t> arrange(std::vector<int64_t> indices, int64_t replicas = 1) const;
   // The length a micro-batch of the samples `indices[first, first + count)` is padded to.
   int64_t paddedLength(const std::vector<int64_t>& indices, int64_t first, int64_t count) const;
 
@@ -63,11 +67,20 @@ class SequenceBatches {
 at::Tensor padField(const Dataset& data, size_t field, const std::vector<int64_t>& indices,
                     int64_t length, int64_t pad);
 
+// What documents are padded with: token 0, and in the target field (also where the model
+// takes the labels as an input, --train.loss model) the loss's ignore index.
+struct Padding {
+  size_t target = 0;
+  int64_t ignore_index = -100;
+  int64_t of(size_t field) const { return field == target ? ignore_index : 0; }
+};
+
 // One micro-batch: fields `fields` of the samples `indices[first, first + count)`, stacked;
-// for documents (`sequences` not null) each padded with `pad` to the length the policy
-// gives the micro-batch.
+// for documents (`sequences` not null) each padded as `padding` says to the length the
+// policy gives the micro-batch.
 std::vector<at::Tensor> microBatchOf(const Dataset& data, const std::vector<size_t>& fields,
                                      const std::vector<int64_t>& indices, int64_t first,
-                                     int64_t count, const SequenceBatches* sequences, int64_t pad);
+                                     int64_t count, const SequenceBatches* sequences,
+                                     const Padding& padding);
 
 }  // namespace ppstage

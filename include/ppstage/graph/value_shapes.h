@@ -29,7 +29,7 @@ struct TensorMeta {
   // dimension, its growth per token of the sequence length L, in the part that does not
   // grow with the batch (`per_token`: a (b, L, C) activation's L) and in the per-sample
   // growth (`per_sample_token`: a flattened (b*L, C) one's b*L). Both empty when not probed,
-  // or when the shape is not affine in the length (a (b, L, L) attention matrix).
+  // or when the shape is not affine in the length (a flattened (b, L*L) attention matrix).
   std::vector<int64_t> per_token, per_sample_token;
 
   int64_t numel() const;
@@ -42,14 +42,20 @@ using ValueShapes = std::unordered_map<const torch::jit::Value*, TensorMeta>;
 // inputs and node outputs, with ints and List[int]s listed as the int64 tensors of shape
 // [] and [n] they cross cuts as. Values inside control-flow blocks are not listed.
 // Two probe runs (see value_shapes.cpp): the example batch without autograd, and a small
-// batch with autograd for requires_grad and per-sample growth. With `short_length` > 0, two
-// more at small batches of inputs cut to that length along their dimension 1 (the
-// sequence), for the growth per token. The module's own tensors are not modified (buffers
-// are copied first).
+// batch with autograd for requires_grad and per-sample growth. The module's own tensors
+// are not modified (buffers are copied first).
 ValueShapes recordValueShapes(
     const ModelGraph& model,
-    const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch,
-    int64_t short_length = 0);
+    const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch);
+
+// Adds to `shapes` (recordValueShapes' at `batch`) how every value follows the sequence
+// length (TensorMeta::per_token and per_sample_token), from probes without autograd on the
+// inputs cut to `short_length` along their dimension 1 (batches 2 and 3), checked at half
+// of it (batch 2). Nothing when the inputs have no dimension 1 longer than `short_length`.
+// Throws what the model throws on the shorter inputs.
+void recordLengthGrowth(const ModelGraph& model,
+                        const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input,
+                        int64_t batch, int64_t short_length, ValueShapes& shapes);
 
 // `inputs` cut to `length` along dimension 1, the sequence (those of fewer dimensions as
 // they are).

@@ -20,8 +20,8 @@
 // autograd produced none), so both sides agree on what crosses without looking at values.
 // Where micro-batches differ in length, both sides know each one's (StepData::lengths):
 // the receiver posts receives of exactly its shapes, and the sender sends the shapes it
-// has first, in one small message; a shape that differs is an error naming both, before
-// any data is taken.
+// has first, in one small message, which the receiver checks before it waits for the
+// tensors: a shape that differs is an error naming both, never a truncated tensor.
 //
 // Receives are posted ahead of where the lowering put them, as far as the receive buffers
 // allow (postReceivesEarly, schedule/early_receives.h; on a communicator that matches in
@@ -105,6 +105,10 @@ struct StepData {
   // [m]: micro-batch m's sequence length, on every rank, where micro-batches differ in
   // length (ExecutorOptions::max_length); empty otherwise.
   std::vector<int64_t> lengths;
+  // The tokens of the step's global batch (every replica's), for throughput: documents'
+  // own (`tokens`) and with their padding (`padded_tokens`).
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
 };
 
 // What one step cost on this rank.

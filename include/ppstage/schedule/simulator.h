@@ -28,15 +28,17 @@ struct ActionCosts {
   // When not empty, stage s's compute costs, per stage (what a run measured), in place of
   // the four above.
   std::vector<PerCompute<double>> per_stage;
-  // When not empty, micro-batch m's compute and message costs are the above times
-  // microbatch_scale[m]: micro-batches of different lengths (--data.seq_len_policy).
+  // Micro-batches of different lengths (--data.seq_len_policy): when not empty, micro-batch
+  // m's compute costs are the above times microbatch_scale[m], and its messages' comm
+  // times message_scale[m].
   std::vector<double> microbatch_scale;
+  std::vector<double> message_scale;
 
   double of(ActionKind kind) const;             // communication actions take no rank time
   double of(ActionKind kind, int stage) const;  // per_stage's when set
   // of(kind, stage), scaled for `microbatch` (microbatch_scale's when set).
   double of(ActionKind kind, int stage, int microbatch) const;
-  double commOf(int microbatch) const;  // comm, scaled for `microbatch`
+  double commOf(int microbatch) const;  // comm, scaled for `microbatch` (message_scale's)
   // "1,2,1,1" (F,B,I,W). Throws ppstage::Error.
   static ActionCosts parse(const std::string& text);
 };
