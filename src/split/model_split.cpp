@@ -77,6 +77,47 @@ void checkBackwardRuns(const ModelGraph& model, const std::vector<at::Tensor>& i
   }
 }
 
+// The first output (firstModelOutput) of `module`'s forward, in eval mode and without
+// autograd, on `inputs` bound to its arguments `names`; every submodule's mode is restored.
+at::Tensor evalOutputOf(torch::jit::Module& module, const std::vector<std::string>& names,
+                        const std::vector<at::Tensor>& inputs) {
+  std::vector<std::pair<torch::jit::Module, bool>> modes;  // outermost first
+  for (const torch::jit::Module& m : module.modules()) modes.emplace_back(m, m.is_training());
+  module.eval();  // no dropout: its draws would differ between two lengths
+  c10::IValue output;
+  try {
+    at::NoGradGuard no_grad;
+    torch::jit::Kwargs kwargs;
+    for (size_t i = 0; i < inputs.size(); ++i) kwargs[names.at(i)] = inputs[i];
+    output = module.get_method("forward")({}, kwargs);
+  } catch (...) {
+    for (auto& [m, training] : modes) m.train(training);
+    throw;
+  }
+  for (auto& [m, training] : modes) m.train(training);
+  return firstModelOutput(output);
+}
+
+// Whether the model's first output at a token changes when tokens follow it: its outputs
+// (b, L, ...) on `inputs` cut to `short_length` against the first short_length positions of
+// those on all of them, in eval mode. A causal model's (GPT, an RNN) do not change, so the
+// padding after a document is invisible to it; a bidirectional encoder's without a mask
+// do. False where not known: an output without the sequence in dimension 1.
+bool seesLaterTokens(CapturedModel& captured, const std::vector<at::Tensor>& inputs,
+                     int64_t short_length) {
+  torch::jit::Module& module = captured.model.module;
+  const std::vector<std::string>& names = captured.graph.input_names;
+  const at::Tensor all = evalOutputOf(module, names, inputs);
+  const at::Tensor cut = evalOutputOf(module, names, narrowSequences(inputs, short_length));
+  const int64_t length = inputs.at(0).size(1);
+  if (all.dim() < 2 || !all.is_floating_point() || all.size(1) != length ||
+      cut.dim() != all.dim() || cut.size(1) != short_length) {
+    return false;
+  }
+  return !at::allclose(all.narrow(1, 0, short_length).to(at::kFloat), cut.to(at::kFloat), 1e-3,
+                       1e-4);
+}
+
 // Micro-batches of different lengths: how every shape of `captured` follows the sequence
 // length too, from probes at half the example's (recordLengthGrowth). Throws
 // ppstage::Error, naming the cause, when the model fails on shorter inputs (a model traced
@@ -102,6 +143,7 @@ void addLengthGrowth(CapturedModel& captured,
         short_length, " tokens (of ", length, "; a model traced at one length?): ",
         describeModelFailure(captured.graph, cut, errorMessage(e))));
   }
+  captured.sees_later_tokens = seesLaterTokens(captured, make_input(2), short_length);
 }
 
 // captureForSplit computing in `dtype`.
@@ -224,6 +266,7 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
   split.compute_dtype = captured.compute_dtype;
   split.master_values = std::move(captured.master_values);
   split.precision_fallback = std::move(captured.precision_fallback);
+  split.sees_later_tokens = captured.sees_later_tokens;
   return split;
 }
 

@@ -66,6 +66,36 @@ std::string precisionText(const Config& c, const JobPlan& plan) {
   return out.str();
 }
 
+// "variable: each micro-batch padded to its longest document, padding masked out of the
+// loss", with a warning for a model whose outputs see the padding after a document.
+std::string lengthsText(const Config& c, const JobPlan& plan) {
+  const SequenceBatches& sequences = *plan.layout().sequences;
+  std::string text = toString(sequences.policy());
+  switch (sequences.policy()) {
+    case SeqLenPolicy::kFixed: text += ": every document padded to "; break;
+    case SeqLenPolicy::kBucket: text += ": each micro-batch padded to the first of "; break;
+    case SeqLenPolicy::kVariable:
+      text += ": each micro-batch padded to its longest document";
+      break;
+  }
+  if (sequences.policy() == SeqLenPolicy::kFixed) text += std::to_string(sequences.maxLength());
+  if (sequences.policy() == SeqLenPolicy::kBucket) {
+    std::vector<std::string> buckets;
+    for (const int64_t b : sequences.buckets()) buckets.push_back(std::to_string(b));
+    text += joinText(buckets, ", ") + " it fits";
+  }
+  text += ", padding masked out of the loss";
+  if (plan.model().split.sees_later_tokens && sequences.varies()) {
+    text += detail::concat(
+        "\n  warning:  the model's outputs at a token change with the tokens after it (attention "
+        "that is not causal, without a mask): the padding after each document changes them, so ",
+        "the losses depend on how documents are grouped into micro-batches (--pipeline.",
+        "microbatches, --train.dp); give the model a padding mask, or use --data.seq_len_policy ",
+        "fixed");
+  }
+  return text;
+}
+
 // " (cosine to 0.0001 after 100 warm-up steps)"; "" for a constant rate without warm-up.
 std::string lrScheduleText(const TrainConfig& t) {
   std::ostringstream out;
@@ -126,6 +156,7 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
     log << "  eval      every " << c.eval.every << " steps, " << plan.eval()->batches
         << " batches of " << plan.eval()->data->describe() << "\n";
   }
+  if (layout.sequences) log << "  lengths   " << lengthsText(c, plan) << "\n";
   log << "\n";
 }
 

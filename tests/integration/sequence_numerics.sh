@@ -6,7 +6,8 @@
 # masked out of the loss, and causal attention keeps it from every real token, so the
 # lengths each micro-batch is padded to change nothing but the arithmetic's order.
 #
-# Then the compiled graphs' specializations (with PP = 2): 200 steps in 3 buckets give
+# Then (with PP = 2) the warning for models that see the padding after a document, and the
+# compiled graphs' specializations: 200 steps in 3 buckets give
 # `stage` and `block` at most 3 executors per distinct graph; variable lengths give more
 # than 3 with static shapes, and with --compile.dynamic true the counts on the step lines
 # stop growing after the first steps.
@@ -65,6 +66,35 @@ for policy in bucket variable; do
   done
 done
 [ "$pp" = 2 ] || exit $failed
+
+# Padding after a document is invisible to a causal model only: a bidirectional encoder
+# (torch.nn's, no mask) is warned about, a GPT is not; both on a token file of documents.
+fixtures=$(cd "$(dirname "$0")/.." && pwd)/fixtures
+/usr/bin/python3 - "$work/docs.bin" <<'PY'
+import random, struct, sys
+random.seed(1)
+tokens = []
+for _ in range(200):
+    tokens += [random.randint(1, 63) for _ in range(random.randint(2, 30))] + [0]
+open(sys.argv[1], "wb").write(struct.pack(f"<{len(tokens)}H", *tokens))
+PY
+for model in real/transformer_encoder.pt traced_gpt.pt; do
+  "${mpiexec[@]}" -np 2 "$ppstage" train --model.name "$fixtures/$model" --model.vocab_size 64 \
+    --model.seq_len 16 --data.path "$work/docs.bin" --data.eot 0 --data.seq_len_policy variable \
+    --train.steps 1 --train.batch_size 8 --train.threads 1 > "$work/padding.log" 2>&1 \
+    || { echo "FAILED to run: $model"; tail -5 "$work/padding.log"; failed=1; continue; }
+  warned=no
+  grep -q "warning:  the model's outputs at a token change with the tokens after it" \
+    "$work/padding.log" && warned=yes
+  expected=no
+  [ "$model" = real/transformer_encoder.pt ] && expected=yes
+  if [ "$warned" = "$expected" ]; then
+    echo "ok      $model: warned that padding changes its outputs: $warned"
+  else
+    echo "FAILED  $model: warned that padding changes its outputs: $warned, expected $expected"
+    failed=1
+  fi
+done
 
 # The most executors one graph of any rank got, from a metrics JSON.
 specializations() {

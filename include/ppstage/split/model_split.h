@@ -45,6 +45,10 @@ struct CapturedModel {
   at::ScalarType compute_dtype = at::kFloat;
   std::map<std::string, at::Tensor> master_values;
   std::string precision_fallback;
+  // With lengths that vary (--data.seq_len_policy bucket or variable): the model's first
+  // output at a token changes when tokens follow it (bidirectional attention without a
+  // mask), so the padding after a document changes its outputs.
+  bool sees_later_tokens = false;
   SplitTimings timings;  // load, capture and shapes
 };
 
@@ -56,6 +60,7 @@ struct ModelSplit {
   at::ScalarType compute_dtype = at::kFloat;  // see CapturedModel
   std::map<std::string, at::Tensor> master_values;  // see CapturedModel
   std::string precision_fallback;                   // see CapturedModel
+  bool sees_later_tokens = false;                   // see CapturedModel
   StagePlan plan;
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
