@@ -15,6 +15,9 @@
 #include "ppstage/data/data_files.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/sequence_batches.h"
+#include "ppstage/graph/capture.h"
+#include "ppstage/graph/value_shapes.h"
+#include "ppstage/models/script_module_builder.h"
 #include "ppstage/observe/metrics.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/train/trainer.h"
@@ -162,6 +165,40 @@ TEST(SequenceShapes, CutsRecordHowTheyFollowTheLength) {
   EXPECT_EQ(meta.per_sample_token, (std::vector<int64_t>{0, 0, 0}));
   config.data.seq_len_policy = SeqLenPolicy::kFixed;
   EXPECT_TRUE(splitModel(config).stages.at(1).inputs.at(0).meta.per_token.empty());
+}
+
+// Each dim of a (b, L, L) value follows the length; a flattened (b, L * L) one does not
+// (the probe at a quarter of the length falls off the line through the other two), so its
+// growth stays empty and a cut through it is refused.
+TEST(SequenceShapes, AShapeNotAffineInTheLengthIsFound) {
+  ScriptModuleBuilder builder;
+  const torch::jit::Module module = builder.make(
+      "Squares", [](torch::jit::Module&) {}, R"(
+def forward(self, x):
+    h = x.float()
+    pairs = h.unsqueeze(2) * h.unsqueeze(1)
+    flat = pairs.reshape(x.size(0), -1)
+    return flat.sum(1) + pairs.sum(2).sum(1)
+)");
+  const auto make_input = [](int64_t batch) {
+    return std::vector<at::Tensor>{at::ones({batch, 16}, at::kLong)};
+  };
+  const ModelGraph graph = captureModel(module, {}, make_input(2));
+  ValueShapes shapes = recordValueShapes(graph, make_input, 4);
+  recordLengthGrowth(graph, make_input, 4, 8, shapes);
+  int affine_squares = 0, flattened = 0;
+  for (const auto& [value, meta] : shapes) {
+    if (meta.sizes == std::vector<int64_t>{4, 16, 16}) {
+      EXPECT_EQ(meta.per_token, (std::vector<int64_t>{0, 1, 1}));
+      ++affine_squares;
+    }
+    if (meta.sizes == std::vector<int64_t>{4, 256}) {
+      EXPECT_TRUE(meta.per_token.empty());
+      ++flattened;
+    }
+  }
+  EXPECT_EQ(affine_squares, 1);
+  EXPECT_EQ(flattened, 1);
 }
 
 RunMetrics trainMetrics(const Config& config, int ranks) {
