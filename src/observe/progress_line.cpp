@@ -46,15 +46,10 @@ bool stdoutIsTerminal() {
   return true;
 }
 
-ProgressLine::ProgressLine(std::ostream& out, int64_t first_step, int64_t steps,
-                           int64_t tokens_per_step, std::string unit)
-    : out_(out),
-      first_step_(first_step),
-      steps_(steps),
-      tokens_per_step_(tokens_per_step),
-      unit_(std::move(unit)) {}
+ProgressLine::ProgressLine(std::ostream& out, int64_t first_step, int64_t steps, std::string unit)
+    : out_(out), first_step_(first_step), steps_(steps), unit_(std::move(unit)) {}
 
-void ProgressLine::update(int64_t step, double loss, double seconds) {
+void ProgressLine::update(int64_t step, double loss, double seconds, int64_t tokens) {
   const Clock::time_point now = Clock::now();
   const bool last = step + 1 == steps_;
   if (drawn_ && !last && now - drawn_at_ < std::chrono::milliseconds(100)) return;
@@ -64,8 +59,8 @@ void ProgressLine::update(int64_t step, double loss, double seconds) {
   std::ostringstream line;
   line << "step " << step + 1 << "/" << steps_ << "  loss " << std::fixed << std::setprecision(4)
        << loss << "  " << unit_ << "/s " << std::setprecision(0)
-       << static_cast<double>(tokens_per_step_) / seconds << "  elapsed " << clockText(elapsed)
-       << "  eta " << clockText(eta);
+       << static_cast<double>(tokens) / seconds << "  elapsed " << clockText(elapsed) << "  eta "
+       << clockText(eta);
   out_ << "\r" << line.str() << "\x1b[K" << std::flush;  // ESC[K: erase to the line's end
   drawn_ = true;
   drawn_at_ = now;

@@ -212,7 +212,7 @@ class TrainLoop {
     if (record_.first_step >= config_.train.steps) return nothingToDo();
     if (live_progress_) {
       const JobLayout& layout = plan_.layout();
-      progress_.emplace(log_, record_.first_step, config_.train.steps, layout.tokens_per_step,
+      progress_.emplace(log_, record_.first_step, config_.train.steps,
                         layout.token_inputs ? "tokens" : "samples");
     }
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
@@ -265,7 +265,7 @@ class TrainLoop {
       clearProgress();
       printStep(log_, config_, plan_.layout(), step, result);
     }
-    if (progress_) progress_->update(step, result.loss, result.seconds);
+    if (progress_) progress_->update(step, result.loss, result.seconds, result.tokens);
   }
 
   // "eval step 100: loss 2.3100 accuracy 0.4200 (4 batches, 0.12 s)"; kept for the metrics.

@@ -17,14 +17,14 @@ bool stdoutIsTerminal();
 
 class ProgressLine {
  public:
-  // Steps [first_step, steps) of a run with `tokens_per_step` tokens (or samples) a step.
-  // `unit`: what tokens_per_step counts, "tokens" or "samples".
-  ProgressLine(std::ostream& out, int64_t first_step, int64_t steps, int64_t tokens_per_step,
-               std::string unit = "tokens");
+  // Steps [first_step, steps) of a run. `unit`: what a step's tokens count, "tokens" or
+  // "samples".
+  ProgressLine(std::ostream& out, int64_t first_step, int64_t steps, std::string unit = "tokens");
 
-  // After step `step` (0-based) took `seconds`, with `loss`: redraws the line, at most ten
-  // times a second (and always for the last step).
-  void update(int64_t step, double loss, double seconds);
+  // After step `step` (0-based) took `seconds` for `tokens` tokens (or samples; documents:
+  // their own, padding left out), with `loss`: redraws the line, at most ten times a second
+  // (and always for the last step).
+  void update(int64_t step, double loss, double seconds, int64_t tokens);
   // Erases the line, so that a plain line can be printed in its place; the next update
   // draws it again.
   void clear();
@@ -32,7 +32,7 @@ class ProgressLine {
  private:
   using Clock = std::chrono::steady_clock;
   std::ostream& out_;
-  int64_t first_step_, steps_, tokens_per_step_;
+  int64_t first_step_, steps_;
   std::string unit_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point drawn_at_{};
