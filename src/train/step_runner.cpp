@@ -292,30 +292,12 @@ StepResult StepRunner::run(int64_t step) {
   return result;
 }
 
+Padding StepRunner::paddingOf() const { return {layout_.roles.target, config_.train.ignore_index}; }
+
 StepData StepRunner::withTargets(StepData data, const std::vector<int64_t>& indices,
                                  int64_t replica_begin) const {
   // The whole step's targets (every replica's), to count what the step's mean divides by;
   // a step whose targets are all ignored counts 1, so that its loss and gradients are 0.
-  const BatchLayout& batch = layout_.batch;
-  if (layout_.sequences != nullptr) {
-    return withPaddedTargets(std::move(data), indices, replica_begin);
-  }
-  const at::Tensor all = stackField(*data_, layout_.roles.target, indices);
-  data.targets_in_step =
-      layout_.loss == LossKind::kModel
-          ? layout_.topology.dpSize() * batch.microbatches  // one loss per micro-batch
-          : std::max<int64_t>(1, countTargets(layout_.loss, all, config_.train.ignore_index));
-  for (int m = 0; m < batch.microbatches; ++m) {
-    data.targets.push_back(
-        all.narrow(0, replica_begin + m * batch.microbatch_size, batch.microbatch_size));
-  }
-  return data;
-}
-
-Padding StepRunner::paddingOf() const { return {layout_.roles.target, config_.train.ignore_index}; }
-
-StepData StepRunner::withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
-                                       int64_t replica_begin) const {
   const BatchLayout& batch = layout_.batch;
   const int64_t ignore = config_.train.ignore_index;
   int64_t counted = 0;

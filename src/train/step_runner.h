@@ -128,13 +128,10 @@ class StepRunner {
   // rank, targets on the last stage's), which it then counts as consumed.
   StepData nextStepData();
   // `data` with this replica's targets of the step's samples `indices` (this replica's
-  // begin at `replica_begin`) and the count of the whole step's.
+  // begin at `replica_begin`), one micro-batch at a time (documents padded with
+  // --train.ignore_index), and the count of the whole step's.
   StepData withTargets(StepData data, const std::vector<int64_t>& indices,
                        int64_t replica_begin) const;
-  // withTargets for documents: each micro-batch's targets padded with --train.ignore_index
-  // to its length, `indices` arranged (SequenceBatches::arrange).
-  StepData withPaddedTargets(StepData data, const std::vector<int64_t>& indices,
-                             int64_t replica_begin) const;
   // How documents are padded: the target field with --train.ignore_index.
   Padding paddingOf() const;
 
