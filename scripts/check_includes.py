@@ -23,14 +23,15 @@ ALLOWED = {
     "data": {"config", "core"},
     "schedule": {"config", "core"},
     "split": {"graph", "models", "config", "core"},
+    "parallel": {"split", "graph", "comm", "observe", "config", "core"},
     "compile": {"graph", "config", "core"},
     "comm": {"core"},
     "observe": {"comm", "schedule", "config", "core"},
     "runtime": {"comm", "compile", "schedule", "split", "graph", "observe", "config", "core"},
     "checkpoint": {"split", "graph", "models", "config", "core"},
-    "train": {"checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "train": {"parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
               "models", "data", "observe", "config", "core"},
-    "cli": {"train", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "cli": {"train", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
             "models", "data", "observe", "config", "core"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"ppstage/([a-z_]+)/', re.MULTILINE)

@@ -5,22 +5,26 @@
 
 namespace ppstage {
 
-Topology Topology::forJob(int world, int dp, int stages, int stages_per_rank, Placement placement) {
-  PPSTAGE_CHECK(dp >= 1 && world >= 1, "the job has ", world, " ranks and --train.dp ", dp,
-                "; both must be positive");
-  PPSTAGE_CHECK(world % dp == 0, "the world size must be pipeline ranks x --train.dp: ", world,
-                " ranks cannot form ", dp, " data-parallel replicas");
-  const int pp = world / dp;
+Topology Topology::forJob(int world, int dp, int stages, int stages_per_rank, Placement placement,
+                          int tp) {
+  PPSTAGE_CHECK(dp >= 1 && tp >= 1 && world >= 1, "the job has ", world, " ranks, --train.dp ", dp,
+                " and --train.tp ", tp, "; all must be positive");
+  PPSTAGE_CHECK(world % (dp * tp) == 0,
+                "the world size must be pipeline ranks x --train.dp x --train.tp: ", world,
+                " ranks cannot form ", dp, " data-parallel replica", dp > 1 ? "s" : "",
+                tp > 1 ? detail::concat(" of pipeline ranks of ", tp, " tensor-parallel ranks")
+                       : std::string());
+  const int pp = world / (dp * tp);
   if (stages == 0) stages = pp * stages_per_rank;
   PPSTAGE_CHECK(stages >= pp && stages % pp == 0, stages, " stages cannot be spread evenly over ",
-                pp, " pipeline ranks (", world, " ranks / --train.dp ", dp, "): the number of ",
-                "stages must be a multiple of the pipeline ranks");
+                pp, " pipeline ranks (", world, " ranks / --train.dp ", dp, " / --train.tp ", tp,
+                "): the number of stages must be a multiple of the pipeline ranks");
   PPSTAGE_CHECK(stages_per_rank == 1 || stages_per_rank == stages / pp,
                 "--pipeline.stages_per_rank is ", stages_per_rank, " but ", stages, " stages on ",
                 pp, " pipeline ranks make ", stages / pp, " per rank");
   PPSTAGE_CHECK(placement != Placement::kV || stages == 2 * pp, "a V placement needs exactly ",
                 "two stages per rank (", 2 * pp, " stages for ", pp, " ranks); got ", stages);
-  return Topology(pp, dp, stages, placement);
+  return Topology(pp, dp, tp, stages, placement);
 }
 
 Topology Topology::forPipeline(int stages, int stages_per_rank, Placement placement) {
@@ -66,8 +70,10 @@ std::vector<std::vector<int>> Topology::stagesOfEveryRank() const {
 std::string Topology::describe() const {
   std::string stages;
   for (int s : myStages()) stages += (stages.empty() ? "" : ",") + std::to_string(s);
+  const std::string tp =
+      tp_ > 1 ? detail::concat(", tp rank ", tpRank(), " of ", tp_) : std::string();
   return detail::concat("rank ", rank(), " of ", worldSize(), ": pp rank ", ppRank(), " of ", pp_,
-                        ", dp rank ", dpRank(), " of ", dp_, ", stages ", stages);
+                        ", dp rank ", dpRank(), " of ", dp_, tp, ", stages ", stages);
 }
 
 }  // namespace ppstage

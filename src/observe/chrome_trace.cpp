@@ -113,8 +113,9 @@ void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const Clo
 namespace {
 
 TraceKind kindOfCategory(const std::string& cat, const std::string& path) {
-  for (TraceKind k : {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait,
-                      TraceKind::kGradientSync, TraceKind::kAllReduce, TraceKind::kOptimizer}) {
+  for (TraceKind k :
+       {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait, TraceKind::kGradientSync,
+        TraceKind::kAllReduce, TraceKind::kOptimizer, TraceKind::kTensorParallel}) {
     if (cat == toString(k)) return k;
   }
   throw Error(

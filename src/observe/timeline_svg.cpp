@@ -33,6 +33,7 @@ const char* baseColour(BoxKind kind) {
     case BoxKind::kGradientSync: return "#b07aa1";
     case BoxKind::kAllReduce: return "#79706e";
     case BoxKind::kOptimizer: return "#edc948";
+    case BoxKind::kTensorParallel: return "#ff9da7";
   }
   return "#000000";
 }
@@ -175,6 +176,7 @@ const char* legendText(BoxKind kind) {
     case BoxKind::kGradientSync: return "gradient sync";
     case BoxKind::kAllReduce: return "step all-reduce";
     case BoxKind::kOptimizer: return "optimizer";
+    case BoxKind::kTensorParallel: return "tp all-reduce";
   }
   return "?";
 }

@@ -31,6 +31,7 @@ BoxKind boxKindOf(const TracedEvent& e) {
     case TraceKind::kGradientSync: return BoxKind::kGradientSync;
     case TraceKind::kAllReduce: return BoxKind::kAllReduce;
     case TraceKind::kOptimizer: return BoxKind::kOptimizer;
+    case TraceKind::kTensorParallel: return BoxKind::kTensorParallel;
   }
   return BoxKind::kPost;
 }

@@ -11,6 +11,7 @@ const char* toString(TraceKind kind) {
     case TraceKind::kGradientSync: return "gradient_sync";
     case TraceKind::kAllReduce: return "all_reduce";
     case TraceKind::kOptimizer: return "optimizer";
+    case TraceKind::kTensorParallel: return "tp";
   }
   return "?";
 }
@@ -23,6 +24,7 @@ std::string eventName(const TraceEvent& event) {
     case TraceKind::kGradientSync: return "gradient sync";
     case TraceKind::kAllReduce: return "all-reduce";
     case TraceKind::kOptimizer: return "optimizer";
+    case TraceKind::kTensorParallel: return "tp all-reduce";
   }
   return "?";
 }

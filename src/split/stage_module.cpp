@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "ppstage/core/error.h"
 
@@ -315,8 +316,23 @@ class StageExtractor {
       if (it != stage.node_call.end()) live.insert(*it);
     }
     stage.node_call = std::move(live);
+    stage.value_shapes = liveShapes(g, env);
     copyInputsWrittenInPlace(stage);
     return stage;
+  }
+
+  // The plan's shapes of the stage's live top-level tensor values (`env`: model value ->
+  // stage value, some of them deleted since as dead code).
+  std::unordered_map<const Value*, TensorMeta> liveShapes(
+      torch::jit::Graph& g, const std::unordered_map<Value*, Value*>& env) const {
+    std::unordered_set<const Value*> live(g.inputs().begin(), g.inputs().end());
+    for (const Node* n : g.nodes()) live.insert(n->outputs().begin(), n->outputs().end());
+    std::unordered_map<const Value*, TensorMeta> shapes;
+    for (const auto& [model_value, stage_value] : env) {
+      const auto meta = shapes_.find(model_value);
+      if (meta != shapes_.end() && live.count(stage_value)) shapes[stage_value] = meta->second;
+    }
+    return shapes;
   }
 
   // A stage that writes in place into a tensor it receives (`x += f(x)`, ReLU(inplace=True)

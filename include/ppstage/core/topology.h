@@ -1,8 +1,12 @@
 // Topology: the parallel layout of a job, built and validated once (forJob). No other code
 // does rank arithmetic: schedules, the executor, gradient sync and the metrics ask it.
 //
-// World ranks are laid out replica by replica: the pp ranks of data-parallel replica d are
-// world ranks d*pp .. d*pp+pp-1. Stages are placed on pipeline ranks either in a loop
+// World ranks are laid out replica by replica, and within a replica pipeline rank by
+// pipeline rank, each pipeline rank being tp adjacent ranks (its tensor-parallel group, which
+// holds the shards of the same stages): world rank = (d*pp + p)*tp + t for data-parallel
+// rank d, pipeline rank p and tensor-parallel rank t. With tp 1, the pp ranks of replica d are
+// world ranks d*pp .. d*pp+pp-1. A pipeline message goes from TP rank t of one stage to TP
+// rank t of the next. Stages are placed on pipeline ranks either in a loop
 // (stage s on pp rank s % pp: 0 1 2 3 0 1 2 3) or in a V (0 1 2 3 3 2 1 0), with
 // stages / pp stages on every pipeline rank.
 //
@@ -19,13 +23,14 @@ namespace ppstage {
 
 class Topology {
  public:
-  // The layout of a job of `world` ranks: `dp` replicas of world / dp pipeline ranks, and
-  // `stages` stages (0: pipeline ranks x stages_per_rank) spread evenly over them.
-  // stages_per_rank is a check: 1 accepts whatever stages / pipeline ranks comes to.
-  // Throws ppstage::Error unless dp divides world, the stages are a multiple of the
-  // pipeline ranks, stages_per_rank is 1 or matches, and a V has two stages per rank.
+  // The layout of a job of `world` ranks: `dp` replicas of world / (dp x tp) pipeline ranks
+  // of `tp` ranks each, and `stages` stages (0: pipeline ranks x stages_per_rank) spread
+  // evenly over them. stages_per_rank is a check: 1 accepts whatever stages / pipeline
+  // ranks comes to. Throws ppstage::Error unless dp x tp divides world, the stages are a
+  // multiple of the pipeline ranks, stages_per_rank is 1 or matches, and a V has two stages
+  // per rank.
   static Topology forJob(int world, int dp, int stages, int stages_per_rank,
-                         Placement placement = Placement::kLoop);
+                         Placement placement = Placement::kLoop, int tp = 1);
   // One replica of stages / stages_per_rank pipeline ranks: what a schedule is made for.
   // Throws ppstage::Error unless stages_per_rank divides stages (and as forJob).
   static Topology forPipeline(int stages, int stages_per_rank,
@@ -34,9 +39,10 @@ class Topology {
   Topology atRank(int rank) const;
 
   // --- the job ---------------------------------------------------------------------------
-  int worldSize() const { return pp_ * dp_; }
+  int worldSize() const { return pp_ * dp_ * tp_; }
   int ppSize() const { return pp_; }
   int dpSize() const { return dp_; }
+  int tpSize() const { return tp_; }
   int numStages() const { return stages_; }
   int stagesPerRank() const { return stages_ / pp_; }
   Placement placement() const { return placement_; }
@@ -48,38 +54,48 @@ class Topology {
   std::vector<int> stagesOf(int pp_rank) const;
   // stagesOf() of every pipeline rank.
   std::vector<std::vector<int>> stagesOfEveryRank() const;
-  // Pipeline and data-parallel rank of world rank `world_rank`.
-  int ppRankOf(int world_rank) const { return world_rank % pp_; }
-  int dpRankOf(int world_rank) const { return world_rank / pp_; }
-  // World rank of pipeline rank `pp_rank` in replica `dp_rank`.
-  int worldRank(int pp_rank, int dp_rank) const { return dp_rank * pp_ + pp_rank; }
+  // Pipeline, data-parallel and tensor-parallel rank of world rank `world_rank`.
+  int ppRankOf(int world_rank) const { return world_rank / tp_ % pp_; }
+  int dpRankOf(int world_rank) const { return world_rank / tp_ / pp_; }
+  int tpRankOf(int world_rank) const { return world_rank % tp_; }
+  // World rank of pipeline rank `pp_rank` in replica `dp_rank`, tensor-parallel rank `tp_rank`.
+  int worldRank(int pp_rank, int dp_rank, int tp_rank = 0) const {
+    return (dp_rank * pp_ + pp_rank) * tp_ + tp_rank;
+  }
 
   // --- as one rank sees it (atRank) -------------------------------------------------------
   int rank() const;
   int ppRank() const { return ppRankOf(rank()); }
   int dpRank() const { return dpRankOf(rank()); }
+  int tpRank() const { return tpRankOf(rank()); }
   // Stages this rank runs, in increasing order.
   std::vector<int> myStages() const { return stagesOf(ppRank()); }
-  // World rank, in this rank's replica, that runs `stage`.
-  int ownerOfStage(int stage) const { return worldRank(ppRankOfStage(stage), dpRank()); }
+  // World rank, in this rank's replica and at its tensor-parallel rank, that runs `stage`.
+  int ownerOfStage(int stage) const { return worldRank(ppRankOfStage(stage), dpRank(), tpRank()); }
   bool owns(int stage) const { return ownerOfStage(stage) == rank(); }
   // World rank running stage-1 / stage+1 in this replica; -1 at the pipeline's ends.
   int prevRank(int stage) const { return stage == 0 ? -1 : ownerOfStage(stage - 1); }
   int nextRank(int stage) const { return stage + 1 == stages_ ? -1 : ownerOfStage(stage + 1); }
-  // Colors for Communicator::split: one pipeline per replica, one dp group per pp rank.
-  // A rank that joins none of the groups a split makes (`member` false) gets the one color
-  // no replica has: those ranks land in a group of their own that nobody uses.
-  int pipelineColor(bool member = true) const { return member ? dpRank() : dp_; }
-  int dataParallelColor() const { return ppRank(); }
+  // Colors for Communicator::split: one pipeline per replica and tensor-parallel rank, one
+  // dp group per pipeline and tensor-parallel rank, one tensor-parallel group per pipeline
+  // rank and replica (adjacent world ranks). A rank that joins none of the groups a split
+  // makes (`member` false) gets the one color no pipeline has: those ranks land in a group
+  // of their own that nobody uses.
+  int pipelineColor(bool member = true) const {
+    return member ? dpRank() * tp_ + tpRank() : dp_ * tp_;
+  }
+  int dataParallelColor() const { return ppRank() * tp_ + tpRank(); }
+  int tensorParallelColor() const { return rank() / tp_; }
 
-  std::string describe() const;  // "rank 3 of 4: pp rank 1 of 2, dp rank 1 of 2, stages 1,3"
+  // "rank 3 of 4: pp rank 1 of 2, dp rank 1 of 2, stages 1,3" (", tp rank 1 of 2" with tp)
+  std::string describe() const;
 
  private:
-  Topology(int pp, int dp, int stages, Placement placement)
-      : pp_(pp), dp_(dp), stages_(stages), placement_(placement) {}
+  Topology(int pp, int dp, int tp, int stages, Placement placement)
+      : pp_(pp), dp_(dp), tp_(tp), stages_(stages), placement_(placement) {}
 
   int rank_ = -1;  // -1: the job as a whole, no rank's view
-  int pp_, dp_, stages_;
+  int pp_, dp_, tp_, stages_;
   Placement placement_;
 };
 

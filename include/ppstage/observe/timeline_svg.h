@@ -20,6 +20,7 @@ enum class BoxKind : uint8_t {
   kGradientSync,
   kAllReduce,
   kOptimizer,
+  kTensorParallel,  // a tensor-parallel all-reduce, drawn over the compute it is part of
 };
 
 // The legend's words: "F forward", "waiting for send/recv", ...

@@ -17,15 +17,16 @@
 namespace ppstage {
 
 enum class TraceKind : uint8_t {
-  kCompute,       // F, B, I or W of (stage, micro-batch)
-  kPost,          // posting a SEND or RECV of (stage, micro-batch): returns at once
-  kWait,          // waiting for a posted SEND or RECV to complete
-  kGradientSync,  // data-parallel and tied-weight gradient sums
-  kAllReduce,     // the step's one world all-reduce (loss, norm, costs, ...)
-  kOptimizer,     // clipping and the optimizer step
+  kCompute,         // F, B, I or W of (stage, micro-batch)
+  kPost,            // posting a SEND or RECV of (stage, micro-batch): returns at once
+  kWait,            // waiting for a posted SEND or RECV to complete
+  kGradientSync,    // data-parallel and tied-weight gradient sums
+  kAllReduce,       // the step's one world all-reduce (loss, norm, costs, ...)
+  kOptimizer,       // clipping and the optimizer step
+  kTensorParallel,  // one all-reduce of a tensor-parallel group, inside a compute event
 };
 
-// "compute", "post", "wait", "gradient_sync", "all_reduce", "optimizer": the Chrome
+// "compute", "post", "wait", "gradient_sync", "all_reduce", "optimizer", "tp": the Chrome
 // trace's category of the event.
 const char* toString(TraceKind kind);
 
@@ -38,7 +39,8 @@ struct TraceEvent {
 };
 
 // The event's name in a trace: the action in its text form ("1F3", "0SEND_F2"), prefixed
-// "wait " for a wait; "gradient sync", "all-reduce", "optimizer" for the others.
+// "wait " for a wait; "gradient sync", "all-reduce", "optimizer", "tp all-reduce" for the
+// others.
 std::string eventName(const TraceEvent& event);
 
 class TraceRecorder {

@@ -23,6 +23,7 @@
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/split/stage_plan.h"
+#include "ppstage/split/tensor_shard.h"
 
 namespace torch::jit {
 struct Graph;
@@ -48,6 +49,9 @@ struct StageParameter {
   bool is_parameter = true;           // false for buffers (no gradient)
   std::vector<int> model_parameters;  // indices into ModelGraph::parameters it stands for
   bool random_key = false;            // see ModelParameter::random_key
+  // Tensor parallelism (parallel/tensor_parallel.h): `value` is this rank's shard of the
+  // model's tensor; not sharded (the default): the whole tensor.
+  TensorShard shard;
 };
 
 struct StageModule {
@@ -62,6 +66,10 @@ struct StageModule {
   // was copied from; nodes the splitter added, and values recomputed from an earlier
   // stage's metadata, are not listed. What block compilation finds blocks from.
   std::unordered_map<const torch::jit::Node*, int> node_call;
+  // The plan's shapes (ValueShapes) of `graph`'s top-level tensor values as extracted, for
+  // the example batch: what the tensor-parallel pass reads. Passes that change the graph
+  // clear it.
+  std::unordered_map<const torch::jit::Value*, TensorMeta> value_shapes;
 
   // Elements of its trainable parameters, counted from `model`'s tensors (whichever rank
   // holds the stage's copies; other ranks drop theirs).
