@@ -206,7 +206,11 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
   add("train.max_skipped", po::value(&t.max_skipped)->default_value(t.max_skipped),
       "with --train.nonfinite skip: stop (exit code 3) after this many skipped steps in a row");
   add("train.dp", po::value(&t.dp)->default_value(t.dp),
-      "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp");
+      "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp x tp");
+  add("train.tp", po::value(&t.tp)->default_value(t.tp),
+      "tensor-parallel ranks per stage (adjacent ranks): each stage's attention and MLP "
+      "regions, found in its graph, are sharded over them (heads and hidden features); a "
+      "region that cannot be proven stays replicated, and the start-up lines say why");
   add("train.threads", po::value(&t.threads)->default_value(t.threads),
       "intra-op threads per rank; 0: the machine's cores divided by the ranks on it");
   desc.add(section);
@@ -429,6 +433,7 @@ void validate(const TrainConfig& t) {
   PPSTAGE_CHECK(t.grad_clip >= 0, "--train.grad_clip must be positive, or 0 for no clipping; ",
                 "got ", t.grad_clip);
   PPSTAGE_CHECK(t.dp >= 1, "--train.dp must be at least 1; got ", t.dp);
+  PPSTAGE_CHECK(t.tp >= 1, "--train.tp must be at least 1; got ", t.tp);
   PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
                 t.threads);
   PPSTAGE_CHECK(t.momentum >= 0 && t.momentum < 1, "--train.momentum must be in [0, 1); got ",

@@ -42,7 +42,9 @@ nlohmann::json rankJson(const RankMetrics& r) {
                          {"action_costs_s", perKindJson(r.action_s)},
                          {"tail_s", r.tail_s},
                          {"wait_s", perKindJson(r.wait_s)},
-                         {"receive_buffers", r.receive_buffers}});
+                         {"receive_buffers", r.receive_buffers},
+                         {"tp_s", r.tp_s},
+                         {"tp_all_reduces", r.tp_all_reduces}});
 }
 
 }  // namespace
@@ -68,6 +70,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"stages", m.stages},
       {"pp", m.pp},
       {"dp", m.dp},
+      {"tp", m.tp},
       {"microbatches", m.microbatches},
       {"batch_size", m.batch_size},
       {"tokens_per_step", m.tokens_per_step},
@@ -123,6 +126,7 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     m.stages = json.value("stages", 1);
     m.pp = json.value("pp", 1);
     m.dp = json.value("dp", 1);
+    m.tp = json.value("tp", 1);
     m.microbatches = json.value("microbatches", 1);
     m.params_dir = json.value("params_dir", "");
     for (const nlohmann::json& loss : json.at("losses")) {

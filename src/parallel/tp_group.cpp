@@ -117,6 +117,16 @@ void TpGroup::allReduceSum(at::Tensor& tensor) {
   ++calls_;
 }
 
+at::Tensor gatherShards(const at::Tensor& piece, const TensorShard& shard, TpGroup& group) {
+  if (!shard.sharded()) return piece;
+  std::vector<int64_t> sizes = piece.sizes().vec();
+  sizes.at(static_cast<size_t>(shard.dim)) = wholeSize(sizes[shard.dim], shard);
+  at::Tensor whole = at::zeros(sizes, piece.options().requires_grad(false));
+  placeShard(whole, piece.detach(), shard);
+  group.allReduceSum(whole);
+  return whole;
+}
+
 TpGroup& tpGroupOf(int64_t id) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -50,6 +50,7 @@ EvalResult Evaluator::run(int64_t steps) {
   // This rank's sums over the batches: the loss terms, the labels predicted right, and the
   // targets counted (the last stage's ranks only; the all-reduce adds the replicas).
   double sums[3] = {0, 0, 0};
+  const bool counts = topology.tpRank() == 0;  // tensor-parallel ranks compute the same loss
   const SequenceBatches* sequences = eval_.sequences.get();
   const int64_t samples = sequences ? sequences->size() : eval_.data ? eval_.data->size() : 0;
   const int64_t ignore = config_.train.ignore_index;
@@ -75,10 +76,13 @@ EvalResult Evaluator::run(int64_t steps) {
         data.targets.push_back(microBatchOf(*eval_.data, {layout_.roles.target}, indices, first,
                                             size, sequences, {layout_.roles.target, ignore})
                                    .at(0));
-        sums[2] += static_cast<double>(countTargets(layout_.loss, data.targets.back(), ignore));
+        if (counts) {
+          sums[2] += static_cast<double>(countTargets(layout_.loss, data.targets.back(), ignore));
+        }
       }
     }
     const StepStats stats = executor_->runStep(steps, data);
+    if (!counts) continue;
     sums[0] += stats.loss_sum;
     sums[1] += static_cast<double>(stats.correct);
   }

@@ -95,6 +95,9 @@ double GradientSync::squaredNormShare() const {
     for (const StageParameter& p : stage->parameters) {
       if (!p.is_parameter || !p.value.requires_grad() || !p.value.grad().defined()) continue;
       if (std::find(skip.begin(), skip.end(), &p.value) != skip.end()) continue;
+      // A whole tensor is held (and its gradient equal) on every tensor-parallel rank:
+      // counted once, on the first; each rank's shard counts on its own.
+      if (!p.shard.sharded() && topology_.tpRank() != 0) continue;
       sum += p.value.grad().to(at::kDouble).pow(2).sum().item<double>();
     }
   }

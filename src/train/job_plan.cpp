@@ -26,14 +26,14 @@
 namespace ppstage {
 namespace {
 
-// The job's layout: pp = world / dp; stages from --pipeline.stages, else one more than the
+// The job's layout: pp = world / (dp x tp); stages from --pipeline.stages, else one more than the
 // split points, else one per pipeline rank times --pipeline.stages_per_rank.
 Topology jobTopology(const PipelineConfig& p, const TrainConfig& t, int world) {
   const int stages = p.stages > 0              ? static_cast<int>(p.stages)
                      : !p.split_points.empty() ? static_cast<int>(p.split_points.size()) + 1
                                                : 0;
   return Topology::forJob(world, static_cast<int>(t.dp), stages,
-                          static_cast<int>(p.stages_per_rank), p.placement);
+                          static_cast<int>(p.stages_per_rank), p.placement, static_cast<int>(t.tp));
 }
 
 int autoThreads(int world) {
@@ -204,8 +204,21 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
   return stages;
 }
 
+// --train.tp above 1: this rank's stages rewritten into its shards of them, in `group`
+// (made here when null).
+void shardLocalStages(const Topology& topology, RankModel& model, std::shared_ptr<TpGroup> group) {
+  if (topology.tpSize() == 1) return;
+  model.tp_group =
+      group ? std::move(group) : std::make_shared<TpGroup>(topology.tpRank(), topology.tpSize());
+  for (int s : topology.myStages()) {
+    model.tp_reports.push_back(shardStage(model.split.stages.at(static_cast<size_t>(s)),
+                                          model.split.graph, *model.tp_group));
+  }
+}
+
 // Makes `eval`'s parameters the training stage's own tensors, by name. Throws
-// ppstage::Error when the eval-mode stage uses one training's does not have.
+// ppstage::Error when the eval-mode stage uses one training's does not have, or holds
+// another shard of it.
 void shareParameters(const StageModule& train, StageModule& eval) {
   for (StageParameter& p : eval.parameters) {
     const auto same = std::find_if(train.parameters.begin(), train.parameters.end(),
@@ -214,6 +227,10 @@ void shareParameters(const StageModule& train, StageModule& eval) {
                   p.name,
                   "', which the training stage does not: evaluation cannot share its "
                   "parameters");
+    PPSTAGE_CHECK(same->value.sizes() == p.value.sizes(), "in eval mode, stage ", eval.index,
+                  " holds '", p.name, "' as ", shapeText(p.value.sizes().vec()), ", training as ",
+                  shapeText(same->value.sizes().vec()),
+                  " (tensor parallelism found other regions)");
     p.value = same->value;
   }
 }
@@ -371,6 +388,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
                 "--eval.every: the eval-mode model falls back to fp32 (",
                 eval->model.split.precision_fallback, ") where training runs in bf16; train with ",
                 "--train.precision fp32");
+  shardLocalStages(topology, eval->model, train.tp_group);
   for (int s : topology.myStages()) {
     shareParameters(train.split.stages.at(static_cast<size_t>(s)),
                     eval->model.split.stages.at(static_cast<size_t>(s)));
@@ -443,6 +461,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   checkHoldsOneBatch(*data, config.train.batch_size);
   if (config.data.cutsDocuments()) layout.sequences = sequencesOf(*data, config);
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
+  shardLocalStages(topology, model, nullptr);
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
   std::unique_ptr<EvalModel> eval;
   if (config.eval.every > 0) {
@@ -477,6 +496,12 @@ JobPlan::JobPlan(JobLayout layout, RankModel model, std::shared_ptr<const Datase
       model_(std::move(model)),
       data_(std::move(data)),
       local_stages_(std::move(local_stages)) {}
+
+void JobPlan::attachTensorParallel(Communicator& world) {
+  const Topology& topology = layout_.topology;
+  if (topology.tpSize() == 1) return;
+  model_.tp_group->attach(world.split(topology.tensorParallelColor(), topology.tpRank()));
+}
 
 std::vector<LocalStage> JobPlan::takeLocalStages() {
   PPSTAGE_INTERNAL_ASSERT(!stages_taken_, "this rank's stages were taken already");
@@ -543,6 +568,7 @@ JobPlan planJob(const Config& config, Communicator& world) {
   runAgreed(world, [&] {
     plan.emplace(planLocally(config, world.rank(), world.size(), seconds ? &*seconds : nullptr));
   });
+  plan->attachTensorParallel(world);
   return std::move(*plan);
 }
 

@@ -24,13 +24,14 @@ namespace {
 // Every model path of these stages -> its tensor.
 // Every path of `stages`' tensors: their values as the optimizer steps them (bf16: the fp32
 // master weights, `runner`'s).
-std::map<std::string, at::Tensor> namedParameters(const std::vector<StageModule*>& stages,
+std::map<std::string, at::Tensor> namedParameters(const RankModel& model,
                                                   const StepRunner& runner) {
   std::map<std::string, at::Tensor> named;
-  for (StageModule* stage : stages) {
+  for (StageModule* stage : model.mine) {
     for (const StageParameter& p : stage->parameters) {
       if (p.random_key) continue;  // not model state
-      const at::Tensor value = runner.storedValueOf(p.value);
+      at::Tensor value = runner.storedValueOf(p.value);
+      if (p.shard.sharded()) value = gatherShards(value, p.shard, *model.tp_group);
       named[p.name] = value;
       for (const std::string& alias : p.aliases) named[alias] = value;
     }
@@ -59,6 +60,8 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
     mine.wait_s[kind] = median(record.my_wait_s[kind]);
   }
   mine.receive_buffers_allocated = static_cast<double>(record.receive_buffers_allocated);
+  mine.tp_s = median(record.my_tp_s);
+  mine.tp_all_reduces = median(record.my_tp_all_reduces);
   mine.transfer_s = record.transfers.sum;
   mine.transfers = static_cast<double>(record.transfers.count);
   return mine;
@@ -87,6 +90,8 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.tail_s = theirs.tail_s;
     rm.wait_s = theirs.wait_s;
     rm.receive_buffers = static_cast<long long>(theirs.receive_buffers_allocated);
+    rm.tp_s = theirs.tp_s;
+    rm.tp_all_reduces = static_cast<long long>(theirs.tp_all_reduces);
     metrics.compile.graphs_compiled += rm.graphs_compiled;
     metrics.compile.cache_hits += rm.cache_hits;
     metrics.compile.respecializations += rm.respecializations;
@@ -109,6 +114,7 @@ RunMetrics runMetrics(const Config& config, const JobLayout& layout, const Datas
   metrics.stages = layout.topology.numStages();
   metrics.pp = layout.topology.ppSize();
   metrics.dp = layout.topology.dpSize();
+  metrics.tp = layout.topology.tpSize();
   metrics.microbatches = layout.batch.microbatches;
   metrics.batch_size = config.train.batch_size;
   const auto mean = [](const std::vector<int64_t>& v) {
@@ -322,6 +328,8 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
     if (!std::isnan(result.action_s[kind])) my_action_s[kind].push_back(result.action_s[kind]);
   }
   my_tail_s.push_back(result.tail_s);
+  my_tp_s.push_back(result.tp_s);
+  my_tp_all_reduces.push_back(static_cast<double>(result.tp_all_reduces));
   my_stage_action_s.resize(result.stage_action_s.size());
   for (size_t i = 0; i < result.stage_action_s.size(); ++i) {
     for (const ActionKind kind : PerCompute<double>::kinds()) {
@@ -340,7 +348,10 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
   const std::vector<RankSummary> summaries =
       RankSummary::gather(world, summaryOfThisRank(record, *model.compile_cache));
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
-    writeParameterFile(config.output.params_dir, world.rank(), namedParameters(model.mine, runner));
+    // Whole tensors, gathered over the tensor-parallel group, written by its first rank.
+    const std::map<std::string, at::Tensor> named = namedParameters(model, runner);
+    if (layout.topology.tpRank() == 0)
+      writeParameterFile(config.output.params_dir, world.rank(), named);
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
   addPrediction(layout, record, summaries, stageActionCosts(layout.topology, record, world),

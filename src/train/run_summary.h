@@ -46,6 +46,8 @@ struct RunRecord {
   // This rank's seconds waiting for transfers in every step after the first, per kind.
   PerTransfer<std::vector<double>> my_wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor, after the last step
+  // This rank's tensor-parallel all-reduces in every step after the first: seconds, count.
+  std::vector<double> my_tp_s, my_tp_all_reduces;
   // The one-way message time of this rank's boundaries (StepRunner::measureTransfers),
   // measured after the steps, before the summary.
   TransferSeconds transfers;

@@ -41,6 +41,8 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.receive_buffers_allocated);
   field(s.transfer_s);
   field(s.transfers);
+  field(s.tp_s);
+  field(s.tp_all_reduces);
 }
 
 // The per-rank slot vectors, in packing order.

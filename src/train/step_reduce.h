@@ -73,6 +73,8 @@ struct RankSummary {
   // The one-way message times this rank measured (TransferSeconds): their sum and count.
   double transfer_s = 0;
   double transfers = 0;
+  double tp_s = 0;            // median seconds per step in tensor-parallel all-reduces
+  double tp_all_reduces = 0;  // and their median count per step
 
   // Every rank's summary, in rank order (collective over `world`: each rank puts `mine`
   // into its slot of one all-reduce).

@@ -170,6 +170,7 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
     trace_ = std::make_unique<TraceRecorder>();
     clock_ = std::make_unique<ClockAlignment>(alignClocks(world));
     options.trace = trace_.get();
+    if (model.tp_group) model.tp_group->setTrace(trace_.get());
   }
   options.receives_ahead = config.comm.receives_ahead;
   if (layout.sequences && layout.sequences->varies()) {
@@ -237,6 +238,9 @@ StepResult StepRunner::run(int64_t step) {
   resetTensorBytesPeak();
   const StepData data = nextStepData();
   if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
+  TpGroup* tp = model_.tp_group.get();
+  const double tp_s_before = tp ? tp->seconds() : 0;
+  const int64_t tp_calls_before = tp ? tp->calls() : 0;
   const auto start = Clock::now();
   const StepStats stats = executor_->runStep(step, data);
   const auto actions_end = Clock::now();
@@ -282,6 +286,8 @@ StepResult StepRunner::run(int64_t step) {
   addActionSeconds(stats, result);
   result.wait_s = stats.wait_s;
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
+  result.tp_s = tp ? tp->seconds() - tp_s_before : 0;
+  result.tp_all_reduces = tp ? tp->calls() - tp_calls_before : 0;
   result.rss_mb = currentRssMb();
   result.tokens = data.tokens;
   result.padded_tokens = data.padded_tokens;
@@ -334,6 +340,7 @@ int64_t StepRunner::writeTrace() {
       {"stages", std::to_string(t.numStages())},
       {"pp", std::to_string(t.ppSize())},
       {"dp", std::to_string(t.dpSize())},
+      {"tp", std::to_string(t.tpSize())},
       {"microbatches", std::to_string(layout_.batch.microbatches)},
       {"compile", toString(config_.compile.mode)},
   };
@@ -344,9 +351,12 @@ int64_t StepRunner::writeTrace() {
 at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory,
                                      int64_t targets_in_step) {
   StepReduce mine;
-  mine.loss = stats.loss_sum;
-  // Every replica's last stage adds its share: the sum is the step's accuracy.
-  mine.accuracy = static_cast<double>(stats.correct) / static_cast<double>(targets_in_step);
+  // Every replica's last stage adds its share (its first tensor-parallel rank: the others
+  // compute the same loss): the sums are the step's loss and accuracy.
+  const bool counts = layout_.topology.tpRank() == 0;
+  mine.loss = counts ? stats.loss_sum : 0;
+  mine.accuracy =
+      counts ? static_cast<double>(stats.correct) / static_cast<double>(targets_in_step) : 0;
   mine.norm_squared = sync_->squaredNormShare();
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};

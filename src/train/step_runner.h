@@ -64,6 +64,10 @@ struct StepResult {
   // Seconds this rank waited for transfers, per kind.
   PerTransfer<double> wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor so far
+  // Tensor parallelism: this rank's seconds in its group's all-reduces during the step,
+  // and how many it ran.
+  double tp_s = 0;
+  int64_t tp_all_reduces = 0;
   // The tokens of the step's global batch: its documents' own (`tokens`) and with their
   // padding (`padded_tokens`); both JobLayout::tokens_per_step for data of one shape.
   int64_t tokens = 0;

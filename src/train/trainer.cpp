@@ -131,14 +131,27 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
                         " tied group", g.ties.size() == 1 ? "" : "s", ")");
 }
 
+// "4 of 5 regions sharded, 98304 of 106496 parameters sharded; 4 all-reduces forward, 4
+// backward per micro-batch"
+std::string tensorParallelText(const TpStageReport& report) {
+  const auto sharded = std::count_if(report.regions.begin(), report.regions.end(),
+                                     [](const TpRegion& r) { return r.sharded; });
+  return detail::concat(
+      sharded, " of ", report.regions.size(), " regions sharded, ", report.sharded_elements, " of ",
+      report.sharded_elements + report.replicated_elements, " parameters sharded; ",
+      report.forward_all_reduces, " all-reduces forward, ", report.backward_all_reduces,
+      " backward per micro-batch");
+}
+
 void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan) {
   const JobLayout& layout = plan.layout();
   const Topology& t = layout.topology;
   log << "ppstage train: " << t.worldSize() << " rank" << (t.worldSize() > 1 ? "s" : "") << " = pp "
-      << t.ppSize() << " x dp " << t.dpSize() << ", " << t.numStages() << " stage"
-      << (t.numStages() > 1 ? "s" : "") << " (" << t.stagesPerRank() << " per rank, "
-      << toString(t.placement()) << " placement), " << layout.threads << " thread"
-      << (layout.threads > 1 ? "s" : "") << " per rank\n"
+      << t.ppSize() << " x dp " << t.dpSize();
+  if (t.tpSize() > 1) log << " x tp " << t.tpSize();
+  log << ", " << t.numStages() << " stage" << (t.numStages() > 1 ? "s" : "") << " ("
+      << t.stagesPerRank() << " per rank, " << toString(t.placement()) << " placement), "
+      << layout.threads << " thread" << (layout.threads > 1 ? "s" : "") << " per rank\n"
       << "  model     " << modelDescription(c.model, plan.model().split) << "\n"
       << "  schedule  " << layout.schedule.name << ", " << layout.batch.microbatches
       << " micro-batches of " << layout.batch.microbatch_size << " (batch " << c.train.batch_size
@@ -157,6 +170,11 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
         << " batches of " << plan.eval()->data->describe() << "\n";
   }
   if (layout.sequences) log << "  lengths   " << lengthsText(c, plan) << "\n";
+  for (const TpStageReport& report : plan.model().tp_reports) {
+    log << "  tp        stage " << report.stage << ": " << tensorParallelText(report) << "\n";
+    for (const std::string& region : describeRegions(report))
+      log << "            " << region << "\n";
+  }
   log << "\n";
 }
 

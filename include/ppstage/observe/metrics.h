@@ -42,6 +42,10 @@ struct RankMetrics {
   // Receive buffers its executor allocated over the run: its pools, allocated once (see
   // runtime/executor.h), plus any allocated afresh because a buffer was still in use.
   long long receive_buffers = 0;
+  // Tensor parallelism: seconds this rank spent per step in its group's all-reduces, and
+  // how many it ran per step (medians over the steps after the first); 0 with tp 1.
+  double tp_s = 0;
+  long long tp_all_reduces = 0;
 };
 
 // Compilation over the whole job.
@@ -80,6 +84,7 @@ struct RunMetrics {
   int stages = 1;
   int pp = 1;
   int dp = 1;
+  int tp = 1;
   int microbatches = 1;
   long long batch_size = 0;
   // Tokens of a step's global batch: the mean over steps where they differ (documents:

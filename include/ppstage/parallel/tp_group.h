@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "ppstage/split/tensor_shard.h"
+
 namespace ppstage {
 
 class Communicator;
@@ -58,6 +60,11 @@ class TpGroup {
   double seconds_ = 0;
   int64_t calls_ = 0;
 };
+
+// The whole tensor of which `piece` is this rank's `shard`, on every rank of `group`
+// (collective: each places its piece in zeros, and the group sums); `piece` itself when
+// not sharded.
+at::Tensor gatherShards(const at::Tensor& piece, const TensorShard& shard, TpGroup& group);
 
 // The registered group `id` names; throws c10::Error (the graph's op fails) when none does.
 TpGroup& tpGroupOf(int64_t id);

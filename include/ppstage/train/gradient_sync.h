@@ -32,7 +32,8 @@ class GradientSync {
   void synchronize();
 
   // This rank's share of the squared global gradient norm: its own parameters on dp rank 0,
-  // a tied tensor only on the stage of its first copy; 0 on other replicas.
+  // a tied tensor only on the stage of its first copy, a tensor held whole on every
+  // tensor-parallel rank only on the first, a shard on each; 0 on other replicas.
   double squaredNormShare() const;
 
   // The first of this rank's parameters (stage, index into its StageModule::parameters),

@@ -17,6 +17,8 @@
 #include "ppstage/core/topology.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/sequence_batches.h"
+#include "ppstage/parallel/tensor_parallel.h"
+#include "ppstage/parallel/tp_group.h"
 #include "ppstage/runtime/executor.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/model_split.h"
@@ -60,6 +62,11 @@ struct RankModel {
   ModelSplit split;                             // every stage; only this rank's keep parameters
   std::vector<StageModule*> mine;               // this rank's stages, in order
   std::unique_ptr<CompileCache> compile_cache;  // this rank's, shared by its stages
+  // With --train.tp above 1: this rank's tensor-parallel group, which its stages' graphs
+  // name (evaluation's model shares it), and what the pass did to each of its stages
+  // (mine's order); its communicator is attached once every rank has planned.
+  std::shared_ptr<TpGroup> tp_group;
+  std::vector<TpStageReport> tp_reports;
 };
 
 // Evaluation's share of this rank (--eval.every): the model captured in eval mode and cut
@@ -94,6 +101,10 @@ class JobPlan {
   // Lets go of the fp32 values bf16 master weights start from (ModelSplit::master_values),
   // once the step runner has copied them.
   void releaseMasterValues() { model_.split.master_values.clear(); }
+
+  // --train.tp above 1: gives this rank's tensor-parallel group its communicator, split
+  // from `world`. Collective; nothing with a tp of 1.
+  void attachTensorParallel(Communicator& world);
 
   // This rank's compiled stages, in order, for its executor. Taken once: the plan keeps
   // none afterwards, and taking them again is our bug.
