@@ -23,6 +23,7 @@ std::string manifestToJson(const Manifest& m) {
   const SavedLayout& l = m.layout;
   const nlohmann::json layout = {{"pp", l.pp},
                                  {"dp", l.dp},
+                                 {"tp", l.tp},
                                  {"stages", l.stages},
                                  {"stages_per_rank", l.stages_per_rank},
                                  {"microbatches", l.microbatches},
@@ -63,6 +64,7 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
     const nlohmann::json& l = json.at("layout");
     m.layout.pp = l.at("pp").get<int>();
     m.layout.dp = l.at("dp").get<int>();
+    m.layout.tp = l.value("tp", 1);  // checkpoints from before tensor parallelism
     m.layout.stages = l.at("stages").get<int>();
     m.layout.stages_per_rank = l.at("stages_per_rank").get<int>();
     m.layout.microbatches = l.at("microbatches").get<int>();

@@ -20,8 +20,6 @@ namespace prim = c10::prim;
 
 bool isTensor(const Value* v) { return v->type()->isSubtypeOf(*c10::TensorType::get()); }
 
-c10::optional<int64_t> constantInt(Value* v) { return torch::jit::constant_as<int64_t>(v); }
-
 int64_t product(const std::vector<int64_t>& sizes, size_t begin, size_t end) {
   return std::accumulate(sizes.begin() + static_cast<std::ptrdiff_t>(begin),
                          sizes.begin() + static_cast<std::ptrdiff_t>(end), int64_t{1},
@@ -57,33 +55,29 @@ bool isElementwise(const Node* n) {
                     "aten::type_as",  "aten::tanh_",      "aten::sigmoid_",    "aten::gelu_"});
 }
 
-// Where a reshape from `in` to `out` puts `in`'s sharded dimension: the dimension of `out`
-// spanning the same elements, whose size divides into the parts and ranks; or, with parts,
-// the parts made dimensions of their own and the next one sharded. False when the shard
-// would not be contiguous in `out`.
+// Where a reshape from `in` to `out` puts `in`'s sharded dimension. In element order, a
+// rank's share is runs of `run` elements every `period` (a part's whole width); it is a
+// Sharding of out's dimension j when j's rows are whole within a run and j spans whole
+// periods: its parts are then j's span over the period (heads merged with the batch, as
+// nn.MultiheadAttention's (T, B*H, hd), are B parts of H). The innermost such j; false
+// when there is none (the shard would not be rows of any dimension).
 bool reshapedSharding(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
                       const Sharding& s, int ranks, Sharding& result) {
   const auto d = static_cast<size_t>(s.dim);
-  const int64_t span = product(in, d, in.size());  // the sharded dim and all inside it
-  auto innermostWithSpan = [&](int64_t target) -> int {
-    for (int j = static_cast<int>(out.size()) - 1; j >= 0; --j) {
-      if (product(out, static_cast<size_t>(j), out.size()) == target) return j;
+  const int64_t inner = product(in, d + 1, in.size());
+  const int64_t period = in[d] / s.parts * inner;
+  const int64_t run = period / ranks;
+  if (in[d] % (s.parts * ranks) != 0) return false;
+  for (int j = static_cast<int>(out.size()) - 1; j >= 0; --j) {
+    const int64_t rows = product(out, static_cast<size_t>(j) + 1, out.size());
+    const int64_t span = rows * out[static_cast<size_t>(j)];
+    if (run % rows == 0 && span % period == 0) {
+      result = {j, static_cast<int>(span / period)};
+      return true;
     }
-    return -1;
-  };
-  const int j = innermostWithSpan(span);
-  if (j >= 0 && out[j] % (s.parts * ranks) == 0) {
-    result = {j, s.parts};
-    return true;
+    if (rows > run) return false;
   }
-  if (s.parts == 1 || j < 0) return false;
-  const int k = innermostWithSpan(span / s.parts);  // the parts as dimensions j..k-1
-  if (k <= j || product(out, static_cast<size_t>(j), static_cast<size_t>(k)) != s.parts ||
-      out[k] % ranks != 0) {
-    return false;
-  }
-  result = {k, 1};
-  return true;
+  return false;
 }
 
 class Prover {
@@ -238,6 +232,11 @@ bool Prover::visit(Node* n) {
   const Sharding s = sharded_.at(x);
   if (!n->blocks().empty()) return fail(name(n) + " with a sharded value in its blocks");
   if (n->kind() == aten::size) return visitSizeRead(n, x, s);
+  // What a shard shares with the whole tensor: its device, dtype, layout, rank.
+  if (kindIn(n, {"prim::device", "prim::dtype", "prim::layout", "aten::dim", "prim::is_cuda",
+                 "aten::is_floating_point"})) {
+    return true;
+  }
   if (isElementwise(n)) return visitElementwise(n, x, s);
   if (kindIn(n, {"aten::transpose", "aten::transpose_"})) {
     const int rank = static_cast<int>(meta(x) ? meta(x)->sizes.size() : 0);
@@ -247,7 +246,7 @@ bool Prover::visit(Node* n) {
     return setSharded(n->output(), {dim, s.parts}, origin_[x]);
   }
   if (n->kind() == aten::permute) {
-    const auto dims = torch::jit::constant_as<std::vector<int64_t>>(n->input(1));
+    const auto dims = constantInts(n->input(1));
     if (!dims) return fail("permute with dims that are not constants");
     for (size_t i = 0; i < dims->size(); ++i) {
       const int64_t d =
@@ -274,7 +273,8 @@ bool Prover::visit(Node* n) {
   if (n->kind() == aten::__getitem__ && n->input(0) == x) {
     return setSharded(n->output(), s, origin_[x]);
   }
-  if (kindIn(n, {"aten::matmul", "aten::bmm", "aten::scaled_dot_product_attention"})) {
+  if (kindIn(n, {"aten::matmul", "aten::bmm", "aten::baddbmm",
+                 "aten::scaled_dot_product_attention"})) {
     return visitMatmul(n);
   }
   if (kindIn(n, {"aten::linear", "aten::addmm", "aten::mm"})) return visitLinear(n, x, s);
@@ -303,8 +303,8 @@ bool Prover::visitSizes(Node* n) {
   if (n->kind() == aten::slice && listOf(n->input(0)) != nullptr) {
     const std::vector<bool>& in = *listOf(n->input(0));
     const auto size = static_cast<int64_t>(in.size());
-    const auto start = torch::jit::constant_as<int64_t>(n->input(1)).value_or(0);
-    const auto end = torch::jit::constant_as<int64_t>(n->input(2)).value_or(size);
+    const auto start = constantInt(n->input(1)).value_or(0);
+    const auto end = constantInt(n->input(2)).value_or(size);
     const auto step = constantInt(n->input(3));
     if (!step || *step != 1) return fail("a slice of sizes with a step");
     const int64_t b = std::clamp<int64_t>(start < 0 ? start + size : start, 0, size);
@@ -316,6 +316,13 @@ bool Prover::visitSizes(Node* n) {
   if (n->kind() == aten::add && listOf(n->input(0)) != nullptr && listOf(n->input(1)) == nullptr &&
       n->output()->type()->kind() == c10::TypeKind::ListType) {
     per_rank_lists_[n->output()] = *listOf(n->input(0));  // per-rank positions stay in front
+    return true;
+  }
+  if (n->kind() == prim::ListUnpack && listOf(n->input(0)) != nullptr) {
+    const std::vector<bool>& in = *listOf(n->input(0));
+    for (size_t i = 0; i < n->outputs().size() && i < in.size(); ++i) {
+      if (in[i]) per_rank_ints_.insert(n->output(i));
+    }
     return true;
   }
   if (n->kind() == aten::__getitem__ && listOf(n->input(0)) != nullptr) {
@@ -377,17 +384,20 @@ bool Prover::visitMatmul(Node* n) {
   const TensorMeta* out = meta(n->output());
   if (out == nullptr) return fail("no recorded shape for " + name(n) + "'s output");
   const int rank = static_cast<int>(out->sizes.size());
-  const bool attention =
-      n->kind() == c10::Symbol::fromQualString("aten::scaled_dot_product_attention");
-  const size_t operands = attention ? 3 : 2;
+  const bool attention = kindIn(n, {"aten::scaled_dot_product_attention"});
+  // The multiplied operands; baddbmm's input 0 and attention's mask are added.
+  const std::vector<size_t> operands = attention                    ? std::vector<size_t>{0, 1, 2}
+                                       : n->kind() == aten::baddbmm ? std::vector<size_t>{1, 2}
+                                                                    : std::vector<size_t>{0, 1};
   int out_dim = -1, parts = 1;
   Node* origin = nullptr;
-  for (size_t i = 0; i < operands; ++i) {  // where each sharded operand puts its shard
-    const Sharding* s = shardingOf(n->input(i));
+  for (size_t pos = 0; pos < operands.size(); ++pos) {  // where each shard goes
+    Value* v = n->input(operands[pos]);
+    const Sharding* s = shardingOf(v);
     if (s == nullptr) continue;
-    const int r = static_cast<int>(meta(n->input(i))->sizes.size());
+    const int r = static_cast<int>(meta(v)->sizes.size());
     const bool batch = s->dim < r - 2;
-    const bool rows = i == 0 && !attention && s->dim == r - 2;
+    const bool rows = pos == 0 && !attention && s->dim == r - 2;
     if (!batch && !rows) return fail(name(n) + " contracting or mixing the sharded dim");
     const int d = rows ? rank - 2 : s->dim + rank - r;
     if (out_dim >= 0 && (d != out_dim || s->parts != parts)) {
@@ -395,27 +405,27 @@ bool Prover::visitMatmul(Node* n) {
     }
     out_dim = d;
     parts = s->parts;
-    origin = origin_[n->input(i)];
+    origin = origin_[v];
   }
-  for (size_t i = 0; i < n->inputs().size(); ++i) {  // the whole operands must broadcast
+  for (size_t i = 0; i < n->inputs().size(); ++i) {  // whole tensors must broadcast
     Value* v = n->input(i);
     if (!isTensor(v) || shardingOf(v) != nullptr) continue;
-    if (attention && i >= operands && v->type()->kind() == c10::TypeKind::NoneType) continue;
+    const bool operand = std::find(operands.begin(), operands.end(), i) != operands.end();
+    if (operand && out_dim == rank - 2) {  // a whole matrix times a shard of rows
+      copyIfNeeded(n, i);
+      continue;
+    }
     const TensorMeta* m = meta(v);
     if (m == nullptr) return fail("no recorded shape for an operand of " + name(n));
     const int r = static_cast<int>(m->sizes.size());
-    const bool rows_of_first = out_dim == rank - 2 && i == 0;
     const int k = out_dim + r - rank;
-    if (i < operands && (rows_of_first || out_dim >= rank - 2)) {
-      return fail(name(n) + " of a shard and a whole operand");
-    }
-    if (k >= 0 && k < r && m->sizes[k] != 1) {
+    if (k >= 0 && k < r && m->sizes[static_cast<size_t>(k)] != 1) {
       return fail(name(n) + " of a shard and a whole operand spanning the sharded dim");
     }
     copyIfNeeded(n, i);
   }
   if (attention) {
-    const auto p = torch::jit::constant_as<double>(n->input(4));
+    const auto p = constantNumber(n->input(4));
     if (!p || *p != 0) return fail("scaled_dot_product_attention with dropout inside");
   }
   return setSharded(n->output(), {out_dim, parts}, origin);
@@ -472,7 +482,7 @@ bool Prover::visitSplit(Node* n, Value* x, const Sharding& s) {
     }
     rewrite(Rewrite::Kind::kDivideSize, n, 1);
   } else {
-    const auto sizes = torch::jit::constant_as<std::vector<int64_t>>(n->input(1));
+    const auto sizes = constantInts(n->input(1));
     if (!sizes) return fail(name(n) + " by computed sizes");
     for (int64_t size : *sizes) {
       if (size != sizes->front()) return fail(name(n) + " into unequal pieces");
@@ -510,6 +520,33 @@ bool Prover::visitLinear(Node* n, Value* x, const Sharding& s) {
 
 }  // namespace
 
+c10::optional<int64_t> constantInt(const Value* v) {
+  const auto value = torch::jit::toIValue(v);
+  if (!value || !value->isInt()) return c10::nullopt;
+  return value->toInt();
+}
+
+c10::optional<std::vector<int64_t>> constantInts(const Value* v) {
+  if (v->node()->kind() == prim::ListConstruct) {  // [0, 2, 1, 3] built from constants
+    std::vector<int64_t> ints;
+    for (const Value* element : v->node()->inputs()) {
+      const auto i = constantInt(element);
+      if (!i) return c10::nullopt;
+      ints.push_back(*i);
+    }
+    return ints;
+  }
+  const auto value = torch::jit::toIValue(v);
+  if (!value || !value->isIntList()) return c10::nullopt;
+  return value->toIntVector();
+}
+
+c10::optional<double> constantNumber(const Value* v) {
+  const auto value = torch::jit::toIValue(v);
+  if (!value || !(value->isInt() || value->isDouble())) return c10::nullopt;
+  return value->isInt() ? static_cast<double>(value->toInt()) : value->toDouble();
+}
+
 bool asLinear(Node* node, const StageModule& stage, LinearOp& linear) {
   const size_t first_parameter = stage.inputs.size();
   auto isWeight = [&](Value* v) {
@@ -542,9 +579,9 @@ bool asLinear(Node* node, const StageModule& stage, LinearOp& linear) {
     return true;
   }
   if (node->kind() == aten::addmm && isWeight(node->input(2)) && isBias(node->input(0))) {
-    const auto beta = torch::jit::constant_as<int64_t>(node->input(3));
-    const auto alpha = torch::jit::constant_as<int64_t>(node->input(4));
-    if (beta.value_or(0) != 1 || alpha.value_or(0) != 1) return false;
+    const auto beta = constantNumber(node->input(3));
+    const auto alpha = constantNumber(node->input(4));
+    if (beta.value_or(0) != 1 || alpha.value_or(0) != 1) return false;  // y = b + x W only
     linear.input = node->input(1);
     linear.weight = node->input(2);
     linear.bias = node->input(0);

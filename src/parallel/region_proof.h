@@ -4,6 +4,8 @@
 // Reads the graph, changes nothing: tensor_parallel.cpp applies a proven plan.
 #pragma once
 
+#include <c10/util/Optional.h>
+
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -18,6 +20,12 @@ struct Value;
 }  // namespace torch::jit
 
 namespace ppstage::tp_detail {
+
+// The value of a constant `v` of that type; nothing when `v` is no constant or of another
+// type.
+c10::optional<int64_t> constantInt(const torch::jit::Value* v);
+c10::optional<std::vector<int64_t>> constantInts(const torch::jit::Value* v);
+c10::optional<double> constantNumber(const torch::jit::Value* v);  // an int or a float
 
 // A tensor's dimension `dim` holds `parts` equal parts (TensorShard), each split over the
 // group's ranks.

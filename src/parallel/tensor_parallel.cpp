@@ -154,7 +154,7 @@ class RegionRewriter {
 
   // An int divided by tp: folded when a constant (-1 stays -1: floor division).
   Value* divided(Node* at, Value* v) {
-    const auto constant = torch::jit::constant_as<int64_t>(v);
+    const auto constant = tp_detail::constantInt(v);
     const int64_t tp = group_.size();
     if (constant) {
       const int64_t q = *constant >= 0 ? *constant / tp : -((-*constant + tp - 1) / tp);
@@ -170,7 +170,7 @@ class RegionRewriter {
     std::vector<Value*> elements;
     if (list->node()->kind() == c10::prim::ListConstruct) {
       elements.assign(list->node()->inputs().begin(), list->node()->inputs().end());
-    } else if (const auto constant = torch::jit::constant_as<std::vector<int64_t>>(list)) {
+    } else if (const auto constant = tp_detail::constantInts(list)) {
       torch::jit::WithInsertPoint guard(r.node);
       for (const int64_t e : *constant) elements.push_back(graph().insertConstant(e));
     } else {

@@ -84,6 +84,7 @@ SavedLayout savedLayoutOf(const Config& config, const JobLayout& job_layout,
   const Topology& t = job_layout.topology;
   layout.pp = t.ppSize();
   layout.dp = t.dpSize();
+  layout.tp = t.tpSize();
   layout.stages = t.numStages();
   layout.stages_per_rank = t.stagesPerRank();
   layout.microbatches = job_layout.batch.microbatches;
@@ -94,8 +95,8 @@ SavedLayout savedLayoutOf(const Config& config, const JobLayout& job_layout,
 }
 
 std::string describeLayout(const SavedLayout& l) {
-  return detail::concat("pp ", l.pp, " x dp ", l.dp, ", ", l.stages, " stage",
-                        l.stages > 1 ? "s" : "", ", ", l.schedule);
+  return detail::concat("pp ", l.pp, " x dp ", l.dp, l.tp > 1 ? detail::concat(" x tp ", l.tp) : "",
+                        ", ", l.stages, " stage", l.stages > 1 ? "s" : "", ", ", l.schedule);
 }
 
 }  // namespace
@@ -103,6 +104,10 @@ std::string describeLayout(const SavedLayout& l) {
 Checkpointer::Checkpointer(const Config& config, const JobLayout& layout, const RankModel& model,
                            Communicator& world)
     : config_(config), layout_(layout), model_(model), world_(world) {}
+
+at::Tensor Checkpointer::wholeOf(const at::Tensor& piece, const TensorShard& shard) const {
+  return shard.sharded() ? gatherShards(piece, shard, *model_.tp_group) : piece;
+}
 
 std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_done,
                                        StepRunner& runner) {
@@ -119,12 +124,17 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
         if (p.random_key) continue;
         const std::string path = storedPathOf(model_.split.graph, p);
         if (writer.at(path) != stage->index) continue;
-        tensors[path] = runner.storedValueOf(p.value);  // bf16: the fp32 master, or widened
+        // bf16: the fp32 master, or widened; tensor parallelism: gathered whole
+        tensors[path] = wholeOf(runner.storedValueOf(p.value), p.shard);
         if (p.is_parameter && p.value.requires_grad()) {
           TensorDict state = optimizerState(runner.optimizer(), runner.masterOf(p.value));
+          for (auto& [name, tensor] : state) {
+            if (tensor.dim() == p.value.dim()) tensor = wholeOf(tensor, p.shard);
+          }
           if (!state.empty()) states[path] = std::move(state);
         }
       }
+      if (layout_.topology.tpRank() != 0) continue;  // the group's first rank writes
       const std::string s = std::to_string(stage->index);
       const std::string tensor_file = "tensors-stage" + s + ".pt";
       const std::string state_file = "optimizer-stage" + s + ".pt";
@@ -254,15 +264,19 @@ void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
     for (StageParameter& p : stage->parameters) {
       if (p.random_key) continue;
       const std::string path = storedPathOf(model_.split.graph, p);
-      const at::Tensor saved = reader.tensor(path);
-      at::Tensor value = runner.masterOf(p.value);  // bf16: its fp32 master
+      const at::Tensor saved = shardOf(reader.tensor(path), p.shard);  // saved whole
+      at::Tensor value = runner.masterOf(p.value);                     // bf16: its fp32 master
       PPSTAGE_CHECK(saved.sizes() == value.sizes() && saved.scalar_type() == storedDtype(value),
                     "checkpoint tensor ", path, " is ", dtypeName(saved.scalar_type()), " ",
                     shapeText(saved.sizes().vec()), " where the model stores ",
                     dtypeName(storedDtype(value)), " ", shapeText(value.sizes().vec()));
       value.copy_(saved);  // a bf16 buffer is stored widened
       if (p.is_parameter && p.value.requires_grad()) {
-        setOptimizerState(runner.optimizer(), value, reader.optimizerState(path), path);
+        TensorDict state = reader.optimizerState(path);
+        for (auto& [name, tensor] : state) {
+          if (tensor.dim() == value.dim()) tensor = shardOf(tensor, p.shard);
+        }
+        setOptimizerState(runner.optimizer(), value, state, path);
       }
     }
   }

@@ -21,8 +21,11 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "ppstage/checkpoint/manifest.h"
 #include "ppstage/observe/metrics.h"
+#include "ppstage/split/tensor_shard.h"
 
 namespace ppstage {
 
@@ -58,6 +61,9 @@ class Checkpointer {
 
  private:
   std::string writeMyFiles(const std::string& dir, int64_t steps_done, StepRunner& runner);
+  // `piece` (a parameter's or its optimizer state's, of a tensor held as `shard`) whole:
+  // gathered over the tensor-parallel group (collective), or itself.
+  at::Tensor wholeOf(const at::Tensor& piece, const TensorShard& shard) const;
   std::string finishOnLeader(const std::string& dir, int64_t steps_done, int64_t samples_seen,
                              const std::vector<std::string>& parts);
   Manifest manifestOf(int64_t steps_done, int64_t samples_seen) const;

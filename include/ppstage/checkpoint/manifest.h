@@ -31,7 +31,7 @@ struct SavedTensor {
 
 // The layout that wrote a checkpoint: what resume reports, never what it requires.
 struct SavedLayout {
-  int pp = 1, dp = 1, stages = 1, stages_per_rank = 1, microbatches = 1;
+  int pp = 1, dp = 1, tp = 1, stages = 1, stages_per_rank = 1, microbatches = 1;
   std::string schedule;                                 // "1f1b"
   std::string compile_mode;                             // "none"
   std::vector<std::vector<std::string>> stage_modules;  // the split: each stage's units
