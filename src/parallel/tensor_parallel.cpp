@@ -198,13 +198,18 @@ class RegionRewriter {
     p.shard = r.shard;
   }
 
-  // ppstage::dropout(x, p, train, g) -> ppstage::tp_dropout(x, p, train, g, dim, parts, group)
+  // ppstage::dropout(x, p, train, g) -> ppstage::tp_dropout(x, p, train, g, dim, part, group)
   void replaceDropout(const Rewrite& r) {
     Node* n = r.node;
-    Value* y = insertBefore(n, c10::Symbol::fromQualString("ppstage::tp_dropout"),
-                            {n->input(0), n->input(1), n->input(2), n->input(3),
-                             c10::IValue(static_cast<int64_t>(r.sharding.dim)),
-                             c10::IValue(static_cast<int64_t>(r.sharding.parts)), groupId()});
+    const auto meta = stage_.value_shapes.find(n->input(0));
+    PPSTAGE_INTERNAL_ASSERT(meta != stage_.value_shapes.end(),
+                            "a sharded dropout input without a shape");
+    const int64_t part =
+        meta->second.sizes.at(static_cast<size_t>(r.sharding.dim)) / r.sharding.parts;
+    Value* y = insertBefore(
+        n, c10::Symbol::fromQualString("ppstage::tp_dropout"),
+        {n->input(0), n->input(1), n->input(2), n->input(3),
+         c10::IValue(static_cast<int64_t>(r.sharding.dim)), c10::IValue(part), groupId()});
     n->output()->replaceAllUsesWith(y);
     stage_.node_call.erase(n);
     n->destroy();

@@ -68,9 +68,11 @@ at::Tensor tpReduce(const at::Tensor& x, int64_t group) { return TpReduce::apply
 // A dropout of a sharded tensor that drops what one process's dropout of the whole tensor
 // drops: the keyed mask is drawn for the whole (the shard's shape, `dim` times the group's
 // size) and this rank's shard of it taken. Costs the group's size in draws; the mask and so
-// the numerics are those of one process.
+// the numerics are those of one process. `part`: the whole width of one of dim's parts
+// (TensorShard), which unlike their count does not change with the micro-batch's size
+// (heads merged with the batch: H per sample).
 at::Tensor tpDropout(const at::Tensor& x, double p, bool train, at::Generator generator,
-                     int64_t dim, int64_t parts, int64_t group) {
+                     int64_t dim, int64_t part, int64_t group) {
   if (!train || p == 0 || x.numel() == 0) return x;
   const TpGroup& g = tpGroupOf(group);
   std::vector<int64_t> whole = x.sizes().vec();
@@ -80,6 +82,7 @@ at::Tensor tpDropout(const at::Tensor& x, double p, bool train, at::Generator ge
           .findSchemaOrThrow("ppstage::dropout", "")
           .typed<at::Tensor(const at::Tensor&, double, bool, at::Generator)>();
   const at::Tensor mask = keyed.call(at::ones(whole, x.options()), p, train, generator);
+  const int64_t parts = whole[static_cast<size_t>(dim)] / part;
   const TensorShard shard{static_cast<int>(dim), static_cast<int>(parts), g.rank(), g.size()};
   return x * shardOf(mask, shard);
 }
@@ -144,7 +147,7 @@ void registerTpOps() {
     lib->def("tp_copy(Tensor x, int group) -> Tensor", &tpCopy);
     lib->def("tp_reduce(Tensor x, int group) -> Tensor", &tpReduce);
     lib->def(
-        "tp_dropout(Tensor x, float p, bool train, Generator? generator, int dim, int parts, "
+        "tp_dropout(Tensor x, float p, bool train, Generator? generator, int dim, int part, "
         "int group) -> Tensor",
         &tpDropout);
     return lib;

@@ -6,6 +6,9 @@
 # micro-batches (the same micro-batches give random ops the same draws, see Note [Keyed
 # random ops]). Losses within 1e-5; parameters within 1e-5 of their largest value, or 1e-6
 # absolute (a BatchNorm bias whose gradient is mathematically zero holds float noise).
+# Then at pp 2 x tp 2 (4 ranks): the regions the tensor-parallel pass proves are sharded,
+# the rest replicated, and the run still matches one process (REAL_MODEL_TP_SHARDED=1: some
+# region must be sharded; otherwise none may be). REAL_MODEL_ONLY_TP=1 runs only that.
 #
 # usage: real_model_numerics.sh PPSTAGE "MPIEXEC ARGS" [model options...]
 set -euo pipefail
@@ -40,11 +43,25 @@ run() {  # name, processes, extra train options...
   fi
 }
 
-for mode in none stage block; do
-  run "1f1b pp=2 compile=$mode" 2 --pipeline.stages 2 --pipeline.schedule 1f1b \
-    --compile.mode "$mode"
-done
-for mode in stage block; do
-  run "one process compile=$mode" 1 --pipeline.stages 1 --compile.mode "$mode"
-done
+if [ "${REAL_MODEL_ONLY_TP:-0}" != 1 ]; then
+  for mode in none stage block; do
+    run "1f1b pp=2 compile=$mode" 2 --pipeline.stages 2 --pipeline.schedule 1f1b \
+      --compile.mode "$mode"
+  done
+  for mode in stage block; do
+    run "one process compile=$mode" 1 --pipeline.stages 1 --compile.mode "$mode"
+  done
+fi
+
+# Tensor parallelism: pp 2 x tp 2. The regions the pass proves are sharded (attention and
+# MLPs: REAL_MODEL_TP_SHARDED=1 expects some), the rest replicated; either way the run
+# matches one process, and its start-up lines say which regions are which.
+run "1f1b pp=2 x tp=2 compile=stage" 4 --pipeline.stages 2 --train.tp 2 --compile.mode stage
+regions=$(sed -n '/^  tp  /,/^$/p' "$work/run.log")
+echo "$regions" | sed 's/^ */        /'
+if [ "${REAL_MODEL_TP_SHARDED:-0}" = 1 ]; then
+  echo "$regions" | grep -q " sharded (column" || { echo "FAILED: no region sharded"; failed=1; }
+elif echo "$regions" | grep -q " sharded (column"; then
+  echo "FAILED: a region sharded where none was expected"; failed=1
+fi
 exit $failed

@@ -14,9 +14,9 @@
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
-#include "ppstage/models/script_module_builder.h"
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
+#include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 #include "support/local_ranks.h"
@@ -25,22 +25,10 @@
 namespace ppstage {
 namespace {
 
-struct OneStage {
-  LoadedModel model;
-  ModelGraph graph;
-  std::vector<StageModule> stages;
-};
-
-OneStage oneStage(const Config& config) {
-  OneStage s{loadModel(config.model, config.train), {}, {}};
-  s.graph = captureModel(s.model.module);
-  const int64_t batch = config.train.batch_size;
-  const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
-  PipelineConfig pipeline;
-  pipeline.stages = 1;
-  s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);
-  return s;
+// The model of `config` as one stage, as `ppstage train` captures and cuts it.
+ModelSplit oneStage(Config config) {
+  config.pipeline.stages = 1;
+  return splitModel(config);
 }
 
 // The loss (output squared, summed) and every trainable parameter's gradient, after two
@@ -64,7 +52,8 @@ std::vector<at::Tensor> lossAndGradients(CompiledStage& compiled, const StageMod
   return result;
 }
 
-std::unique_ptr<CompiledStage> compile(const OneStage& s, StageModule& stage, CompileCache& cache) {
+std::unique_ptr<CompiledStage> compile(const ModelSplit& s, StageModule& stage,
+                                       CompileCache& cache) {
   std::vector<GraphSegment> segments;
   if (cache.mode() == CompileMode::kBlock) {
     segments = segmentStage(*stage.graph, stage.node_call, s.graph, findBlocks(s.graph, ""));
@@ -76,19 +65,21 @@ std::unique_ptr<CompiledStage> compile(const OneStage& s, StageModule& stage, Co
 // Runs `config`'s model as one stage sharded over `tp` ranks in `mode` and checks the loss
 // and every gradient against the unsharded stage's; returns rank 0's report.
 TpStageReport expectShardsMatch(const Config& config, int tp, CompileMode mode) {
-  OneStage reference = oneStage(config);
-  const at::Tensor input = makeExampleInput(reference.model.input, config.train.batch_size, 3);
+  ModelSplit reference = oneStage(config);
+  // A micro-batch half the plan's batch: what the pass rewrote must not hold the plan's
+  // batch (heads merged with the batch, nn.MultiheadAttention's (T, B*H, hd)).
+  const at::Tensor input = makeExampleInput(reference.model.input, config.train.batch_size / 2, 3);
   CompileCache none(CompileMode::kNone);
   const std::vector<at::Tensor> expected =
       lossAndGradients(*compile(reference, reference.stages[0], none), reference.stages[0], input);
-  std::vector<OneStage> ranks;
+  std::vector<ModelSplit> ranks;
   for (int r = 0; r < tp; ++r) ranks.push_back(oneStage(config));
   TpStageReport report;
   std::mutex mutex;
   test::runRanks(tp, [&](int rank, Communicator& world) {
     TpGroup group(rank, tp);
     group.attach(world.split(0, rank));
-    OneStage& mine = ranks[static_cast<size_t>(rank)];
+    ModelSplit& mine = ranks[static_cast<size_t>(rank)];
     StageModule& stage = mine.stages[0];
     const TpStageReport shards = shardStage(stage, mine.graph, group);
     CompileCache cache(mode, rank);
@@ -131,6 +122,16 @@ TEST(TensorParallel, GptWithDropoutDrawsOneProcessMasksAtTp4) {
   Config config = test::builtinConfig("gpt", 1);
   config.model.dropout = 0.1;
   expectShardsMatch(config, 4, CompileMode::kStage);
+}
+
+TEST(TensorParallel, TransformerEncoderShardsTheFusedInProjectionByHeads) {
+  Config config;
+  config.model.name = test::fixturePath("real/transformer_encoder.pt");
+  config.model.vocab_size = 64;
+  config.model.seq_len = 16;
+  config.train.batch_size = 4;
+  const TpStageReport report = expectShardsMatch(config, 2, CompileMode::kNone);
+  for (const std::string& line : describeRegions(report)) std::cout << line << "\n";
 }
 
 }  // namespace
