@@ -158,6 +158,10 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
       "global batch size (sequences per step)");
   add("train.seed", po::value(&t.seed)->default_value(t.seed),
       "seed of parameter initialisation and example inputs");
+  add("train.tp", po::value(&t.tp)->default_value(t.tp),
+      "tensor-parallel ranks per stage (adjacent ranks): each stage's attention and MLP "
+      "regions, found in its graph, are sharded over them (heads and hidden features); a "
+      "region that cannot be proven stays replicated, and the start-up lines say why");
   desc.add(section);
 }
 
@@ -207,10 +211,6 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
       "with --train.nonfinite skip: stop (exit code 3) after this many skipped steps in a row");
   add("train.dp", po::value(&t.dp)->default_value(t.dp),
       "data-parallel replicas of the pipeline; the world size must be pipeline ranks x dp x tp");
-  add("train.tp", po::value(&t.tp)->default_value(t.tp),
-      "tensor-parallel ranks per stage (adjacent ranks): each stage's attention and MLP "
-      "regions, found in its graph, are sharded over them (heads and hidden features); a "
-      "region that cannot be proven stays replicated, and the start-up lines say why");
   add("train.threads", po::value(&t.threads)->default_value(t.threads),
       "intra-op threads per rank; 0: the machine's cores divided by the ranks on it");
   desc.add(section);

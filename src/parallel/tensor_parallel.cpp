@@ -290,6 +290,17 @@ TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGr
   return report;
 }
 
+std::string summarizeRegions(const TpStageReport& report) {
+  const auto sharded = std::count_if(report.regions.begin(), report.regions.end(),
+                                     [](const TpRegion& r) { return r.sharded; });
+  return detail::concat(sharded, " of ", report.regions.size(), " regions sharded, ",
+                        report.sharded_elements, " of ",
+                        report.sharded_elements + report.replicated_elements,
+                        " parameters sharded; ", report.forward_all_reduces,
+                        " all-reduces forward, ", report.backward_all_reduces,
+                        " backward per micro-batch");
+}
+
 std::vector<std::string> describeRegions(const TpStageReport& report) {
   std::vector<std::string> lines;
   for (const TpRegion& region : report.regions) {

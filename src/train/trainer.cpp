@@ -131,18 +131,6 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
                         " tied group", g.ties.size() == 1 ? "" : "s", ")");
 }
 
-// "4 of 5 regions sharded, 98304 of 106496 parameters sharded; 4 all-reduces forward, 4
-// backward per micro-batch"
-std::string tensorParallelText(const TpStageReport& report) {
-  const auto sharded = std::count_if(report.regions.begin(), report.regions.end(),
-                                     [](const TpRegion& r) { return r.sharded; });
-  return detail::concat(
-      sharded, " of ", report.regions.size(), " regions sharded, ", report.sharded_elements, " of ",
-      report.sharded_elements + report.replicated_elements, " parameters sharded; ",
-      report.forward_all_reduces, " all-reduces forward, ", report.backward_all_reduces,
-      " backward per micro-batch");
-}
-
 void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan) {
   const JobLayout& layout = plan.layout();
   const Topology& t = layout.topology;
@@ -171,7 +159,7 @@ void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan)
   }
   if (layout.sequences) log << "  lengths   " << lengthsText(c, plan) << "\n";
   for (const TpStageReport& report : plan.model().tp_reports) {
-    log << "  tp        stage " << report.stage << ": " << tensorParallelText(report) << "\n";
+    log << "  tp        stage " << report.stage << ": " << summarizeRegions(report) << "\n";
     for (const std::string& region : describeRegions(report))
       log << "            " << region << "\n";
   }

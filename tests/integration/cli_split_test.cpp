@@ -49,6 +49,33 @@ TEST(CliSplit, JsonHasTheDocumentedFields) {
   EXPECT_EQ(total, plan.at("num_params").get<int64_t>() + tied);
 }
 
+// --train.tp: per stage, the regions the pass shards (gpt-tiny: each block's attention and
+// MLP), why the others stay whole, and the all-reduces each micro-batch costs.
+TEST(CliSplit, TensorParallelRegionsPerStage) {
+  const Result r = runPpstage("split --config " + std::string(PPSTAGE_SOURCE_DIR) +
+                              "/configs/gpt-tiny.ini --pipeline.split_points layers.2 "
+                              "--train.tp 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json tp = nlohmann::json::parse(r.out).at("tensor_parallel");
+  EXPECT_EQ(tp.at("tp"), 2);
+  ASSERT_EQ(tp.at("stages").size(), 2u);
+  const auto& first = tp.at("stages")[0];
+  ASSERT_GE(first.at("regions").size(), 2u);
+  EXPECT_EQ(first.at("regions")[0].at("module"), "layers.0.attn");
+  EXPECT_TRUE(first.at("regions")[0].at("sharded"));
+  EXPECT_EQ(first.at("forward_all_reduces"), first.at("regions").size());
+  const auto& last = tp.at("stages")[1].at("regions").back();
+  EXPECT_EQ(last.at("module"), "lm_head");
+  EXPECT_FALSE(last.at("sharded"));
+  EXPECT_FALSE(last.at("why").get<std::string>().empty());
+  const Result text = runPpstage("split --config " + std::string(PPSTAGE_SOURCE_DIR) +
+                                 "/configs/gpt-tiny.ini --train.tp 2");
+  EXPECT_NE(text.out.find("layers.0.mlp sharded (column layers.0.mlp.fc.weight; row "
+                          "layers.0.mlp.proj.weight)"),
+            std::string::npos)
+      << text.out;
+}
+
 TEST(CliSplit, UserModelFile) {
   const Result r = runPpstage("split --model.name " + fixture("unet.pt") +
                               " --model.input_dtype float32 --model.input_shape 2,4,32 "

@@ -17,6 +17,8 @@
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/split/model_split.h"
+#include "ppstage/train/gradient_sync.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 #include "support/local_ranks.h"
@@ -132,6 +134,30 @@ TEST(TensorParallel, TransformerEncoderShardsTheFusedInProjectionByHeads) {
   config.train.batch_size = 4;
   const TpStageReport report = expectShardsMatch(config, 2, CompileMode::kNone);
   for (const std::string& line : describeRegions(report)) std::cout << line << "\n";
+}
+
+// The global gradient norm with tensor parallelism: a tensor held whole on both ranks (its
+// gradient large, and equal on both) counts once; each rank's shard counts.
+TEST(TensorParallel, GradientNormCountsAWholeTensorOnceAndEveryShard) {
+  const at::Tensor whole_grad = at::full({4}, 100.0);
+  const at::Tensor sharded_grad = at::arange(8, at::kFloat).reshape({4, 2});  // whole: (4, 2)
+  const double expected = std::sqrt(whole_grad.pow(2).sum().item<double>() +
+                                    sharded_grad.pow(2).sum().item<double>());
+  test::runRanks(2, [&](int rank, Communicator& world) {
+    const Topology topology = Topology::forJob(2, 1, 1, 1, Placement::kLoop, 2).atRank(rank);
+    ASSERT_EQ(topology.tpRank(), rank);
+    StageModule stage;
+    const TensorShard shard{0, 1, rank, 2};
+    StageParameter whole{"norm.weight", {}, at::zeros({4}).requires_grad_(), true, {0}, false, {}};
+    StageParameter piece{"fc.weight", {}, at::zeros({2, 2}).requires_grad_(), true, {1}, false, shard};
+    whole.value.mutable_grad() = whole_grad.clone();
+    piece.value.mutable_grad() = shardOf(sharded_grad, shard).clone();
+    stage.parameters = {whole, piece};
+    GradientSync sync(world, topology, {&stage}, {});
+    at::Tensor share = at::tensor({sync.squaredNormShare()}, at::kDouble);
+    world.allReduceSum({share});
+    EXPECT_NEAR(std::sqrt(share.item<double>()), expected, 1e-9 * expected) << "rank " << rank;
+  });
 }
 
 }  // namespace

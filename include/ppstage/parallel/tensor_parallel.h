@@ -55,7 +55,12 @@ struct TpStageReport {
 // paths). With a group of one rank the stage is left as it is. Clears value_shapes.
 TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGroup& group);
 
-// "layers.0.attn sharded (column qkv, row proj)"-style lines of `report`, one per region.
+// "4 of 5 regions sharded, 98304 of 106496 parameters sharded; 4 all-reduces forward, 4
+// backward per micro-batch"
+std::string summarizeRegions(const TpStageReport& report);
+
+// "layers.0.attn sharded (column layers.0.attn.qkv.weight; row layers.0.attn.proj.weight)",
+// "lm_head replicated: <why>": one line per region of `report`.
 std::vector<std::string> describeRegions(const TpStageReport& report);
 
 }  // namespace ppstage
