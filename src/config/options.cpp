@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <optional>
 #include <ostream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -162,6 +163,10 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
       "tensor-parallel ranks per stage (adjacent ranks): each stage's attention and MLP "
       "regions, found in its graph, are sharded over them (heads and hidden features); a "
       "region that cannot be proven stays replicated, and the start-up lines say why");
+  add("train.tp_require", po::value(&t.tp_require)->default_value(t.tp_require),
+      "with --train.tp: a regex over module paths (e.g. 'layers\\..*'); a region matching it "
+      "that cannot be sharded is an error (exit 2) naming it and why, instead of running "
+      "replicated");
   desc.add(section);
 }
 
@@ -434,6 +439,14 @@ void validate(const TrainConfig& t) {
                 "got ", t.grad_clip);
   PPSTAGE_CHECK(t.dp >= 1, "--train.dp must be at least 1; got ", t.dp);
   PPSTAGE_CHECK(t.tp >= 1, "--train.tp must be at least 1; got ", t.tp);
+  if (!t.tp_require.empty()) {
+    try {
+      std::regex pattern(t.tp_require, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      PPSTAGE_FAIL("--train.tp_require '", t.tp_require,
+                   "' is not a regular expression: ", e.what());
+    }
+  }
   PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
                 t.threads);
   PPSTAGE_CHECK(t.momentum >= 0 && t.momentum < 1, "--train.momentum must be in [0, 1); got ",

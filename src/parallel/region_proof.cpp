@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 
 namespace ppstage::tp_detail {
 
@@ -440,7 +441,10 @@ bool Prover::visitReshape(Node* n, Value* x, const Sharding& s) {
   if (in == nullptr || out == nullptr) return fail("no recorded shape around " + name(n));
   Sharding result;
   if (!reshapedSharding(in->sizes, out->sizes, s, ranks_, result)) {
-    return fail(name(n) + " cuts the sharded dim across shards");
+    return fail(detail::concat(name(n), " of ", shapeText(in->sizes), " (dim ", s.dim,
+                               " sharded) into ", shapeText(out->sizes),
+                               " leaves no dimension holding whole shards (heads that do not ",
+                               "divide by tp ", ranks_, "?)"));
   }
   if (n->kind() != aten::flatten) {
     const auto it = per_rank_lists_.find(n->input(1));

@@ -65,6 +65,34 @@ std::vector<LinearOp> columnLinears(Value* entry, const StageModule& stage,
   return seeds;
 }
 
+// A region that failed stopped where its proof did: the linears its tensors flow into (an
+// attention's output projection) are marked `done` too, so that they are not taken for
+// the start of a region of their own.
+void markClosingLinears(const std::vector<LinearOp>& seeds, const StageModule& stage,
+                        std::unordered_set<Node*>& done) {
+  std::vector<Value*> pending;
+  for (const LinearOp& seed : seeds) pending.push_back(seed.node->output());
+  std::unordered_set<Node*> seen;
+  while (!pending.empty()) {
+    Value* v = pending.back();
+    pending.pop_back();
+    for (const torch::jit::Use& use : v->uses()) {
+      Node* user = use.user;
+      LinearOp op;
+      if (!seen.insert(user).second || user->owningBlock() != v->owningGraph()->block()) continue;
+      if (tp_detail::asLinear(user, stage, op)) {
+        done.insert(user);
+        continue;
+      }
+      for (Value* out : user->outputs()) {  // tensors only: sizes reach unrelated values
+        const auto kind = out->type()->kind();
+        if (kind == c10::TypeKind::TensorType || kind == c10::TypeKind::ListType)
+          pending.push_back(out);
+      }
+    }
+  }
+}
+
 // The module path shared by every linear of `plan`: "layers.3.attn".
 std::string regionModule(const RegionPlan& plan, const StageModule& stage,
                          const ModelGraph& model) {
@@ -270,6 +298,7 @@ TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGr
       const RegionPlan plan = proveWithParts(stage, op.input, seeds, group);
       for (const LinearOp& seed : seeds) done.insert(seed.node);
       done.insert(plan.reached.begin(), plan.reached.end());
+      if (!plan.why.empty()) markClosingLinears(seeds, stage, done);
       TpRegion region{regionModule(plan, stage, model), plan.why.empty(), plan.why, {}, {}};
       for (const LinearOp& c : plan.column) region.column.push_back(parameterPath(stage, c.weight));
       for (const LinearOp& r : plan.row) region.row.push_back(parameterPath(stage, r.weight));
@@ -293,12 +322,11 @@ TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGr
 std::string summarizeRegions(const TpStageReport& report) {
   const auto sharded = std::count_if(report.regions.begin(), report.regions.end(),
                                      [](const TpRegion& r) { return r.sharded; });
-  return detail::concat(sharded, " of ", report.regions.size(), " regions sharded, ",
-                        report.sharded_elements, " of ",
-                        report.sharded_elements + report.replicated_elements,
-                        " parameters sharded; ", report.forward_all_reduces,
-                        " all-reduces forward, ", report.backward_all_reduces,
-                        " backward per micro-batch");
+  return detail::concat(
+      sharded, " of ", report.regions.size(), " regions sharded, ", report.sharded_elements, " of ",
+      report.sharded_elements + report.replicated_elements, " parameters sharded; ",
+      report.forward_all_reduces, " all-reduces forward, ", report.backward_all_reduces,
+      " backward per micro-batch");
 }
 
 std::vector<std::string> describeRegions(const TpStageReport& report) {

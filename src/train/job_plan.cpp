@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -205,14 +206,23 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
 }
 
 // --train.tp above 1: this rank's stages rewritten into its shards of them, in `group`
-// (made here when null).
-void shardLocalStages(const Topology& topology, RankModel& model, std::shared_ptr<TpGroup> group) {
+// (made here when null). Throws ppstage::Error when a region --train.tp_require names stays
+// replicated.
+void shardLocalStages(const Config& config, const Topology& topology, RankModel& model,
+                      std::shared_ptr<TpGroup> group) {
   if (topology.tpSize() == 1) return;
   model.tp_group =
       group ? std::move(group) : std::make_shared<TpGroup>(topology.tpRank(), topology.tpSize());
+  const std::regex required(config.train.tp_require.empty() ? "$^" : config.train.tp_require);
   for (int s : topology.myStages()) {
     model.tp_reports.push_back(shardStage(model.split.stages.at(static_cast<size_t>(s)),
                                           model.split.graph, *model.tp_group));
+    for (const TpRegion& region : model.tp_reports.back().regions) {
+      PPSTAGE_CHECK(region.sharded || !std::regex_match(region.module, required), "--train.tp ",
+                    topology.tpSize(), ": region ", region.module, " of stage ", s,
+                    " cannot be sharded (", region.why, ") and --train.tp_require '",
+                    config.train.tp_require, "' asks for it");
+    }
   }
 }
 
@@ -388,7 +398,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
                 "--eval.every: the eval-mode model falls back to fp32 (",
                 eval->model.split.precision_fallback, ") where training runs in bf16; train with ",
                 "--train.precision fp32");
-  shardLocalStages(topology, eval->model, train.tp_group);
+  shardLocalStages(config, topology, eval->model, train.tp_group);
   for (int s : topology.myStages()) {
     shareParameters(train.split.stages.at(static_cast<size_t>(s)),
                     eval->model.split.stages.at(static_cast<size_t>(s)));
@@ -461,7 +471,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
   checkHoldsOneBatch(*data, config.train.batch_size);
   if (config.data.cutsDocuments()) layout.sequences = sequencesOf(*data, config);
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
-  shardLocalStages(topology, model, nullptr);
+  shardLocalStages(config, topology, model, nullptr);
   std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
   std::unique_ptr<EvalModel> eval;
   if (config.eval.every > 0) {

@@ -260,6 +260,23 @@ TEST(TrainCli, WorldSizeNotPipelineTimesDataParallel) {
   expectBadTrainInput(3, "--train.dp 2", "3 ranks cannot form 2 data-parallel replicas");
 }
 
+TEST(TrainCli, WorldSizeNotPipelineTimesTensorParallel) {
+  expectBadTrainInput(3, "--train.tp 2",
+                      "3 ranks cannot form 1 data-parallel replica of pipeline ranks of 2 "
+                      "tensor-parallel ranks");
+  expectBadTrainInput(2, "--train.tp 0", "--train.tp must be at least 1; got 0");
+}
+
+// Heads that do not divide by tp: the attention stays replicated (the start-up lines say
+// why), unless --train.tp_require names it.
+TEST(TrainCli, TensorParallelRegionRequiredButNotShardable) {
+  expectBadTrainInput(2,
+                      "--train.tp 2 --model.d_model 48 --model.heads 3 "
+                      "--train.tp_require 'layers\\.[0-9]+\\.attn.*'",
+                      "into [8, 64, 3, 16] leaves no dimension holding whole shards (heads that "
+                      "do not divide by tp 2?)) and --train.tp_require");
+}
+
 TEST(TrainCli, DataFileMissing) {
   expectBadTrainInput(2, "--data.path /nonexistent/ppstage.txt",
                       "cannot read the data file --data.path '/nonexistent/ppstage.txt'");

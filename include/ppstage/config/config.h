@@ -191,8 +191,11 @@ struct TrainConfig {
   std::optional<LossKind> loss;  // empty: auto, from the data's targets (runtime/loss.h)
   int64_t ignore_index = -100;   // cross_entropy: targets equal to it do not count
   Precision precision = Precision::kFp32;
-  int64_t dp = 1;       // data-parallel replicas; world = pp * dp * tp
-  int64_t tp = 1;       // tensor-parallel ranks per stage (parallel/tensor_parallel.h)
+  int64_t dp = 1;  // data-parallel replicas; world = pp * dp * tp
+  int64_t tp = 1;  // tensor-parallel ranks per stage (parallel/tensor_parallel.h)
+  // With tp: regions whose module path matches (ECMAScript, whole path) must be sharded;
+  // one left replicated ends the run naming it and why. Empty: none must.
+  std::string tp_require;
   int64_t threads = 0;  // intra-op threads per rank; 0: cores / local ranks
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
   int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
