@@ -25,8 +25,11 @@ nlohmann::json tensorParallelJson(int64_t tp, const std::vector<TpStageReport>& 
   for (const TpStageReport& report : reports) {
     nlohmann::json regions = nlohmann::json::array();
     for (const TpRegion& r : report.regions) {
-      regions.push_back({{"module", r.module}, {"sharded", r.sharded}, {"why", r.why},
-                         {"column", r.column}, {"row", r.row}});
+      regions.push_back({{"module", r.module},
+                         {"sharded", r.sharded},
+                         {"why", r.why},
+                         {"column", r.column},
+                         {"row", r.row}});
     }
     stages.push_back({{"stage", report.stage},
                       {"regions", regions},
@@ -77,7 +80,8 @@ int splitMain(int argc, const char* const* argv) {
   }
   if (json) {
     nlohmann::json plan = nlohmann::json::parse(planToJson(split));
-    if (!tp_reports.empty()) plan["tensor_parallel"] = tensorParallelJson(config.train.tp, tp_reports);
+    if (!tp_reports.empty())
+      plan["tensor_parallel"] = tensorParallelJson(config.train.tp, tp_reports);
     std::cout << plan.dump(2) << std::endl;
     return 0;
   }

@@ -10,6 +10,7 @@
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/graph/capture.h"
 #include "ppstage/graph/random_stream.h"
 #include "ppstage/graph/value_shapes.h"
@@ -17,10 +18,9 @@
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/split/model_split.h"
-#include "ppstage/train/gradient_sync.h"
-#include "ppstage/core/topology.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
+#include "ppstage/train/gradient_sync.h"
 #include "support/local_ranks.h"
 #include "support/test_support.h"
 
@@ -141,15 +141,16 @@ TEST(TensorParallel, TransformerEncoderShardsTheFusedInProjectionByHeads) {
 TEST(TensorParallel, GradientNormCountsAWholeTensorOnceAndEveryShard) {
   const at::Tensor whole_grad = at::full({4}, 100.0);
   const at::Tensor sharded_grad = at::arange(8, at::kFloat).reshape({4, 2});  // whole: (4, 2)
-  const double expected = std::sqrt(whole_grad.pow(2).sum().item<double>() +
-                                    sharded_grad.pow(2).sum().item<double>());
+  const double expected =
+      std::sqrt(whole_grad.pow(2).sum().item<double>() + sharded_grad.pow(2).sum().item<double>());
   test::runRanks(2, [&](int rank, Communicator& world) {
     const Topology topology = Topology::forJob(2, 1, 1, 1, Placement::kLoop, 2).atRank(rank);
     ASSERT_EQ(topology.tpRank(), rank);
     StageModule stage;
     const TensorShard shard{0, 1, rank, 2};
     StageParameter whole{"norm.weight", {}, at::zeros({4}).requires_grad_(), true, {0}, false, {}};
-    StageParameter piece{"fc.weight", {}, at::zeros({2, 2}).requires_grad_(), true, {1}, false, shard};
+    StageParameter piece{"fc.weight", {},   at::zeros({2, 2}).requires_grad_(), true, {1},
+                         false,       shard};
     whole.value.mutable_grad() = whole_grad.clone();
     piece.value.mutable_grad() = shardOf(sharded_grad, shard).clone();
     stage.parameters = {whole, piece};
