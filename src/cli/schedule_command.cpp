@@ -18,7 +18,12 @@ namespace ppstage::cli {
 namespace {
 
 nlohmann::json costsJson(const ActionCosts& c) {
-  return {{"F", c.forward}, {"B", c.backward}, {"I", c.input_grad}, {"W", c.weight_grad}};
+  return {{"F", c.forward},
+          {"B", c.backward},
+          {"I", c.input_grad},
+          {"W", c.weight_grad},
+          {"tp_forward", c.tp_forward},
+          {"tp_backward", c.tp_backward}};
 }
 
 nlohmann::json scheduleJson(const PipelineSchedule& s, const ActionCosts& costs) {
@@ -69,6 +74,7 @@ void printReport(const PipelineSchedule& s, const ActionCosts& costs) {
 int scheduleMain(int argc, const char* const* argv) {
   PipelineConfig pipeline;
   std::string costs_text = "1,2,1,1";
+  std::string tp_costs_text = "0,0";
   std::string csv_path, svg_path;
   bool json = false;
   po::options_description options;
@@ -78,6 +84,10 @@ int scheduleMain(int argc, const char* const* argv) {
   auto add = output.add_options();
   add("costs", po::value(&costs_text)->default_value(costs_text),
       "cost of one F, B, I and W of one stage and micro-batch, as F,B,I,W");
+  add("tp_costs", po::value(&tp_costs_text)->default_value(tp_costs_text),
+      "tensor parallelism: the cost of one stage's TP all-reduces in one F and in one B (I "
+      "carries the backward's), as F,B; added to those actions (the metrics' tp_s over the "
+      "micro-batches measures them)");
   add("csv", po::value(&csv_path), "also write the lowered schedule as a CSV table here");
   add("svg", po::value(&svg_path),
       "also draw the simulated timeline to this SVG file (as ppstage timeline draws a measured "
@@ -104,6 +114,7 @@ int scheduleMain(int argc, const char* const* argv) {
   ScheduleOptions o = scheduleOptionsFor(pipeline, static_cast<int>(pipeline.stages),
                                          static_cast<int>(pipeline.stages_per_rank));
   o.costs = ActionCosts::parse(costs_text);
+  o.costs.parseTensorParallel(tp_costs_text);
 
   const ScheduleRegistry registry = makeScheduleRegistry(pipeline.schedule_plugin);
   PipelineSchedule schedule;

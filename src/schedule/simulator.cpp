@@ -29,8 +29,12 @@ static_assert(static_cast<int>(ActionKind::kForward) == 0 &&
               static_cast<int>(ActionKind::kBackwardWeight) == 3);
 
 double ActionCosts::of(ActionKind kind, int stage) const {
-  if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind);
-  return per_stage.at(static_cast<size_t>(stage))[kind];
+  const double tp = kind == ActionKind::kForward ? tp_forward
+                    : kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput
+                        ? tp_backward
+                        : 0;
+  if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind) + tp;
+  return per_stage.at(static_cast<size_t>(stage))[kind] + tp;
 }
 
 double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
@@ -44,21 +48,38 @@ double ActionCosts::commOf(int microbatch) const {
   return comm * message_scale.at(static_cast<size_t>(microbatch));
 }
 
-ActionCosts ActionCosts::parse(const std::string& text) {
+namespace {
+
+// `count` non-negative numbers, comma-separated, for `option` ("--costs": "1,2,1,1").
+std::vector<double> parseCosts(const std::string& text, size_t count, const char* option,
+                               const char* names, const char* example) {
   const std::vector<std::string> items = splitList(text);
-  PPSTAGE_CHECK(items.size() == 4, "--costs takes four numbers F,B,I,W (such as 1,2,1,1); got '",
-                text, "'");
-  double values[4];
-  for (size_t i = 0; i < 4; ++i) {
+  PPSTAGE_CHECK(items.size() == count, option, " takes ", count, " numbers ", names, " (such as ",
+                example, "); got '", text, "'");
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i) {
     size_t used = 0;
     try {
       values[i] = std::stod(items[i], &used);
     } catch (const std::exception&) {
       used = 0;
     }
-    PPSTAGE_CHECK(used == items[i].size() && values[i] >= 0 && std::isfinite(values[i]),
-                  "--costs: '", items[i], "' is not a non-negative number");
+    PPSTAGE_CHECK(used == items[i].size() && values[i] >= 0 && std::isfinite(values[i]), option,
+                  ": '", items[i], "' is not a non-negative number");
   }
+  return values;
+}
+
+}  // namespace
+
+void ActionCosts::parseTensorParallel(const std::string& text) {
+  const std::vector<double> values = parseCosts(text, 2, "--tp_costs", "F,B", "0.1,0.1");
+  tp_forward = values[0];
+  tp_backward = values[1];
+}
+
+ActionCosts ActionCosts::parse(const std::string& text) {
+  const std::vector<double> values = parseCosts(text, 4, "--costs", "F,B,I,W", "1,2,1,1");
   ActionCosts costs;
   costs.forward = values[0];
   costs.backward = values[1];

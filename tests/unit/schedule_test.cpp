@@ -147,6 +147,28 @@ TEST(Schedules, PerStageCostsGiveTheBottleneckFormula) {
   }
 }
 
+// Tensor-parallel all-reduces (ActionCosts::tp_forward, tp_backward) lengthen every F and
+// B (and I, not W): 1F1B on S stages takes (M + S - 1)(F + tf + B + tb); ZB-H1's W stays.
+TEST(Schedules, TensorParallelCostsLengthenForwardAndBackward) {
+  for (int M = 2; M <= 6; ++M) {
+    ScheduleOptions o;
+    o.schedule = "1f1b";
+    o.stages = 3;
+    o.microbatches = M;
+    const PipelineSchedule s = buildSchedule(registry(), o);
+    ActionCosts costs;
+    costs.parseTensorParallel("0.25,0.5");
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan,
+                     (M + 2) * (1 + 0.25 + 2 + 0.5))
+        << "M=" << M;
+    EXPECT_DOUBLE_EQ(costs.of(ActionKind::kBackwardInput, 0), 1.5);
+    EXPECT_DOUBLE_EQ(costs.of(ActionKind::kBackwardWeight, 0), 1);
+  }
+  ActionCosts costs;
+  EXPECT_THROW(costs.parseTensorParallel("1"), Error);
+  EXPECT_THROW(costs.parseTensorParallel("1,-2"), Error);
+}
+
 // Micro-batches of different lengths (ActionCosts::microbatch_scale, message_scale): scales
 // of 1 change nothing; with the bottleneck last stage above, each micro-batch adds its own
 // F1 + B1, and the ends are the first micro-batch's F0 and message and the last one's

@@ -25,6 +25,11 @@ struct ActionCosts {
   double input_grad = 1;   // I
   double weight_grad = 1;  // W
   double comm = 0;         // from a SEND to its data being usable by the receiver
+  // Tensor parallelism: the seconds one stage's all-reduces over its TP group take in one
+  // micro-batch's forward (F) and backward (B, or I, which carries the region entries'
+  // gradient sums). They block inside the action, so they lengthen it.
+  double tp_forward = 0;
+  double tp_backward = 0;
   // When not empty, stage s's compute costs, per stage (what a run measured), in place of
   // the four above.
   std::vector<PerCompute<double>> per_stage;
@@ -41,6 +46,8 @@ struct ActionCosts {
   double commOf(int microbatch) const;  // comm, scaled for `microbatch` (message_scale's)
   // "1,2,1,1" (F,B,I,W). Throws ppstage::Error.
   static ActionCosts parse(const std::string& text);
+  // Sets tp_forward and tp_backward from "0.1,0.2" (--tp_costs F,B). Throws ppstage::Error.
+  void parseTensorParallel(const std::string& text);
 };
 
 struct SimulationResult {
