@@ -207,6 +207,7 @@ class Prover {
   bool visitSplit(Node* n, Value* x, const Sharding& s);
   bool visitLinear(Node* n, Value* x, const Sharding& s);
   bool visitSizeRead(Node* n, Value* x, const Sharding& s);
+  bool visitAlongOtherDim(Node* n, Value* x, const Sharding& s);
 
   const StageModule& stage_;
   int rank_, ranks_;
@@ -255,6 +256,16 @@ bool Prover::visit(Node* n) {
       if (d == s.dim) return setSharded(n->output(), {static_cast<int>(i), s.parts}, origin_[x]);
     }
     return fail("permute without the sharded dim");
+  }
+  if (n->kind() == aten::slice || n->kind() == aten::cat) return visitAlongOtherDim(n, x, s);
+  if (n->kind() == prim::ListConstruct) {  // tensors to cat: all sharded alike
+    for (Value* v : n->inputs()) {
+      const Sharding* other = shardingOf(v);
+      if (other == nullptr || other->dim != s.dim || other->parts != s.parts) {
+        return fail("a list of a shard and a whole tensor");
+      }
+    }
+    return setSharded(n->output(), s, origin_[x]);
   }
   if (kindIn(n, {"aten::softmax", "aten::log_softmax"})) {
     const int dim = dimArgument(n->input(1), meta(x) ? meta(x)->sizes.size() : 0);
@@ -335,6 +346,16 @@ bool Prover::visitSizes(Node* n) {
     return true;
   }
   return fail(name(n) + " computes with the sharded width (a size read from a shard)");
+}
+
+// slice (a rotary embedding's halves) and cat along a dim other than the sharded one: each
+// rank slices or joins its own shard alike.
+bool Prover::visitAlongOtherDim(Node* n, Value* x, const Sharding& s) {
+  const TensorMeta* out = meta(n->output());
+  if (out == nullptr) return fail("no recorded shape for " + name(n) + "'s output");
+  const int dim = dimArgument(n->input(1), out->sizes.size());
+  if (dim < 0 || dim == s.dim) return fail(name(n) + " along the sharded dim");
+  return setSharded(n->output(), s, origin_[x]);
 }
 
 bool Prover::visitSizeRead(Node* n, Value* x, const Sharding& s) {
