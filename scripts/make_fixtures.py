@@ -446,6 +446,83 @@ class Recurrent(nn.Module):
         return self.head(x)
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    h = x.size(-1) // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Llama's attention: one fused q/k/v projection split into heads, rotary embeddings."""
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads, self.hd = heads, d // heads
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split([d, d, d], dim=-1)
+        q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = k.view(b, t, self.heads, self.hd).transpose(1, 2)
+        v = v.view(b, t, self.heads, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        att = (q @ k.transpose(-2, -1)) / (self.hd ** 0.5)
+        future = torch.ones(t, t, device=x.device).triu(1) > 0.5
+        att = att.masked_fill(future, float("-inf")).softmax(-1)
+        return self.o((att @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.attn_norm = RMSNorm(d)
+        self.attn = LlamaAttention(d, heads)
+        self.mlp_norm = RMSNorm(d)
+        self.gate = nn.Linear(d, 2 * d, bias=False)
+        self.up = nn.Linear(d, 2 * d, bias=False)
+        self.down = nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))  # SwiGLU
+
+
+class Llama(nn.Module):
+    """A Llama-style decoder as a new user would write it: RMSNorm, SwiGLU, RoPE."""
+    def __init__(self, vocab=64, d=32, heads=4, layers=2, seq=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([LlamaBlock(d, heads) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        inverse = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        angles = torch.outer(torch.arange(seq).float(), inverse)
+        angles = torch.cat([angles, angles], -1)
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
+
+    def forward(self, idx):
+        t = idx.size(1)
+        cos, sin = self.cos[:t], self.sin[:t]
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.head(self.norm(x))
+
+
 def real_models():
     """(file name, module, example input shape or None for int64 tokens, what it covers)."""
     from torchvision.models import (convnext, densenet, efficientnet, mobilenetv2, regnet,
@@ -489,6 +566,7 @@ def real_models():
     yield ("transformer.pt", TokenTransformer(), None,
            "nn.Transformer encoder-decoder, the memory crossing stages")
     yield ("lstm_gru.pt", Recurrent(), None, "nn.LSTM (2 layers) and nn.GRU")
+    yield ("llama.pt", Llama(), None, "Llama-style: RMSNorm, SwiGLU, fused qkv, rotary embeddings")
 
 
 def write_real_models():
