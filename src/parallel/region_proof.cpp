@@ -208,6 +208,7 @@ class Prover {
   bool visitLinear(Node* n, Value* x, const Sharding& s);
   bool visitSizeRead(Node* n, Value* x, const Sharding& s);
   bool visitAlongOtherDim(Node* n, Value* x, const Sharding& s);
+  c10::optional<std::vector<int64_t>> unpackedSizes(const Node* split, int dim) const;
 
   const StageModule& stage_;
   int rank_, ranks_;
@@ -482,6 +483,20 @@ bool Prover::visitReshape(Node* n, Value* x, const Sharding& s) {
   return setSharded(n->output(), result, origin_[x]);
 }
 
+// The recorded sizes along `dim` of what `split` (a split_with_sizes) gives, where a
+// ListUnpack takes its pieces; nothing otherwise.
+c10::optional<std::vector<int64_t>> Prover::unpackedSizes(const Node* split, int dim) const {
+  const auto& uses = split->output()->uses();
+  if (uses.size() != 1 || uses[0].user->kind() != prim::ListUnpack) return c10::nullopt;
+  std::vector<int64_t> sizes;
+  for (const Value* piece : uses[0].user->outputs()) {
+    const TensorMeta* m = meta(piece);
+    if (m == nullptr || m->sizes.size() <= static_cast<size_t>(dim)) return c10::nullopt;
+    sizes.push_back(m->sizes[static_cast<size_t>(dim)]);
+  }
+  return sizes;
+}
+
 // split, split_with_sizes, chunk along the sharded dim cut it into its parts (a fused
 // q/k/v), each a shard of its own; along another dim each piece keeps the shard.
 bool Prover::visitSplit(Node* n, Value* x, const Sharding& s) {
@@ -507,8 +522,9 @@ bool Prover::visitSplit(Node* n, Value* x, const Sharding& s) {
     }
     rewrite(Rewrite::Kind::kDivideSize, n, 1);
   } else {
-    const auto sizes = constantInts(n->input(1));
-    if (!sizes) return fail(name(n) + " by computed sizes");
+    auto sizes = constantInts(n->input(1));
+    if (!sizes) sizes = unpackedSizes(n, dim);  // computed sizes ([d, d, d] from x.shape)
+    if (!sizes) return fail(name(n) + " by computed sizes, not unpacked");
     for (int64_t size : *sizes) {
       if (size != sizes->front()) return fail(name(n) + " into unequal pieces");
     }
