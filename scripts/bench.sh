@@ -43,6 +43,12 @@
 #                              after llm.c's header): tokens/s, medians of 3 interleaved
 #                              rounds, losses compared; then a one-step run on a sparse
 #                              10 GB token file against one on a small one
+#   scripts/bench.sh tp        tensor parallelism on gpt-small: parameter bytes per rank at tp 1,
+#                              2 and 4 (from `ppstage split --train.tp`), then 30 steps of one
+#                              process with 1 and 2 threads against tp 2 on 2 ranks (and
+#                              pp 2, 1F1B M 8), each compile mode: median step, tokens/s,
+#                              tensor bytes held at a step's start per rank, and the share of
+#                              the step spent in TP all-reduces (the metrics' tp_s)
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -600,8 +606,57 @@ PY
   rm -rf "$dir"
 }
 
+bench_tp() {
+  local dir
+  dir=$(mktemp -d)
+  local mpirun=(mpirun --allow-run-as-root --oversubscribe)
+  echo "| tp | parameters held per rank | bytes per rank | of tp 1 |"
+  echo "|---|---|---|---|"
+  for tp in 1 2 4; do
+    "$ppstage" split --config configs/gpt-small.ini --pipeline.stages 1 --train.tp "$tp" --json \
+      > "$dir/split-$tp.json"
+    /usr/bin/python3 - "$dir/split-$tp.json" "$tp" <<'PY'
+import json, sys
+plan, tp = json.load(open(sys.argv[1])), int(sys.argv[2])
+if tp == 1:
+    held = sum(s["num_params"] for s in plan["stages"])
+else:
+    stages = plan["tensor_parallel"]["stages"]
+    held = sum(s["sharded_params"] // tp + s["replicated_params"] for s in stages)
+whole = sum(s["num_params"] for s in plan["stages"])
+print(f"| {tp} | {held} | {4 * held / 2**20:.2f} MB | {held / whole:.3f} |")
+PY
+  done
+  echo
+  echo "| compile | run | median step s | tokens/s | tensors at step start MB (rank 0) | TP all-reduces per step | TP share of the step |"
+  echo "|---|---|---|---|---|---|---|"
+  for mode in none stage; do
+    local runs=("1 process, 1 thread|1|--train.threads 1" "1 process, 2 threads|1|--train.threads 2"
+                "tp 2 (2 ranks)|2|--train.threads 1 --train.tp 2"
+                "pp 2, 1F1B M 8 (2 ranks)|2|--train.threads 1 --pipeline.microbatches 8")
+    for run in "${runs[@]}"; do
+      IFS='|' read -r name np extra <<< "$run"
+      read -r -a extra <<< "$extra"
+      "${mpirun[@]}" -np "$np" "$ppstage" train --config configs/gpt-small.ini --train.steps 30 \
+        --output.log_every 0 --compile.mode "$mode" "${extra[@]}" \
+        --output.metrics_json "$dir/run.json" > /dev/null
+      /usr/bin/python3 - "$dir/run.json" "$mode" "$name" <<'PY'
+import json, sys
+m, mode, name = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+r = m["ranks"][0]
+held = r["peak_allocated_mb"] - r["peak_activation_mb"]
+share = r["tp_s"] / m["measured_step_s"] if m.get("tp", 1) > 1 else 0
+print(f"| {mode} | {name} | {m['measured_step_s']:.3f} | {m['tokens_per_s']:.0f} | {held:.1f} | "
+      f"{r['tp_all_reduces']} | {100 * share:.1f}% |")
+PY
+    done
+  done
+  rm -rf "$dir"
+}
+
 case "$what" in
   split) bench_split ;;
+  tp) bench_tp ;;
   seqlen) bench_seqlen ;;
   precision) bench_precision ;;
   data) bench_data ;;
@@ -614,6 +669,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh split|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac
