@@ -50,14 +50,16 @@ double ActionCosts::commOf(int microbatch) const {
 
 namespace {
 
-// `count` non-negative numbers, comma-separated, for `option` ("--costs": "1,2,1,1").
-std::vector<double> parseCosts(const std::string& text, size_t count, const char* option,
+// Non-negative numbers, comma-separated, one per name of `names` ("F,B,I,W"), for `option`
+// ("--costs takes four numbers F,B,I,W (such as 1,2,1,1)").
+std::vector<double> parseCosts(const std::string& text, const char* option, const char* count,
                                const char* names, const char* example) {
   const std::vector<std::string> items = splitList(text);
-  PPSTAGE_CHECK(items.size() == count, option, " takes ", count, " numbers ", names, " (such as ",
+  const size_t wanted = splitList(names).size();
+  PPSTAGE_CHECK(items.size() == wanted, option, " takes ", count, " numbers ", names, " (such as ",
                 example, "); got '", text, "'");
-  std::vector<double> values(count);
-  for (size_t i = 0; i < count; ++i) {
+  std::vector<double> values(wanted);
+  for (size_t i = 0; i < wanted; ++i) {
     size_t used = 0;
     try {
       values[i] = std::stod(items[i], &used);
@@ -73,13 +75,13 @@ std::vector<double> parseCosts(const std::string& text, size_t count, const char
 }  // namespace
 
 void ActionCosts::parseTensorParallel(const std::string& text) {
-  const std::vector<double> values = parseCosts(text, 2, "--tp_costs", "F,B", "0.1,0.1");
+  const std::vector<double> values = parseCosts(text, "--tp_costs", "two", "F,B", "0.1,0.1");
   tp_forward = values[0];
   tp_backward = values[1];
 }
 
 ActionCosts ActionCosts::parse(const std::string& text) {
-  const std::vector<double> values = parseCosts(text, 4, "--costs", "F,B,I,W", "1,2,1,1");
+  const std::vector<double> values = parseCosts(text, "--costs", "four", "F,B,I,W", "1,2,1,1");
   ActionCosts costs;
   costs.forward = values[0];
   costs.backward = values[1];
