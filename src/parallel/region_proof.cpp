@@ -83,8 +83,8 @@ bool reshapedSharding(const std::vector<int64_t>& in, const std::vector<int64_t>
 
 class Prover {
  public:
-  Prover(const StageModule& stage, int rank, int ranks)
-      : stage_(stage), rank_(rank), ranks_(ranks) {}
+  Prover(const StageModule& stage, const ModelGraph& model, int rank, int ranks)
+      : stage_(stage), model_(model), rank_(rank), ranks_(ranks) {}
 
   RegionPlan run(Value* entry, const std::vector<LinearOp>& seeds,
                  const std::map<Node*, int>& parts_hint) {
@@ -158,7 +158,9 @@ class Prover {
       return fail("'" + v->debugName() + "' is not a parameter of the stage");
     }
     const StageParameter& p = stage_.parameters.at(v->offset() - first);
-    if (v->uses().size() != 1 || v->uses()[0].user != user || !p.aliases.empty()) {
+    const bool tied = std::any_of(p.model_parameters.begin(), p.model_parameters.end(),
+                                  [&](int i) { return model_.parameters.at(i).tie_group >= 0; });
+    if (v->uses().size() != 1 || v->uses()[0].user != user || !p.aliases.empty() || tied) {
       return fail("'" + p.name + "' is also read elsewhere (a tied weight stays whole)");
     }
     if (p.value.size(dim) % (parts * ranks_) != 0) {
@@ -211,6 +213,7 @@ class Prover {
   c10::optional<std::vector<int64_t>> unpackedSizes(const Node* split, int dim) const;
 
   const StageModule& stage_;
+  const ModelGraph& model_;
   int rank_, ranks_;
   RegionPlan plan_;
   std::unordered_set<Node*> seeds_;
@@ -285,6 +288,11 @@ bool Prover::visit(Node* n) {
   }
   if (n->kind() == aten::__getitem__ && n->input(0) == x) {
     return setSharded(n->output(), s, origin_[x]);
+  }
+  LinearOp linear;
+  if (kindIn(n, {"aten::matmul", "aten::mm"}) && asLinear(n, stage_, linear) && linear.input == x &&
+      meta(x) != nullptr && s.dim == static_cast<int>(meta(x)->sizes.size()) - 1) {
+    return visitLinear(n, x, s);  // h @ W_down: row-parallel
   }
   if (kindIn(n, {"aten::matmul", "aten::bmm", "aten::baddbmm",
                  "aten::scaled_dot_product_attention"})) {
@@ -375,7 +383,7 @@ bool Prover::visitSizeRead(Node* n, Value* x, const Sharding& s) {
 
 bool Prover::visitElementwise(Node* n, Value* x, const Sharding& s) {
   const TensorMeta* out = meta(n->output());
-  if (out == nullptr) return fail("no recorded shape for " + name(n) + "'s output");
+  if (out == nullptr || meta(x) == nullptr) return fail("no recorded shape around " + name(n));
   const int rank = static_cast<int>(out->sizes.size());
   const int out_dim = s.dim + rank - static_cast<int>(meta(x)->sizes.size());
   for (size_t i = 0; i < n->inputs().size(); ++i) {
@@ -430,10 +438,18 @@ bool Prover::visitMatmul(Node* n) {
     parts = s->parts;
     origin = origin_[v];
   }
+  if (out_dim < 0) return fail(name(n) + " adding a shard to a product of whole operands");
   for (size_t i = 0; i < n->inputs().size(); ++i) {  // whole tensors must broadcast
     Value* v = n->input(i);
-    if (!isTensor(v) || shardingOf(v) != nullptr) continue;
     const bool operand = std::find(operands.begin(), operands.end(), i) != operands.end();
+    if (const Sharding* added = operand ? nullptr : shardingOf(v)) {  // a sharded mask
+      const int r = static_cast<int>(meta(v)->sizes.size());
+      if (added->dim != out_dim + r - rank || added->parts != parts) {
+        return fail(name(n) + " adding a shard that does not line up with the product's");
+      }
+      continue;
+    }
+    if (!isTensor(v) || shardingOf(v) != nullptr) continue;
     if (operand && out_dim == rank - 2) {  // a whole matrix times a shard of rows
       copyIfNeeded(n, i);
       continue;
@@ -523,7 +539,9 @@ bool Prover::visitSplit(Node* n, Value* x, const Sharding& s) {
     rewrite(Rewrite::Kind::kDivideSize, n, 1);
   } else {
     auto sizes = constantInts(n->input(1));
-    if (!sizes) sizes = unpackedSizes(n, dim);  // computed sizes ([d, d, d] from x.shape)
+    if (!sizes && n->input(1)->node()->kind() == prim::ListConstruct) {
+      sizes = unpackedSizes(n, dim);  // computed sizes ([d, d, d] from x.shape)
+    }
     if (!sizes) return fail(name(n) + " by computed sizes, not unpacked");
     for (int64_t size : *sizes) {
       if (size != sizes->front()) return fail(name(n) + " into unequal pieces");
@@ -561,10 +579,11 @@ bool Prover::visitLinear(Node* n, Value* x, const Sharding& s) {
 
 }  // namespace
 
-RegionPlan proveRegion(const StageModule& stage, Value* entry, const std::vector<LinearOp>& seeds,
-                       const std::map<Node*, int>& parts_hint, int rank, int ranks) {
+RegionPlan proveRegion(const StageModule& stage, const ModelGraph& model, Value* entry,
+                       const std::vector<LinearOp>& seeds, const std::map<Node*, int>& parts_hint,
+                       int rank, int ranks) {
   PPSTAGE_INTERNAL_ASSERT(!seeds.empty(), "a tensor-parallel region without linears");
-  return Prover(stage, rank, ranks).run(entry, seeds, parts_hint);
+  return Prover(stage, model, rank, ranks).run(entry, seeds, parts_hint);
 }
 
 }  // namespace ppstage::tp_detail

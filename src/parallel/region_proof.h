@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ppstage/graph/model_graph.h"
 #include "ppstage/split/stage_module.h"
 
 namespace torch::jit {
@@ -81,10 +82,11 @@ struct RegionPlan {
   std::vector<torch::jit::Node*> reached;  // every node the region's values reached
 };
 
-// Proves the region of the column linears `seeds` (all reading `entry`), their outputs
+// Proves the region of the column linears `seeds` (all reading `entry`; `model`: the graph
+// the stage was cut from, whose tied parameters stay whole), their outputs
 // holding parts_hint[node] parts (1 when not listed), for a group of `ranks` ranks of
 // which this is `rank`.
-RegionPlan proveRegion(const StageModule& stage, torch::jit::Value* entry,
+RegionPlan proveRegion(const StageModule& stage, const ModelGraph& model, torch::jit::Value* entry,
                        const std::vector<LinearOp>& seeds,
                        const std::map<torch::jit::Node*, int>& parts_hint, int rank, int ranks);
 

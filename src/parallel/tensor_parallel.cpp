@@ -65,11 +65,20 @@ std::vector<LinearOp> columnLinears(Value* entry, const StageModule& stage,
   return seeds;
 }
 
-// A region that failed stopped where its proof did: the linears its tensors flow into (an
-// attention's output projection) are marked `done` too, so that they are not taken for
-// the start of a region of their own.
-void markClosingLinears(const std::vector<LinearOp>& seeds, const StageModule& stage,
+// A region that failed stopped where its proof did: the linears its tensors flow into
+// inside the module holding its column linears (an attention's output projection) are
+// marked `done` too, so that they are not taken for the start of a region of their own. The
+// walk stays inside that module (`scope`, "layers.3.attn"): nothing outside is marked.
+void markClosingLinears(const std::vector<LinearOp>& seeds, const std::string& scope,
+                        const StageModule& stage, const ModelGraph& model,
                         std::unordered_set<Node*>& done) {
+  if (scope.empty()) return;
+  auto inside = [&](const Node* n) {
+    const auto call = stage.node_call.find(n);
+    if (call == stage.node_call.end()) return false;
+    const std::string& path = model.calls.at(call->second).path;
+    return path == scope || path.rfind(scope + ".", 0) == 0;
+  };
   std::vector<Value*> pending;
   for (const LinearOp& seed : seeds) pending.push_back(seed.node->output());
   std::unordered_set<Node*> seen;
@@ -79,15 +88,16 @@ void markClosingLinears(const std::vector<LinearOp>& seeds, const StageModule& s
     for (const torch::jit::Use& use : v->uses()) {
       Node* user = use.user;
       LinearOp op;
-      if (!seen.insert(user).second || user->owningBlock() != v->owningGraph()->block()) continue;
+      if (!seen.insert(user).second || !inside(user)) continue;
       if (tp_detail::asLinear(user, stage, op)) {
         done.insert(user);
         continue;
       }
       for (Value* out : user->outputs()) {  // tensors only: sizes reach unrelated values
         const auto kind = out->type()->kind();
-        if (kind == c10::TypeKind::TensorType || kind == c10::TypeKind::ListType)
+        if (kind == c10::TypeKind::TensorType || kind == c10::TypeKind::ListType) {
           pending.push_back(out);
+        }
       }
     }
   }
@@ -114,6 +124,20 @@ std::string regionModule(const RegionPlan& plan, const StageModule& stage,
     common.resize(dot == std::string::npos ? 0 : dot);  // "layers.3.attn.q" -> "layers.3.attn"
   }
   return common;
+}
+
+// The module a failed region's column linears sit in: their common path, less the linear's
+// own name when it is one of them ("layers.3.attn.qkv" -> "layers.3.attn").
+std::string scopeOf(const std::string& module, const std::vector<LinearOp>& seeds,
+                    const StageModule& stage, const ModelGraph& model) {
+  for (const LinearOp& seed : seeds) {
+    const auto call = stage.node_call.find(seed.node);
+    if (call != stage.node_call.end() && model.calls.at(call->second).path == module) {
+      const size_t dot = module.rfind('.');
+      return dot == std::string::npos ? std::string() : module.substr(0, dot);
+    }
+  }
+  return module;
 }
 
 std::string parameterPath(const StageModule& stage, const Value* weight) {
@@ -268,12 +292,12 @@ class RegionRewriter {
 
 // Proves the region of the column linears reading `entry`, again with parts where a fused
 // projection shows them.
-RegionPlan proveWithParts(const StageModule& stage, Value* entry,
+RegionPlan proveWithParts(const StageModule& stage, const ModelGraph& model, Value* entry,
                           const std::vector<LinearOp>& seeds, const TpGroup& group) {
   std::map<Node*, int> parts;
   RegionPlan plan;
   for (int attempt = 0; attempt < kMaxProofs; ++attempt) {
-    plan = tp_detail::proveRegion(stage, entry, seeds, parts, group.rank(), group.size());
+    plan = tp_detail::proveRegion(stage, model, entry, seeds, parts, group.rank(), group.size());
     if (plan.why.empty() || plan.needs_parts_of == nullptr || parts.count(plan.needs_parts_of))
       break;
     parts[plan.needs_parts_of] = plan.needs_parts;
@@ -295,11 +319,15 @@ TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGr
       if (done.count(n) || !tp_detail::asLinear(n, stage, op)) continue;
       const std::vector<LinearOp> seeds = columnLinears(op.input, stage, done);
       if (seeds.empty()) continue;
-      const RegionPlan plan = proveWithParts(stage, op.input, seeds, group);
+      const RegionPlan plan = proveWithParts(stage, model, op.input, seeds, group);
       for (const LinearOp& seed : seeds) done.insert(seed.node);
       done.insert(plan.reached.begin(), plan.reached.end());
-      if (!plan.why.empty()) markClosingLinears(seeds, stage, done);
       TpRegion region{regionModule(plan, stage, model), plan.why.empty(), plan.why, {}, {}};
+      if (!region.sharded) {  // named by the module holding it: "layers.3.attn", not ".qkv"
+        const std::string scope = scopeOf(region.module, seeds, stage, model);
+        markClosingLinears(seeds, scope, stage, model, done);
+        if (!scope.empty()) region.module = scope;
+      }
       for (const LinearOp& c : plan.column) region.column.push_back(parameterPath(stage, c.weight));
       for (const LinearOp& r : plan.row) region.row.push_back(parameterPath(stage, r.weight));
       if (region.sharded) {

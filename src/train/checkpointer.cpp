@@ -109,40 +109,51 @@ at::Tensor Checkpointer::wholeOf(const at::Tensor& piece, const TensorShard& sha
   return shard.sharded() ? gatherShards(piece, shard, *model_.tp_group) : piece;
 }
 
+std::vector<Checkpointer::StageState> Checkpointer::stateOfMyStages(StepRunner& runner) const {
+  const std::map<std::string, int> writer = writerStages(model_.split);
+  std::vector<StageState> stages;
+  for (const StageModule* stage : model_.mine) {
+    StageState state{stage->index, {}, {}};
+    for (const StageParameter& p : stage->parameters) {
+      if (p.random_key) continue;
+      const std::string path = storedPathOf(model_.split.graph, p);
+      if (writer.at(path) != stage->index) continue;
+      // bf16: the fp32 master, or widened; tensor parallelism: gathered whole
+      state.tensors[path] = wholeOf(runner.storedValueOf(p.value), p.shard);
+      if (p.is_parameter && p.value.requires_grad()) {
+        TensorDict optimizer = optimizerState(runner.optimizer(), runner.masterOf(p.value));
+        for (auto& [name, tensor] : optimizer) {
+          if (tensor.dim() == p.value.dim()) tensor = wholeOf(tensor, p.shard);
+        }
+        if (!optimizer.empty()) state.optimizer[path] = std::move(optimizer);
+      }
+    }
+    stages.push_back(std::move(state));
+  }
+  return stages;
+}
+
 std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_done,
                                        StepRunner& runner) {
+  // Every collective (the tensor-parallel gathers) before any file: a rank whose write
+  // fails must not leave its group waiting in a gather.
+  const std::vector<StageState> stages = stateOfMyStages(runner);
   nlohmann::json part = {{"files", nlohmann::json::array()}, {"tensors", nlohmann::json::object()}};
+  if (layout_.topology.tpRank() != 0) return part.dump();  // the group's first rank writes
   try {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     PPSTAGE_CHECK(!ec, "cannot create '", dir, "': ", ec.message());
-    const std::map<std::string, int> writer = writerStages(model_.split);
-    for (const StageModule* stage : model_.mine) {
-      TensorDict tensors;
-      StateDict states;
-      for (const StageParameter& p : stage->parameters) {
-        if (p.random_key) continue;
-        const std::string path = storedPathOf(model_.split.graph, p);
-        if (writer.at(path) != stage->index) continue;
-        // bf16: the fp32 master, or widened; tensor parallelism: gathered whole
-        tensors[path] = wholeOf(runner.storedValueOf(p.value), p.shard);
-        if (p.is_parameter && p.value.requires_grad()) {
-          TensorDict state = optimizerState(runner.optimizer(), runner.masterOf(p.value));
-          for (auto& [name, tensor] : state) {
-            if (tensor.dim() == p.value.dim()) tensor = wholeOf(tensor, p.shard);
-          }
-          if (!state.empty()) states[path] = std::move(state);
-        }
-      }
-      if (layout_.topology.tpRank() != 0) continue;  // the group's first rank writes
-      const std::string s = std::to_string(stage->index);
+    for (const StageState& stage : stages) {
+      const std::string s = std::to_string(stage.index);
       const std::string tensor_file = "tensors-stage" + s + ".pt";
       const std::string state_file = "optimizer-stage" + s + ".pt";
-      part["files"].push_back(writeCheckpointFile(dir, tensor_file, pickleTensors(tensors)));
-      part["files"].push_back(writeCheckpointFile(dir, state_file, pickleStates(states)));
-      for (const auto& [path, tensor] : tensors) {
-        part["tensors"][path] = {{"file", tensor_file},
-                                 {"optimizer_file", states.count(path) > 0 ? state_file : ""}};
+      part["files"].push_back(writeCheckpointFile(dir, tensor_file, pickleTensors(stage.tensors)));
+      part["files"].push_back(writeCheckpointFile(dir, state_file, pickleStates(stage.optimizer)));
+      for (const auto& [path, tensor] : stage.tensors) {
+        part["tensors"][path] = {
+            {"file", tensor_file},
+            {"optimizer_file", stage.optimizer.count(path) > 0 ? state_file : ""}};
       }
     }
   } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,14 @@ class Checkpointer {
 
  private:
   std::string writeMyFiles(const std::string& dir, int64_t steps_done, StepRunner& runner);
+  // What one of this rank's stages saves (the tensors it writes, by path, and their
+  // optimizer state), whole: collective over the tensor-parallel group.
+  struct StageState {
+    int index;
+    std::map<std::string, at::Tensor> tensors;
+    std::map<std::string, std::map<std::string, at::Tensor>> optimizer;
+  };
+  std::vector<StageState> stateOfMyStages(StepRunner& runner) const;
   // `piece` (a parameter's or its optimizer state's, of a tensor held as `shard`) whole:
   // gathered over the tensor-parallel group (collective), or itself.
   at::Tensor wholeOf(const at::Tensor& piece, const TensorShard& shard) const;

@@ -213,13 +213,21 @@ void shardLocalStages(const Config& config, const Topology& topology, RankModel&
   if (topology.tpSize() == 1) return;
   model.tp_group =
       group ? std::move(group) : std::make_shared<TpGroup>(topology.tpRank(), topology.tpSize());
-  const std::regex required(config.train.tp_require.empty() ? "$^" : config.train.tp_require);
+  const std::string& require = config.train.tp_require;
+  const std::regex required(require.empty() ? "." : require);
   for (int s : topology.myStages()) {
-    model.tp_reports.push_back(shardStage(model.split.stages.at(static_cast<size_t>(s)),
-                                          model.split.graph, *model.tp_group));
+    StageModule& stage = model.split.stages.at(static_cast<size_t>(s));
+    model.tp_reports.push_back(shardStage(stage, model.split.graph, *model.tp_group));
+    for (const StageParameter& p : stage.parameters) {  // bf16: the fp32 masters too
+      const auto master = model.split.master_values.find(
+          model.split.graph.parameters.at(p.model_parameters.at(0)).path);
+      if (p.shard.sharded() && master != model.split.master_values.end()) {
+        master->second = shardOf(master->second, p.shard);
+      }
+    }
     for (const TpRegion& region : model.tp_reports.back().regions) {
-      PPSTAGE_CHECK(region.sharded || !std::regex_match(region.module, required), "--train.tp ",
-                    topology.tpSize(), ": region ", region.module, " of stage ", s,
+      PPSTAGE_CHECK(region.sharded || require.empty() || !std::regex_match(region.module, required),
+                    "--train.tp ", topology.tpSize(), ": region ", region.module, " of stage ", s,
                     " cannot be sharded (", region.why, ") and --train.tp_require '",
                     config.train.tp_require, "' asks for it");
     }
@@ -237,9 +245,10 @@ void shareParameters(const StageModule& train, StageModule& eval) {
                   p.name,
                   "', which the training stage does not: evaluation cannot share its "
                   "parameters");
-    PPSTAGE_CHECK(same->value.sizes() == p.value.sizes(), "in eval mode, stage ", eval.index,
-                  " holds '", p.name, "' as ", shapeText(p.value.sizes().vec()), ", training as ",
-                  shapeText(same->value.sizes().vec()),
+    const bool same_shard = same->shard.dim == p.shard.dim && same->shard.parts == p.shard.parts;
+    PPSTAGE_CHECK(same->value.sizes() == p.value.sizes() && same_shard, "in eval mode, stage ",
+                  eval.index, " holds '", p.name, "' as ", shapeText(p.value.sizes().vec()),
+                  ", training as ", shapeText(same->value.sizes().vec()),
                   " (tensor parallelism found other regions)");
     p.value = same->value;
   }

@@ -17,10 +17,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 model=(--model.name gpt --model.layers 2 --model.d_model 32 --model.heads 4 --model.vocab_size 64
-       --model.seq_len 16 --model.dropout 0.1)
-base=(--train.batch_size 16 --output.log_every 0 --data.path synthetic
-        --train.grad_clip 0.5 --train.threads 1 --comm.timeout_s 60 --train.optimizer sgd
-        --train.lr 0.1)
+       --model.seq_len 16 --model.dropout 0.1 --data.path synthetic)
+settings=(--train.batch_size 16 --output.log_every 0 --train.grad_clip 0.5 --train.threads 1
+          --comm.timeout_s 60)
+base=("${settings[@]}" --train.optimizer sgd --train.lr 0.1)
 common=("${base[@]}" --train.steps 6)
 
 failed=0
@@ -70,6 +70,41 @@ ranks = m["ranks"]
 assert len(ranks) == 8 and all(r["tp_all_reduces"] > 0 and r["tp_s"] > 0 for r in ranks), ranks
 print("ok      metrics: tp", m["tp"], "; tp_all_reduces per step", [r["tp_all_reduces"] for r in ranks])
 PY
+# Evaluation (its eval-mode model sharded alike, sharing the training shards) and bf16 with
+# AdamW (fp32 master weights sharded with their parameters): evaluation losses within 1e-5
+# of one process's; bf16 losses within 1e-2 of one process's in bf16.
+extra_run() {  # name, processes, options...
+  local name=$1 processes=$2
+  shift 2
+  "${mpiexec[@]}" -np "$processes" "$ppstage" train "${common_model[@]}" "${settings[@]}" \
+    --train.steps 6 "$@" \
+    --output.metrics_json "$work/$name.json" > "$work/$name.log" 2>&1 \
+    || { echo "FAILED to run: $name"; tail -3 "$work/$name.log"; failed=1; }
+}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+common_model=(--model.name gpt --model.layers 2 --model.d_model 32 --model.heads 4
+              --model.vocab_size 256 --model.seq_len 16)
+evaluation=(--pipeline.microbatches 4 --eval.every 3 --eval.batches 2 --train.optimizer sgd
+            --data.path "$here/docs/cli.md" --data.val_path "$here/docs/architecture.md")
+bf16=(--pipeline.microbatches 4 --train.precision bf16 --train.optimizer adamw --train.lr 0.01)
+extra_run eval-ref 1 "${evaluation[@]}" --pipeline.stages 1
+extra_run eval-tp 4 "${evaluation[@]}" --train.tp 2 --compile.mode stage
+extra_run bf16-ref 1 "${bf16[@]}" --pipeline.stages 1
+extra_run bf16-tp 4 "${bf16[@]}" --train.tp 2 --compile.mode stage
+python3 - "$work" <<'PY' || failed=1
+import json, sys
+d = sys.argv[1]
+ref, tp = (json.load(open(f"{d}/eval-{n}.json"))["eval"] for n in ("ref", "tp"))
+assert len(ref) == len(tp) == 2, (ref, tp)
+for r, t in zip(ref, tp):
+    assert abs(r["loss"] - t["loss"]) <= 1e-5 * abs(r["loss"]), (r, t)
+ref, tp = (json.load(open(f"{d}/bf16-{n}.json"))["losses"] for n in ("ref", "tp"))
+assert all(abs(r - t) <= 1e-2 * abs(r) for r, t in zip(ref, tp)), (ref, tp)
+print("ok      pp 2 x tp 2 evaluation:", [round(e["loss"], 6) for e in
+      json.load(open(f"{d}/eval-tp.json"))["eval"]], "; bf16 + adamw losses:",
+      [round(x, 4) for x in tp])
+PY
+
 # Checkpoints: saved sharded, resumed at other tensor-parallel layouts.
 resume=(--train.momentum 0.9 --pipeline.microbatches 4)
 "$ppstage" train "${model[@]}" "${common[@]}" "${resume[@]}" --pipeline.stages 1 \

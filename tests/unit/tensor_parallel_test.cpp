@@ -126,6 +126,25 @@ TEST(TensorParallel, GptWithDropoutDrawsOneProcessMasksAtTp4) {
   expectShardsMatch(config, 4, CompileMode::kStage);
 }
 
+// Three heads do not divide by tp 2: each attention stays whole (its output projection is
+// not taken for a region of its own), and the MLPs after it are still sharded.
+TEST(TensorParallel, AnAttentionThatCannotBeShardedLeavesTheRestSharded) {
+  Config config = test::builtinConfig("gpt", 2);
+  config.model.d_model = 48;
+  config.model.heads = 3;
+  const TpStageReport report = expectShardsMatch(config, 2, CompileMode::kStage);
+  for (const std::string& line : describeRegions(report)) std::cout << line << "\n";
+  ASSERT_EQ(report.regions.size(), 5u);
+  for (const int i : {0, 2}) {
+    EXPECT_FALSE(report.regions[i].sharded);
+    EXPECT_NE(report.regions[i].why.find("heads that do not divide by tp 2"), std::string::npos)
+        << report.regions[i].why;
+  }
+  EXPECT_TRUE(report.regions[1].sharded);
+  EXPECT_EQ(report.regions[1].module, "layers.0.mlp");
+  EXPECT_TRUE(report.regions[3].sharded);
+}
+
 TEST(TensorParallel, TransformerEncoderShardsTheFusedInProjectionByHeads) {
   Config config;
   config.model.name = test::fixturePath("real/transformer_encoder.pt");

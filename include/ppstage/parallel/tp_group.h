@@ -1,5 +1,7 @@
 // A tensor-parallel group as the graphs of a rank see it: the ranks holding the shards of
-// one stage, and the two collectives the tensor-parallel pass puts in their graphs.
+// one stage, the two collectives the tensor-parallel pass puts in their graphs, and the
+// dropout of a shard (ppstage::tp_dropout: the whole keyed mask drawn, this rank's shard of
+// it kept).
 //
 //   %y = ppstage::tp_copy(%x, %group)     forward: y = x;             backward: sum of dy
 //   %y = ppstage::tp_reduce(%x, %group)   forward: y = sum of x;      backward: dx = dy
@@ -69,7 +71,7 @@ at::Tensor gatherShards(const at::Tensor& piece, const TensorShard& shard, TpGro
 // The registered group `id` names; throws c10::Error (the graph's op fails) when none does.
 TpGroup& tpGroupOf(int64_t id);
 
-// Registers ppstage::tp_copy and ppstage::tp_reduce with the dispatcher (once per process);
+// Registers ppstage::tp_copy, tp_reduce and tp_dropout with the dispatcher (once per process);
 // the pass calls it before putting them in a graph.
 void registerTpOps();
 

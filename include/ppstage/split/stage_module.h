@@ -66,9 +66,9 @@ struct StageModule {
   // was copied from; nodes the splitter added, and values recomputed from an earlier
   // stage's metadata, are not listed. What block compilation finds blocks from.
   std::unordered_map<const torch::jit::Node*, int> node_call;
-  // The plan's shapes (ValueShapes) of `graph`'s top-level tensor values as extracted, for
-  // the example batch: what the tensor-parallel pass reads. Passes that change the graph
-  // clear it.
+  // The plan's shapes (ValueShapes) of `graph`'s top-level tensor values copied from the
+  // model's graph, for the example batch (values the splitter added, such as a copy of an
+  // input written in place, have none): what the tensor-parallel pass reads, and clears.
   std::unordered_map<const torch::jit::Value*, TensorMeta> value_shapes;
 
   // Elements of its trainable parameters, counted from `model`'s tensors (whichever rank
