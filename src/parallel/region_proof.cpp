@@ -210,6 +210,7 @@ class Prover {
   bool visitLinear(Node* n, Value* x, const Sharding& s);
   bool visitSizeRead(Node* n, Value* x, const Sharding& s);
   bool visitAlongOtherDim(Node* n, Value* x, const Sharding& s);
+  bool visitPermute(Node* n, Value* x, const Sharding& s);
   c10::optional<std::vector<int64_t>> unpackedSizes(const Node* split, int dim) const;
 
   const StageModule& stage_;
@@ -244,22 +245,8 @@ bool Prover::visit(Node* n) {
     return true;
   }
   if (isElementwise(n)) return visitElementwise(n, x, s);
-  if (kindIn(n, {"aten::transpose", "aten::transpose_"})) {
-    const int rank = static_cast<int>(meta(x) ? meta(x)->sizes.size() : 0);
-    const int a = dimArgument(n->input(1), rank), b = dimArgument(n->input(2), rank);
-    if (a < 0 || b < 0) return fail("transpose with dims that are not constants");
-    const int dim = s.dim == a ? b : s.dim == b ? a : s.dim;
-    return setSharded(n->output(), {dim, s.parts}, origin_[x]);
-  }
-  if (n->kind() == aten::permute) {
-    const auto dims = constantInts(n->input(1));
-    if (!dims) return fail("permute with dims that are not constants");
-    for (size_t i = 0; i < dims->size(); ++i) {
-      const int64_t d =
-          (*dims)[i] < 0 ? (*dims)[i] + static_cast<int64_t>(dims->size()) : (*dims)[i];
-      if (d == s.dim) return setSharded(n->output(), {static_cast<int>(i), s.parts}, origin_[x]);
-    }
-    return fail("permute without the sharded dim");
+  if (kindIn(n, {"aten::transpose", "aten::transpose_", "aten::permute"})) {
+    return visitPermute(n, x, s);
   }
   if (n->kind() == aten::slice || n->kind() == aten::cat) return visitAlongOtherDim(n, x, s);
   if (n->kind() == prim::ListConstruct) {  // tensors to cat: all sharded alike
@@ -355,6 +342,24 @@ bool Prover::visitSizes(Node* n) {
     return true;
   }
   return fail(name(n) + " computes with the sharded width (a size read from a shard)");
+}
+
+// transpose and permute move the sharded dim.
+bool Prover::visitPermute(Node* n, Value* x, const Sharding& s) {
+  if (n->kind() != aten::permute) {
+    const int rank = static_cast<int>(meta(x) ? meta(x)->sizes.size() : 0);
+    const int a = dimArgument(n->input(1), rank), b = dimArgument(n->input(2), rank);
+    if (a < 0 || b < 0) return fail("transpose with dims that are not constants");
+    const int dim = s.dim == a ? b : s.dim == b ? a : s.dim;
+    return setSharded(n->output(), {dim, s.parts}, origin_[x]);
+  }
+  const auto dims = constantInts(n->input(1));
+  if (!dims) return fail("permute with dims that are not constants");
+  for (size_t i = 0; i < dims->size(); ++i) {
+    const int64_t d = (*dims)[i] < 0 ? (*dims)[i] + static_cast<int64_t>(dims->size()) : (*dims)[i];
+    if (d == s.dim) return setSharded(n->output(), {static_cast<int>(i), s.parts}, origin_[x]);
+  }
+  return fail("permute without the sharded dim");
 }
 
 // slice (a rotary embedding's halves) and cat along a dim other than the sharded one: each
