@@ -239,6 +239,8 @@ class RegionRewriter {
     }
     torch::jit::WithInsertPoint guard(r.node);
     Node* rebuilt = graph().insertNode(graph().createList(c10::IntType::get(), elements));
+    const auto call = stage_.node_call.find(r.node);  // in the block: one graph per block
+    if (call != stage_.node_call.end()) stage_.node_call[rebuilt] = call->second;
     r.node->replaceInput(r.input, rebuilt->output());
   }
 

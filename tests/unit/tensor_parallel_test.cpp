@@ -74,6 +74,12 @@ TpStageReport expectShardsMatch(const Config& config, int tp, CompileMode mode) 
   CompileCache none(CompileMode::kNone);
   const std::vector<at::Tensor> expected =
       lossAndGradients(*compile(reference, reference.stages[0], none), reference.stages[0], input);
+  // The unsharded stage's graphs in `mode`: block mode compiles one per distinct block, and
+  // sharding (identical rewrites of identical blocks) must keep it so.
+  ModelSplit unsharded = oneStage(config);
+  CompileCache unsharded_cache(mode);
+  lossAndGradients(*compile(unsharded, unsharded.stages[0], unsharded_cache), unsharded.stages[0],
+                   input);
   std::vector<ModelSplit> ranks;
   for (int r = 0; r < tp; ++r) ranks.push_back(oneStage(config));
   TpStageReport report;
@@ -89,6 +95,8 @@ TpStageReport expectShardsMatch(const Config& config, int tp, CompileMode mode) 
         lossAndGradients(*compile(mine, stage, cache), stage, input);
     std::lock_guard<std::mutex> lock(mutex);
     if (rank == 0) report = shards;
+    EXPECT_EQ(cache.stats().graphs_compiled, unsharded_cache.stats().graphs_compiled)
+        << toString(mode) << ", rank " << rank << " (stats of one graph per distinct block)";
     EXPECT_LE(test::maxRelDiff(got[0], expected[0]), 1e-5) << "loss, rank " << rank;
     size_t g = 1;
     for (const StageParameter& p : stage.parameters) {
