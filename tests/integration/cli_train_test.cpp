@@ -265,6 +265,12 @@ TEST(TrainCli, WorldSizeNotPipelineTimesTensorParallel) {
                       "3 ranks cannot form 1 data-parallel replica of pipeline ranks of 2 "
                       "tensor-parallel ranks");
   expectBadTrainInput(2, "--train.tp 0", "--train.tp must be at least 1; got 0");
+  // A schedule table made for the world's ranks, not its pipeline ranks (2 ranks at tp 2
+  // are one pipeline rank).
+  expectBadTrainInput(2,
+                      "--train.tp 2 --pipeline.schedule " + std::string(PPSTAGE_SOURCE_DIR) +
+                          "/schedules/examples/1f1b_2stages_4mb.csv",
+                      "1f1b_2stages_4mb.csv has 2 stages but --pipeline.stages is 1");
 }
 
 // Heads that do not divide by tp: the attention stays replicated (the start-up lines say
