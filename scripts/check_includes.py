@@ -29,9 +29,10 @@ ALLOWED = {
     "observe": {"comm", "schedule", "config", "core"},
     "runtime": {"comm", "compile", "schedule", "split", "graph", "observe", "config", "core"},
     "checkpoint": {"split", "graph", "models", "config", "core"},
-    "train": {"parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "plan": {"split", "schedule", "config", "core"},
+    "train": {"plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
               "models", "data", "observe", "config", "core"},
-    "cli": {"train", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "cli": {"train", "plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
             "models", "data", "observe", "config", "core"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"ppstage/([a-z_]+)/', re.MULTILINE)

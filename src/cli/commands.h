@@ -21,6 +21,7 @@ int compareRunsMain(int argc, const char* const* argv);
 int compareCompileMain(int argc, const char* const* argv);
 int exportMain(int argc, const char* const* argv);
 int timelineMain(int argc, const char* const* argv);
+int planMain(int argc, const char* const* argv);
 
 // Every subcommand, in the order `ppstage --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -31,6 +32,8 @@ inline constexpr Command kCommands[] = {
      compareCompileMain},
     {"export", "a checkpoint's trained parameters in one TorchScript file of the original model",
      exportMain},
+    {"plan", "pick the schedule, micro-batches, layout and cut for P ranks from measured costs",
+     planMain},
     {"split", "cut a model into pipeline stages and print the plan (table or --json)", splitMain},
     {"schedule", "build, validate and simulate a pipeline schedule; print its timeline",
      scheduleMain},

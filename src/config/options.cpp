@@ -3,6 +3,7 @@
 #include "ppstage/config/options.h"
 
 #include <boost/program_options.hpp>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <regex>
@@ -43,8 +44,19 @@ std::set<std::string> knownConfigOptions() {
   return names;
 }
 
-void storeConfigFile(const std::string& path, const po::options_description& options,
-                     po::variables_map& vm) {
+// Each option's text in `parsed` (its tokens joined by spaces; a switch's "true"), unless
+// `texts` has it already: the command line is recorded before the file.
+void recordTexts(const po::parsed_options& parsed, std::map<std::string, std::string>& texts) {
+  for (const po::option& option : parsed.options) {
+    if (option.string_key.empty()) continue;
+    std::string text;
+    for (const std::string& token : option.value) text += (text.empty() ? "" : " ") + token;
+    texts.emplace(option.string_key, option.value.empty() ? "true" : text);
+  }
+}
+
+po::parsed_options storeConfigFile(const std::string& path, const po::options_description& options,
+                                   po::variables_map& vm) {
   std::istringstream file(readFile(path, "config file"));
   po::parsed_options parsed = po::parse_config_file(file, options, /*allow_unregistered=*/true);
   // Options of other commands (a [compile] section read by `split`) are fine; a name no
@@ -57,6 +69,7 @@ void storeConfigFile(const std::string& path, const po::options_description& opt
     }
   }
   po::store(parsed, vm);
+  return parsed;
 }
 
 }  // namespace
@@ -135,6 +148,15 @@ void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
   desc.add(section);
 }
 
+namespace {
+
+void addPluginOption(po::options_description_easy_init& add, PipelineConfig& p) {
+  add("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
+      "shared library exporting ppstage_register_schedules, adding more schedules");
+}
+
+}  // namespace
+
 void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
   po::options_description section("Schedule [pipeline]");
   auto add = section.add_options();
@@ -147,8 +169,14 @@ void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
   add("pipeline.placement",
       po::value(&p.placement)->default_value(p.placement, toString(p.placement)),
       "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)");
-  add("pipeline.schedule_plugin", po::value(&p.schedule_plugin)->default_value(""),
-      "shared library exporting ppstage_register_schedules, adding more schedules");
+  addPluginOption(add, p);
+  desc.add(section);
+}
+
+void addSchedulePluginOption(po::options_description& desc, PipelineConfig& p) {
+  po::options_description section("Schedules [pipeline]");
+  auto add = section.add_options();
+  addPluginOption(add, p);
   desc.add(section);
 }
 
@@ -347,6 +375,49 @@ void addCommOptions(po::options_description& desc, CommConfig& c) {
   desc.add(section);
 }
 
+void addPlanOptions(po::options_description& desc, PlanConfig& p) {
+  po::options_description section("Planning [plan]");
+  auto add = section.add_options();
+  add("plan.ranks", po::value(&p.ranks)->default_value(p.ranks),
+      "ranks to plan for (dp x pp); train --pipeline.auto: 0 plans for the job's ranks");
+  add("plan.memory_mb", po::value(&p.memory_mb)->default_value(p.memory_mb),
+      "each rank's budget of tensor memory in MB (parameters, gradients, optimizer state, "
+      "in-flight activations); configurations predicted over it are dropped; 0: none");
+  add("plan.costs", po::value(&p.costs)->default_value(p.costs),
+      "plan from this cost profile (written by --plan.save_costs) instead of measuring the "
+      "model");
+  add("plan.save_costs", po::value(&p.save_costs)->default_value(p.save_costs),
+      "write the measured cost profile (JSON: each unit's F, B, I, W seconds and bytes at two "
+      "micro-batch sizes) here");
+  add("plan.schedules",
+      po::value<std::string>()->default_value("")->notifier(
+          [&p](const std::string& text) { p.schedules = splitList(text); }),
+      "comma-separated schedules to consider; empty: every built-in one and the plugin's");
+  add("plan.top", po::value(&p.top)->default_value(p.top), "how many of the best to print");
+  add("plan.link_latency_us",
+      po::value(&p.link_latency_us)
+          ->default_value(p.link_latency_us, shortestText(p.link_latency_us)),
+      "one process: a message's fixed cost between two ranks, in microseconds (under mpirun "
+      "-np P the plan measures it, and the two below)");
+  add("plan.link_gbps",
+      po::value(&p.link_gbps)->default_value(p.link_gbps, shortestText(p.link_gbps)),
+      "the bandwidth between two ranks in GB/s (measured: ppstage bench-comm)");
+  add("plan.allreduce_gbps",
+      po::value(&p.allreduce_gbps)->default_value(p.allreduce_gbps, shortestText(p.allreduce_gbps)),
+      "the bandwidth of an all-reduce of data-parallel gradients in GB/s (a ring moves 2 (n - 1) "
+      "/ n of the bytes)");
+  desc.add(section);
+}
+
+void addAutoPlanOption(po::options_description& desc, PipelineConfig& p) {
+  po::options_description section("Automatic configuration [pipeline]");
+  section.add_options()(
+      "pipeline.auto", po::value(&p.auto_plan)->default_value(p.auto_plan),
+      "plan first (as ppstage plan does, with the [plan] options) and train with the chosen "
+      "layout, schedule, micro-batches and cut; the options it chooses are ignored");
+  desc.add(section);
+}
+
 void addAllOptions(po::options_description& desc, Config& c) {
   addModelOptions(desc, c.model);
   addStageCountOption(desc, c.pipeline);
@@ -360,10 +431,13 @@ void addAllOptions(po::options_description& desc, Config& c) {
   addOutputOptions(desc, c.output);
   addCheckpointOptions(desc, c.checkpoint);
   addCommOptions(desc, c.comm);
+  addAutoPlanOption(desc, c.pipeline);
+  addPlanOptions(desc, c.plan);
 }
 
 bool parseOptions(int argc, const char* const* argv, po::options_description& options,
-                  const std::string& usage, std::ostream& out, std::set<std::string>* given) {
+                  const std::string& usage, std::ostream& out, std::set<std::string>* given,
+                  std::map<std::string, std::string>* given_text) {
   std::string config_path;
   po::options_description general("General");
   auto add = general.add_options();
@@ -379,13 +453,17 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
     // in a config file, not taken for --train.steps.
     const int style =
         po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(argc, argv).options(options).style(style).run(), vm);
+    const po::parsed_options command_line =
+        po::command_line_parser(argc, argv).options(options).style(style).run();
+    po::store(command_line, vm);
     if (vm.count("help")) {
       out << usage << "\n\n" << options << "\n";
       return false;
     }
+    if (given_text != nullptr) recordTexts(command_line, *given_text);
     if (vm.count("config")) {
-      storeConfigFile(vm["config"].as<std::string>(), options, vm);
+      const po::parsed_options file = storeConfigFile(vm["config"].as<std::string>(), options, vm);
+      if (given_text != nullptr) recordTexts(file, *given_text);
     }
     po::notify(vm);
     for (const auto& [name, value] : vm) {
@@ -486,6 +564,17 @@ void validate(const CompileConfig& c) {
                 "negative; got ", c.max_respecializations);
 }
 
+void validate(const PlanConfig& p) {
+  PPSTAGE_CHECK(p.ranks >= 0, "--plan.ranks must not be negative; got ", p.ranks);
+  PPSTAGE_CHECK(p.memory_mb >= 0, "--plan.memory_mb must not be negative; got ", p.memory_mb);
+  PPSTAGE_CHECK(p.top >= 1, "--plan.top must be at least 1; got ", p.top);
+  PPSTAGE_CHECK(p.link_latency_us >= 0, "--plan.link_latency_us must not be negative; got ",
+                p.link_latency_us);
+  PPSTAGE_CHECK(p.link_gbps > 0, "--plan.link_gbps must be positive; got ", p.link_gbps);
+  PPSTAGE_CHECK(p.allreduce_gbps > 0, "--plan.allreduce_gbps must be positive; got ",
+                p.allreduce_gbps);
+}
+
 void validate(const Config& c) {
   validate(c.model);
   validate(c.data);
@@ -495,6 +584,7 @@ void validate(const Config& c) {
   validate(c.compile);
   validate(c.output);
   validate(c.checkpoint);
+  validate(c.plan);
   PPSTAGE_CHECK(c.eval.every >= 0, "--eval.every must not be negative; got ", c.eval.every);
   PPSTAGE_CHECK(c.eval.batches >= 1, "--eval.batches must be at least 1; got ", c.eval.batches);
   PPSTAGE_CHECK(c.eval.every == 0 || !c.data.val_path.empty(),

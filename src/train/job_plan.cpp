@@ -37,7 +37,9 @@ Topology jobTopology(const PipelineConfig& p, const TrainConfig& t, int world) {
                           static_cast<int>(p.stages_per_rank), p.placement, static_cast<int>(t.tp));
 }
 
-int autoThreads(int world) {
+}  // namespace
+
+static int autoThreads(int world) {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : world;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -48,6 +50,8 @@ int autoThreads(int world) {
 int computeThreads(const TrainConfig& train, int world) {
   return train.threads > 0 ? static_cast<int>(train.threads) : autoThreads(world);
 }
+
+namespace {
 
 // One sample of the model's first output, from the plan's shapes: (B, ...) -> (...), or
 // rows of logits (B*T, V) -> (T, V).

@@ -67,22 +67,27 @@ std::vector<at::Tensor> timeUnit(const StageModule& stage, CompiledStage& compil
 
 }  // namespace
 
-UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
-                               const ValueShapes& shapes,
-                               const std::vector<at::Tensor>& example_inputs, const UnitLoss& loss,
-                               int runs) {
+std::vector<StageModule> unitStages(const ModelGraph& model, const std::vector<SplitUnit>& units,
+                                    const ValueShapes& shapes, const std::string& why) {
   StagePlan per_unit;
   per_unit.units = units;
   per_unit.method = "units";
   for (size_t u = 0; u < units.size(); ++u) per_unit.stages.push_back(StageRange{u, u + 1});
-  std::vector<StageModule> stages;
   try {
-    stages = extractStages(model, per_unit, shapes);
+    return extractStages(model, per_unit, shapes);
   } catch (const Error& e) {
-    throw Error(detail::concat("--pipeline.balance time runs every unit on its own, and a unit ",
-                               "boundary cannot be cut: ", e.what(), "; balance by params or ",
-                               "flops, or give --pipeline.split_points"));
+    throw Error(detail::concat(why, " runs every unit on its own, and a unit boundary cannot ",
+                               "be cut: ", e.what(), "; balance by params or flops, or give ",
+                               "--pipeline.split_points"));
   }
+}
+
+UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitUnit>& units,
+                               const ValueShapes& shapes,
+                               const std::vector<at::Tensor>& example_inputs, const UnitLoss& loss,
+                               int runs) {
+  const std::vector<StageModule> stages =
+      unitStages(model, units, shapes, "--pipeline.balance time");
   CompileCache cache(CompileMode::kNone);
   std::vector<std::unique_ptr<CompiledStage>> compiled;
   for (const StageModule& stage : stages) {
@@ -108,9 +113,6 @@ UnitSeconds measureUnitSeconds(const ModelGraph& model, const std::vector<SplitU
   return seconds;
 }
 
-namespace {
-
-// The run's loss against placeholder targets (class 0, or zeros): the work is the same.
 UnitLoss trainingLoss(LossKind kind) {
   if (kind == LossKind::kModel) return [](const at::Tensor& output) { return output.sum(); };
   return [kind](const at::Tensor& output) {
@@ -120,6 +122,8 @@ UnitLoss trainingLoss(LossKind kind) {
     return computeLoss(kind, output, target.detach());
   };
 }
+
+namespace {
 
 ScheduleOptions scheduleOptionsOf(const PipelineConfig& config, const Topology& pipeline) {
   return scheduleOptionsFor(config, pipeline.numStages(), pipeline.stagesPerRank());

@@ -53,6 +53,7 @@ enum class ControlChannel : uint8_t {
   kClockPing,      // alignClocks (observe/clock_alignment.h): a rank's ping,
   kClockPong,      //   rank 0's answer with its clock
   kTransferProbe,  // measureTransfers (comm/transfer_probe.h): a boundary's ping-pongs
+  kLinkProbe,      // measureLinks (comm/link_probe.h): the planner's ping-pongs
 };
 
 // The tag of a control message on `channel`.

@@ -173,6 +173,9 @@ struct PipelineConfig {
   int64_t stages_per_rank = 1;             // more than 1: interleaved (virtual) stages
   Placement placement = Placement::kLoop;  // which rank runs which stage
   std::string schedule_plugin;             // shared library registering more schedules
+  // train: plan the layout, schedule, micro-batches and cut first (plan/planner.h, with
+  // [plan]) and run the winner; the options above that it chooses are ignored.
+  bool auto_plan = false;
 };
 
 // [train]: the training run.
@@ -261,6 +264,22 @@ struct CommConfig {
   bool receives_ahead = true;
 };
 
+// [plan]: `ppstage plan`, and train's --pipeline.auto (plan/planner.h).
+struct PlanConfig {
+  int64_t ranks = 0;       // the ranks to plan for; 0: the job's (train), required (plan)
+  double memory_mb = 0;    // each rank's budget of tensor memory; 0: none
+  std::string costs;       // plan from this saved cost profile instead of measuring
+  std::string save_costs;  // write the measured cost profile here
+  std::vector<std::string> schedules;  // the schedules to try; empty: every registered one
+  int64_t top = 10;                    // candidates printed
+  // What a plan assumes for communication when it is not run under mpirun (which measures
+  // it, comm/link_probe.h): a message between ranks takes latency + bytes / bandwidth, an
+  // all-reduce moves 2 (n - 1) / n of its bytes at allreduce_gbps.
+  double link_latency_us = 5;
+  double link_gbps = 5;
+  double allreduce_gbps = 0.1;
+};
+
 struct Config {
   ModelConfig model;
   PipelineConfig pipeline;
@@ -271,6 +290,7 @@ struct Config {
   EvalConfig eval;
   OutputConfig output;
   CheckpointConfig checkpoint;
+  PlanConfig plan;
 };
 
 }  // namespace ppstage

@@ -149,4 +149,8 @@ JobPlan planJob(const Config& config, Communicator& world);
 // ppstage::Error when it does not divide evenly.
 BatchLayout batchLayout(int64_t batch_size, int dp, int microbatches);
 
+// The intra-op threads of one of `world` ranks: --train.threads, or (0) the cores of this
+// machine shared among the ranks on it (mpirun's local size, else `world`).
+int computeThreads(const TrainConfig& train, int world);
+
 }  // namespace ppstage

@@ -15,6 +15,7 @@
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/split/model_split.h"
+#include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
 #include "ppstage/split/units.h"
 
@@ -34,6 +35,16 @@ constexpr int kUnitProfileRuns = 3;
 // The training loss of the model's first output (the last stage computes it, so the last
 // unit's time includes it); empty: the backward starts from ones.
 using UnitLoss = std::function<at::Tensor(const at::Tensor& output)>;
+
+// `model` cut into one stage per unit, in unit order. Throws ppstage::Error, beginning with
+// `why` (what runs the units alone), where a unit boundary cannot be cut (extractStages: a
+// value that is not a tensor, and cannot be recomputed, would cross it).
+std::vector<StageModule> unitStages(const ModelGraph& model, const std::vector<SplitUnit>& units,
+                                    const ValueShapes& shapes, const std::string& why);
+
+// The run's loss of kind `kind` against placeholder targets (class 0, or zeros: the work is
+// the same).
+UnitLoss trainingLoss(LossKind kind);
 
 // Cuts `model` once per unit and runs the units in order on `example_inputs` (one per
 // model input), forward and

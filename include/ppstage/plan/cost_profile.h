@@ -1,0 +1,83 @@
+// plan: what the planner plans with. A CostProfile is what one measurement of a model
+// found (train/unit_costs.h measures it; `ppstage plan --plan.save_costs` writes it as
+// JSON and `--plan.costs` reads it back, so a plan needs no model and no measuring): each
+// splittable unit's F, B, I and W seconds and the bytes one micro-batch keeps alive in it,
+// at two micro-batch sizes, its parameter bytes, and what a step costs after its actions.
+//
+// Note [Costs per micro-batch size]
+// A micro-batch's cost is not the batch's cost divided by the micro-batches: each action
+// has a fixed part (launching ops, small matrices that use the cores badly, Python-free
+// but not free bookkeeping) and a part that grows with its samples. Measured at two sizes
+// b0 < b1, a unit's cost at size b is the line through both points, a + c b: between them
+// it interpolates, outside it extrapolates the fixed part the two points show, and never
+// goes below zero. The planner asks for every candidate's micro-batch size this way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ppstage/schedule/per_kind.h"
+
+namespace ppstage {
+
+// One splittable unit (split/units.h), in unit order. Each vector has one entry per
+// CostProfile::microbatch_sizes.
+struct UnitCost {
+  std::string path;                // module path of the unit ("layers.3"); a split point
+  int64_t param_bytes = 0;         // its parameters' storage, as a stage holding it keeps it
+  int64_t trainable_elements = 0;  // elements of those that train: gradients, optimizer state
+  std::vector<PerCompute<double>> seconds;  // F, B, I, W of one micro-batch
+  // Tensor bytes one micro-batch keeps alive between its F and its backward (what autograd
+  // saved, and the unit's outputs), and the bytes of its outputs alone (what a cut after
+  // it sends).
+  std::vector<double> activation_bytes;
+  std::vector<double> output_bytes;
+};
+
+struct CostProfile {
+  int version = 1;
+  std::string model;         // what was measured (--model.name)
+  std::string compile_mode;  // the compile mode it was measured in
+  std::string precision;     // fp32 | bf16
+  int64_t batch_size = 0;    // the global batch a step takes (the candidates cut it)
+  // Tokens in one sample (the input's elements for token inputs, 1 otherwise): tokens/s.
+  int64_t tokens_per_sample = 1;
+  std::vector<int64_t> microbatch_sizes;  // ascending; see Note [Costs per micro-batch size]
+  std::vector<UnitCost> units;
+  // The tail after a step's actions (Note [Predicted step] in src/train/run_summary.cpp):
+  // the optimizer step, clipping's norm and dropping the gradients, per trainable element.
+  double optimizer_s_per_element = 0;
+  // Bytes kept per trainable element beside the parameter: its gradient (fp32), the
+  // optimizer's state (AdamW's two moments, SGD's momentum) and, in bf16, the fp32 master.
+  double state_bytes_per_element = 0;
+  // Messages between ranks: seconds = latency + bytes / bandwidth; and a sum over n ranks
+  // (gradients of data parallelism): latency + 2 (n - 1) / n x bytes / bandwidth.
+  // `links`: "measured over N ranks", or what they were assumed from.
+  double link_latency_s = 5e-6;
+  double link_bytes_per_s = 5e9;
+  double allreduce_latency_s = 1e-4;
+  double allreduce_bytes_per_s = 1e9;
+  std::string links;
+
+  // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
+  // micro-batch size]).
+  double secondsOf(size_t u, ActionKind kind, double size) const;
+  double activationBytesOf(size_t u, double size) const;
+  double outputBytesOf(size_t u, double size) const;
+  // A message of `bytes` between two ranks.
+  double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
+  // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).
+  double allReduceSeconds(double bytes, int ranks) const;
+};
+
+// The line through (sizes[0], values[0]) and (sizes[1], values[1]) at `size`, at least 0;
+// values[0] scaled by size where only one size was measured.
+double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values, double size);
+
+// JSON text of `profile`, and back. readCostProfile throws ppstage::Error naming `source`
+// for text that is not a cost profile (a missing field, units without costs at every size).
+std::string costProfileToJson(const CostProfile& profile);
+CostProfile readCostProfile(const std::string& text, const std::string& source);
+
+}  // namespace ppstage

@@ -1,0 +1,30 @@
+// plan: a chosen candidate as configuration: the [pipeline] and [train] options that run
+// it (what `train --pipeline.auto` applies), and a config file of them with the user's own
+// options (what `ppstage plan --write-config` writes and `train --config` reads unchanged).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ppstage/config/config.h"
+#include "ppstage/plan/cost_profile.h"
+#include "ppstage/plan/planner.h"
+
+namespace ppstage {
+
+// The cut's split points: the module path of each stage's first unit after the first.
+std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile);
+
+// Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
+// micro-batches, stages per rank, placement and train.dp.
+void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
+
+// An INI file: `given` (the user's options by name, as parseOptions records them), less the
+// ones the plan chooses and the plan's own, plus the candidate's, by section. `header`
+// becomes its leading comment lines.
+std::string configIniOf(const std::map<std::string, std::string>& given,
+                        const PlanCandidate& candidate, const CostProfile& profile,
+                        const std::string& header);
+
+}  // namespace ppstage

@@ -1,0 +1,93 @@
+// plan: the planner. From a CostProfile and a number of ranks it picks the pipeline
+// configuration a user would otherwise find with a grid of runs: the dp x pp layout, the
+// schedule, micro-batches, stages per rank, placement and the cut. It reads costs and
+// simulates; it never runs a model (measuring is train's job, train/unit_costs.h).
+//
+// Note [Planning a pipeline]
+// Candidates: every dp x pp layout of the ranks whose dp divides the batch; every schedule
+// asked for; stages per rank 1 to 4 (in a loop, and in a V from 2); every micro-batch count
+// that divides a replica's batch. A schedule that refuses a request (too few micro-batches,
+// a layout it does not run) drops that candidate.
+// Each candidate's cut is the exact min-max partition of the units' F + B seconds at its
+// micro-batch size (split::balancedPartition), its stages' F, B, I and W are their units'
+// sums, and its message time is the largest boundary's output bytes over the link. Its step
+// is the simulator's makespan under those costs plus the tail: the optimizer over the
+// largest rank's trainable elements and the data-parallel all-reduce of its gradients (a
+// ring: 2 (dp-1)/dp of their bytes). Its peak memory per rank is its stages' parameters,
+// their gradients and optimizer state, and for each stage the simulator's peak in-flight
+// micro-batches times one micro-batch's activation bytes there.
+// Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
+// second), so candidates are simulated in order of a lower bound on their step (the
+// busiest rank's compute, and one micro-batch's way through every stage, plus the tail)
+// and the search stops when the bound passes the `keep`-th best step found. Memory gets a
+// lower bound too (every stage holding one micro-batch), which drops a candidate unsimulated.
+// The best `keep` then get their cut refined with the simulator as the objective: each
+// boundary moved one unit either way while the predicted step falls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ppstage/core/placement.h"
+#include "ppstage/plan/cost_profile.h"
+#include "ppstage/schedule/schedule_api.h"
+
+namespace ppstage {
+
+struct PlanRequest {
+  int ranks = 1;
+  double memory_budget_bytes = 0;      // per rank; 0: no budget
+  std::vector<std::string> schedules;  // the schedules to try (registered names)
+  int max_stages_per_rank = 4;
+  int keep = 10;  // how many of the best candidates the plan returns
+};
+
+// One configuration and what the planner predicts for it.
+struct PlanCandidate {
+  std::string schedule;
+  int dp = 1;
+  int pp = 1;  // pipeline ranks
+  int stages_per_rank = 1;
+  Placement placement = Placement::kLoop;
+  int microbatches = 1;
+  int64_t microbatch_size = 1;
+  std::vector<size_t> stage_starts;  // the first unit of every stage after the first
+  double makespan_s = 0;             // the simulator's, for the actions
+  double tail_s = 0;                 // optimizer and gradient all-reduce
+  double step_s = 0;                 // makespan + tail
+  double bubble = 0;                 // the simulation's bubble fraction
+  double peak_bytes = 0;             // the largest rank's predicted peak tensor memory
+  double tokens_per_s = 0;
+
+  int stages() const { return pp * stages_per_rank; }
+  // "zb-v dp1 pp2 v2 v M4" style label, for tables and logs.
+  std::string label() const;
+};
+
+struct Plan {
+  std::vector<PlanCandidate> best;  // fastest first, at most PlanRequest::keep
+  // What ppstage train runs when nothing is chosen: 1F1B over all ranks as pipeline
+  // ranks, one stage each, twice the stages in micro-batches, balanced by time; absent
+  // (microbatches 0) where that cannot run.
+  PlanCandidate default_config;
+  int64_t candidates = 0;   // layouts, schedules and micro-batch counts considered
+  int64_t simulated = 0;    // of those, simulated
+  int64_t refused = 0;      // a schedule refused them
+  int64_t over_budget = 0;  // over the memory budget
+};
+
+// Throws ppstage::Error (a user error, one line) when no layout of `request.ranks` can run
+// the profile's model (no dp divides the batch with pp no more than the units), when the
+// schedules refuse every candidate (naming the first refusal), or when nothing fits the
+// memory budget (naming the smallest peak any candidate predicts).
+Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
+                  const ScheduleRegistry& registry);
+
+// `candidate`'s prediction with the cut it holds (stage_starts; empty: balanced as the
+// planner balances), or with its stages' costs as they would be. Throws ppstage::Error
+// when its schedule refuses it.
+PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate candidate,
+                               const ScheduleRegistry& registry);
+
+}  // namespace ppstage

@@ -1,0 +1,29 @@
+// The planner's measurement (plan/cost_profile.h): every splittable unit of the model run
+// on its own, forward, backward, and backward split into I and W, in the run's compile mode
+// with its training loss in the last unit, at two micro-batch sizes; the tensor bytes it
+// keeps alive per micro-batch (the counting allocator, observe/tensor_memory.h, when
+// installed); its parameters; and the optimizer's time per trainable element. One process,
+// on its intra-op threads: a rank of the planned run does the same work per micro-batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ppstage/config/config.h"
+#include "ppstage/plan/cost_profile.h"
+
+namespace ppstage {
+
+// The two micro-batch sizes a plan for `ranks` ranks is measured at (Note [Costs per
+// micro-batch size]): one sample, the smallest any candidate runs (two where one fails: a
+// BatchNorm over a 1 x 1 map in training), and a quarter of a rank's share of the batch
+// (at least 2), where the fastest candidates of a few ranks run; larger micro-batches
+// extrapolate from the line through both.
+std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
+
+// Measures `config`'s model (its data file's samples where it has one) for a plan over
+// `ranks` ranks; the link figures come from config.plan. Throws ppstage::Error where a unit
+// boundary cannot be cut, and what capturing the model throws.
+CostProfile measureCostProfile(const Config& config, int ranks);
+
+}  // namespace ppstage

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Checks `ppstage plan` against real runs (scripts/bench.sh plan; docs/benchmarks.md).
+
+Plans once (--json, many candidates), then trains the planner's top 5 and 5 others for
+real: the default 1F1B configuration (M = 2 x stages, balanced by params) and four spread
+over the rest of the ranking. Every configuration runs once per round, in alternating
+rounds, and its measured step is the median over rounds of the run's median step. Prints
+one markdown row per configuration (predicted, measured, measured / predicted, peak tensor
+memory predicted and measured), then whether the first choice is within 5% of the fastest
+measured, the Spearman rank correlation of predicted and measured steps, and the chosen
+configuration's speed against the default and against `--limit` (one process's step / P).
+
+usage: plan_check.py PPSTAGE RANKS ROUNDS STEPS [ppstage options for plan and train...]
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def plan(ppstage, ranks, options):
+    cmd = [ppstage, "plan", "--plan.top", "40", "--json"] + options
+    if ranks > 1:  # the plan measures the links between the ranks
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def candidate_args(c):
+    args = ["--pipeline.schedule", c["schedule"], "--pipeline.stages", str(c["stages"]),
+            "--pipeline.microbatches", str(c["microbatches"]),
+            "--pipeline.stages_per_rank", str(c["stages_per_rank"]),
+            "--pipeline.placement", c["placement"], "--train.dp", str(c["dp"])]
+    if c["split_points"]:
+        args += ["--pipeline.split_points", ",".join(c["split_points"])]
+    return args
+
+
+def label(c):
+    spr = "x%d %s" % (c["stages_per_rank"], c["placement"]) if c["stages_per_rank"] > 1 else ""
+    return "%s dp%d pp%d%s M%d" % (c["schedule"], c["dp"], c["pp"], spr, c["microbatches"])
+
+
+def run(ppstage, ranks, steps, options, extra):
+    with tempfile.NamedTemporaryFile(suffix=".json") as metrics:
+        cmd = [ppstage, "train", "--train.steps", str(steps), "--train.threads", "1",
+               "--output.log_every", "0", "--output.metrics_json", metrics.name] + options + extra
+        if ranks > 1:
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        m = json.load(open(metrics.name))
+    return m["measured_step_s"], max(r["peak_allocated_mb"] for r in m["ranks"])
+
+
+def spearman(xs, ys):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        for position, i in enumerate(order):
+            r[i] = position
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry)) / (n * (n * n - 1))
+
+
+def chosen_configurations(p):
+    best = p["best"]
+    picked = best[:5]
+    default = p["default"]
+    if default and all(label(c) != label(default) for c in picked):
+        picked.append(default)
+    rest = [c for c in best[5:] if all(label(c) != label(x) for x in picked)]
+    want = 10 - len(picked)
+    for k in range(want):
+        if rest:
+            picked.append(rest[min(len(rest) - 1, k * len(rest) // max(want, 1))])
+    return picked
+
+
+def main():
+    ppstage, ranks, rounds, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    options = sys.argv[5:]
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    p = plan(ppstage, ranks, options)
+    configs = chosen_configurations(p)
+    measured = {label(c): [] for c in configs}
+    memory = {label(c): 0.0 for c in configs}
+    single = []
+    for _ in range(rounds):
+        single.append(run(ppstage, 1, steps, options,
+                          ["--pipeline.stages", "1", "--pipeline.microbatches", "1"])[0])
+        for c in configs:
+            step, peak = run(ppstage, ranks, steps, options, candidate_args(c))
+            measured[label(c)].append(step)
+            memory[label(c)] = max(memory[label(c)], peak)
+    print("plan: %d candidates, %d simulated, measured in %.1f s, planned in %.2f s"
+          % (p["candidates"], p["simulated"], p["measure_s"], p["plan_s"]))
+    print()
+    print("| # | configuration | predicted s | measured s | measured / predicted | "
+          "peak MB predicted | peak MB measured |")
+    print("|---|---|---|---|---|---|---|")
+    steps_measured = []
+    for i, c in enumerate(configs):
+        m = statistics.median(measured[label(c)])
+        steps_measured.append(m)
+        rank = str(p["best"].index(c) + 1) if c in p["best"] else "default"
+        print("| %s | %s | %.4f | %.4f | %.3f | %.1f | %.1f |"
+              % (rank, label(c), c["predicted_step_s"], m, m / c["predicted_step_s"],
+                 c["peak_memory_mb"], memory[label(c)]))
+    predicted = [c["predicted_step_s"] for c in configs]
+    fastest = min(steps_measured)
+    first = steps_measured[0]
+    one = statistics.median(single)
+    print()
+    print("first choice %s: %.4f s, fastest measured %.4f s: %.3f of it (goal: within 5%%)"
+          % (label(configs[0]), first, fastest, first / fastest))
+    print("Spearman rank correlation, predicted against measured: %.2f (goal: at least 0.8)"
+          % spearman(predicted, steps_measured))
+    print("one process (full batch): %.4f s; limit (its step / %d) %.4f s; first choice reaches "
+          "%.3f of the limit" % (one, ranks, one / ranks, (one / ranks) / first))
+    if p["default"]:
+        d = steps_measured[[label(c) for c in configs].index(label(p["default"]))]
+        print("default %s: %.4f s; first choice is %.2fx its speed"
+              % (label(p["default"]), d, d / first))
+
+
+if __name__ == "__main__":
+    main()

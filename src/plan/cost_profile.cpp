@@ -1,0 +1,146 @@
+// See include/ppstage/plan/cost_profile.h.
+#include "ppstage/plan/cost_profile.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+
+double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values,
+                  double size) {
+  PPSTAGE_INTERNAL_ASSERT(!sizes.empty() && sizes.size() == values.size(), sizes.size(),
+                          " sizes for ", values.size(), " values");
+  if (sizes.size() == 1 || sizes[1] == sizes[0]) {
+    return values[0] * size / static_cast<double>(sizes[0]);
+  }
+  const double b0 = static_cast<double>(sizes[0]), b1 = static_cast<double>(sizes[1]);
+  const double slope = (values[1] - values[0]) / (b1 - b0);
+  return std::max(0.0, values[0] + slope * (size - b0));
+}
+
+double CostProfile::secondsOf(size_t u, ActionKind kind, double size) const {
+  const UnitCost& unit = units.at(u);
+  std::vector<double> values;
+  for (const PerCompute<double>& at : unit.seconds) values.push_back(at[kind]);
+  return costAtSize(microbatch_sizes, values, size);
+}
+
+double CostProfile::activationBytesOf(size_t u, double size) const {
+  return costAtSize(microbatch_sizes, units.at(u).activation_bytes, size);
+}
+
+double CostProfile::outputBytesOf(size_t u, double size) const {
+  return costAtSize(microbatch_sizes, units.at(u).output_bytes, size);
+}
+
+double CostProfile::allReduceSeconds(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  return allreduce_latency_s + 2.0 * (ranks - 1) / ranks * bytes / allreduce_bytes_per_s;
+}
+
+namespace {
+
+using nlohmann::json;
+
+const char* const kKindKeys[] = {"forward_s", "backward_s", "input_grad_s", "weight_grad_s"};
+
+json unitJson(const UnitCost& unit) {
+  json out = {{"path", unit.path},
+              {"param_bytes", unit.param_bytes},
+              {"trainable_elements", unit.trainable_elements},
+              {"activation_bytes", unit.activation_bytes},
+              {"output_bytes", unit.output_bytes}};
+  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+    std::vector<double> values;
+    for (const PerCompute<double>& at : unit.seconds) values.push_back(at.begin()[k]);
+    out[kKindKeys[k]] = values;
+  }
+  return out;
+}
+
+UnitCost unitOf(const json& in, size_t sizes) {
+  UnitCost unit;
+  unit.path = in.at("path").get<std::string>();
+  unit.param_bytes = in.at("param_bytes").get<int64_t>();
+  unit.trainable_elements = in.at("trainable_elements").get<int64_t>();
+  unit.activation_bytes = in.at("activation_bytes").get<std::vector<double>>();
+  unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
+  unit.seconds.resize(sizes);
+  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+    const auto values = in.at(kKindKeys[k]).get<std::vector<double>>();
+    PPSTAGE_CHECK(values.size() == sizes, "unit '", unit.path, "' has ", values.size(), " ",
+                  kKindKeys[k], " for ", sizes, " micro-batch sizes");
+    for (size_t s = 0; s < sizes; ++s) unit.seconds[s].begin()[k] = values[s];
+  }
+  PPSTAGE_CHECK(unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes,
+                "unit '", unit.path, "' lacks its bytes at some of the ", sizes,
+                " micro-batch sizes");
+  return unit;
+}
+
+}  // namespace
+
+std::string costProfileToJson(const CostProfile& p) {
+  json units = json::array();
+  for (const UnitCost& unit : p.units) units.push_back(unitJson(unit));
+  const json out = {{"ppstage_cost_profile", p.version},
+                    {"model", p.model},
+                    {"compile_mode", p.compile_mode},
+                    {"precision", p.precision},
+                    {"batch_size", p.batch_size},
+                    {"tokens_per_sample", p.tokens_per_sample},
+                    {"microbatch_sizes", p.microbatch_sizes},
+                    {"optimizer_s_per_element", p.optimizer_s_per_element},
+                    {"state_bytes_per_element", p.state_bytes_per_element},
+                    {"link_latency_s", p.link_latency_s},
+                    {"link_bytes_per_s", p.link_bytes_per_s},
+                    {"allreduce_latency_s", p.allreduce_latency_s},
+                    {"allreduce_bytes_per_s", p.allreduce_bytes_per_s},
+                    {"links", p.links},
+                    {"units", units}};
+  return out.dump(2) + "\n";
+}
+
+CostProfile readCostProfile(const std::string& text, const std::string& source) {
+  CostProfile p;
+  try {
+    const json in = json::parse(text);
+    PPSTAGE_CHECK(in.is_object() && in.contains("ppstage_cost_profile"),
+                  "not a ppstage cost profile (no \"ppstage_cost_profile\" version)");
+    p.version = in.at("ppstage_cost_profile").get<int>();
+    PPSTAGE_CHECK(p.version == 1, "version ", p.version, " is not one this ppstage reads (1)");
+    p.model = in.at("model").get<std::string>();
+    p.compile_mode = in.at("compile_mode").get<std::string>();
+    p.precision = in.at("precision").get<std::string>();
+    p.batch_size = in.at("batch_size").get<int64_t>();
+    p.tokens_per_sample = in.at("tokens_per_sample").get<int64_t>();
+    p.microbatch_sizes = in.at("microbatch_sizes").get<std::vector<int64_t>>();
+    p.optimizer_s_per_element = in.at("optimizer_s_per_element").get<double>();
+    p.state_bytes_per_element = in.at("state_bytes_per_element").get<double>();
+    p.link_latency_s = in.at("link_latency_s").get<double>();
+    p.link_bytes_per_s = in.at("link_bytes_per_s").get<double>();
+    p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();
+    p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
+    p.links = in.at("links").get<std::string>();
+    PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
+                      p.microbatch_sizes.front() >= 1 &&
+                      std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),
+                  "microbatch_sizes must be one or two ascending sizes of at least 1");
+    PPSTAGE_CHECK(p.batch_size >= 1 && p.link_bytes_per_s > 0 && p.allreduce_bytes_per_s > 0,
+                  "batch_size, link_bytes_per_s and allreduce_bytes_per_s must be positive");
+    for (const json& unit : in.at("units")) {
+      p.units.push_back(unitOf(unit, p.microbatch_sizes.size()));
+    }
+    PPSTAGE_CHECK(!p.units.empty(), "it has no units");
+  } catch (const json::exception& e) {
+    PPSTAGE_FAIL("cost profile '", source, "' cannot be read: ", e.what());
+  } catch (const Error& e) {
+    PPSTAGE_FAIL("cost profile '", source, "': ", e.what());
+  }
+  return p;
+}
+
+}  // namespace ppstage

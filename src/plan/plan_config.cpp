@@ -1,0 +1,75 @@
+// See include/ppstage/plan/plan_config.h.
+#include "ppstage/plan/plan_config.h"
+
+#include <sstream>
+
+#include "ppstage/core/text.h"
+
+namespace ppstage {
+
+std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile) {
+  std::vector<std::string> points;
+  for (size_t start : candidate.stage_starts) points.push_back(profile.units.at(start).path);
+  return points;
+}
+
+void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& config) {
+  PipelineConfig& p = config.pipeline;
+  p.stages = c.stages();
+  p.split_points = splitPointsOf(c, profile);
+  p.schedule = c.schedule;
+  p.microbatches = c.microbatches;
+  p.stages_per_rank = c.stages_per_rank;
+  p.placement = c.placement;
+  config.train.dp = c.dp;
+}
+
+namespace {
+
+// Options the plan decides, or that only ask for a plan: never copied from the user's.
+bool chosenByPlan(const std::string& name) {
+  static const char* const kChosen[] = {
+      "pipeline.stages",         "pipeline.split_points", "pipeline.balance",
+      "pipeline.schedule",       "pipeline.microbatches", "pipeline.stages_per_rank",
+      "pipeline.placement",      "pipeline.auto",         "train.dp",
+      "config",                  "help",                  "json",
+      "write-config"};
+  for (const char* chosen : kChosen) {
+    if (name == chosen) return true;
+  }
+  return name.rfind("plan.", 0) == 0;
+}
+
+}  // namespace
+
+std::string configIniOf(const std::map<std::string, std::string>& given, const PlanCandidate& c,
+                        const CostProfile& profile, const std::string& header) {
+  // section -> key -> text
+  std::map<std::string, std::map<std::string, std::string>> sections;
+  for (const auto& [name, text] : given) {
+    const size_t dot = name.find('.');
+    if (chosenByPlan(name) || dot == std::string::npos) continue;
+    sections[name.substr(0, dot)][name.substr(dot + 1)] = text;
+  }
+  std::map<std::string, std::string>& pipeline = sections["pipeline"];
+  pipeline["stages"] = std::to_string(c.stages());
+  const std::vector<std::string> points = splitPointsOf(c, profile);
+  std::string joined;
+  for (const std::string& point : points) joined += (joined.empty() ? "" : ",") + point;
+  if (!joined.empty()) pipeline["split_points"] = joined;
+  pipeline["schedule"] = c.schedule;
+  pipeline["microbatches"] = std::to_string(c.microbatches);
+  pipeline["stages_per_rank"] = std::to_string(c.stages_per_rank);
+  pipeline["placement"] = toString(c.placement);
+  sections["train"]["dp"] = std::to_string(c.dp);
+  std::ostringstream out;
+  std::istringstream lines(header);
+  for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";
+  for (const auto& [section, keys] : sections) {
+    out << "\n[" << section << "]\n";
+    for (const auto& [key, text] : keys) out << key << " = " << text << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ppstage

@@ -1,0 +1,460 @@
+// See include/ppstage/plan/planner.h, Note [Planning a pipeline].
+#include "ppstage/plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "ppstage/core/error.h"
+#include "ppstage/core/pipeline_limits.h"
+#include "ppstage/core/topology.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/split/stage_plan.h"
+
+namespace ppstage {
+
+std::string PlanCandidate::label() const {
+  std::ostringstream out;
+  out << schedule << " dp" << dp << " pp" << pp;
+  if (stages_per_rank > 1) out << "x" << stages_per_rank << " " << toString(placement);
+  out << " M" << microbatches;
+  return out.str();
+}
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The order of the plan: by predicted step, where steps within half a percent count as
+// equal (the prediction is not finer than that), and then by peak memory (GPipe and 1F1B
+// of one layout predict the same step; the one that holds less in flight runs better).
+bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
+  constexpr double kStepResolution = 1.005;
+  const auto bucket = [](double step) {
+    return std::llround(std::log(std::max(step, 1e-12)) / std::log(kStepResolution));
+  };
+  const long long a_bucket = bucket(a.step_s), b_bucket = bucket(b.step_s);
+  if (a_bucket != b_bucket) return a_bucket < b_bucket;
+  return a.peak_bytes < b.peak_bytes;
+}
+
+// What the stages of one cut cost at one micro-batch size.
+struct StageCosts {
+  std::vector<PerCompute<double>> compute;  // per stage
+  std::vector<double> activation_bytes;     // per stage, one micro-batch
+  std::vector<double> resident_bytes;       // per stage: parameters, gradients, state
+  std::vector<double> trainable_elements;   // per stage
+  double comm_s = 0;                        // the largest boundary's message
+};
+
+// The exact min-max cut of the units' F + B seconds at `size` into `stages` parts.
+std::vector<size_t> balancedCut(const CostProfile& profile, int stages, double size) {
+  std::vector<double> seconds;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    seconds.push_back(profile.secondsOf(u, ActionKind::kForward, size) +
+                      profile.secondsOf(u, ActionKind::kBackward, size));
+  }
+  return balancedPartition(seconds, static_cast<size_t>(stages));
+}
+
+StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
+                        double size) {
+  StageCosts out;
+  size_t begin = 0;
+  for (size_t s = 0; s <= starts.size(); ++s) {
+    const size_t end = s < starts.size() ? starts[s] : profile.units.size();
+    PerCompute<double> compute;
+    double activations = 0, resident = 0, trainable = 0;
+    for (size_t u = begin; u < end; ++u) {
+      for (const ActionKind kind : PerCompute<double>::kinds()) {
+        compute[kind] += profile.secondsOf(u, kind, size);
+      }
+      activations += profile.activationBytesOf(u, size);
+      const UnitCost& unit = profile.units[u];
+      trainable += static_cast<double>(unit.trainable_elements);
+      resident += static_cast<double>(unit.param_bytes) +
+                  profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements);
+    }
+    if (end < profile.units.size() && end > begin) {
+      out.comm_s =
+          std::max(out.comm_s, profile.messageSeconds(profile.outputBytesOf(end - 1, size)));
+    }
+    out.compute.push_back(compute);
+    out.activation_bytes.push_back(activations);
+    out.resident_bytes.push_back(resident);
+    out.trainable_elements.push_back(trainable);
+    begin = end;
+  }
+  return out;
+}
+
+// The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
+// its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
+// in the step's all-reduce.
+double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+              int dp) {
+  double tail = 0;
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double elements = 0;
+    for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
+    const double rank_tail = profile.optimizer_s_per_element * elements +
+                             profile.allReduceSeconds(4.0 * elements, dp);
+    tail = std::max(tail, rank_tail);
+  }
+  return tail;
+}
+
+// The largest rank's memory with `inflight[s]` micro-batches alive on stage s.
+double peakBytesOf(const StageCosts& costs, const Topology& pipeline,
+                   const std::vector<int>& inflight) {
+  double peak = 0;
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double bytes = 0;
+    for (int s : pipeline.stagesOf(r)) {
+      bytes += costs.resident_bytes[s] + inflight.at(s) * costs.activation_bytes[s];
+    }
+    peak = std::max(peak, bytes);
+  }
+  return peak;
+}
+
+// A step no schedule of `c`'s layout can beat: the busiest rank's compute (F, and the
+// cheaper of B and I + W, for every micro-batch) and one micro-batch's way through every
+// stage and back, plus the tail.
+double stepLowerBound(const PlanCandidate& c, const StageCosts& costs, const Topology& pipeline,
+                      double tail) {
+  double busiest = 0, path = 0;
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double work = 0;
+    for (int s : pipeline.stagesOf(r)) {
+      const PerCompute<double>& k = costs.compute[s];
+      const double backward = std::min(k[ActionKind::kBackward],
+                                       k[ActionKind::kBackwardInput] + k[ActionKind::kBackwardWeight]);
+      work += c.microbatches * (k[ActionKind::kForward] + backward);
+      path += k[ActionKind::kForward] +
+              std::min(k[ActionKind::kBackward], k[ActionKind::kBackwardInput]);
+    }
+    busiest = std::max(busiest, work);
+  }
+  return std::max(busiest, path) + tail;
+}
+
+ActionCosts actionCostsOf(const StageCosts& costs) {
+  ActionCosts out;
+  out.per_stage = costs.compute;
+  out.comm = costs.comm_s;
+  return out;
+}
+
+// Fills `c`'s prediction from a simulation of `schedule` under `costs`.
+void fillPrediction(const CostProfile& profile, const StageCosts& costs,
+                    const Topology& pipeline, const SimulationResult& simulation,
+                    PlanCandidate& c) {
+  c.makespan_s = simulation.makespan;
+  c.tail_s = tailOf(profile, costs, pipeline, c.dp);
+  c.step_s = c.makespan_s + c.tail_s;
+  c.bubble = simulation.bubble_fraction;
+  c.peak_bytes = peakBytesOf(costs, pipeline, simulation.peak_inflight);
+  c.tokens_per_s = c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) /
+                                      c.step_s
+                                : 0;
+}
+
+ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& costs) {
+  ScheduleOptions options;
+  options.schedule = c.schedule;
+  options.stages = c.stages();
+  options.microbatches = c.microbatches;
+  options.stages_per_rank = c.stages_per_rank;
+  options.placement = c.placement;
+  options.costs = actionCostsOf(costs);
+  return options;
+}
+
+// Moves each boundary of `c`'s cut one unit either way while the simulated step falls
+// (Note [Planning a pipeline]); `schedule` is c's, built once.
+void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
+               const Topology& pipeline, PlanCandidate& c) {
+  constexpr int kPasses = 2;
+  const double size = static_cast<double>(c.microbatch_size);
+  for (int pass = 0; pass < kPasses; ++pass) {
+    bool moved = false;
+    for (size_t k = 0; k < c.stage_starts.size(); ++k) {
+      for (const int step : {-1, 1}) {
+        std::vector<size_t> starts = c.stage_starts;
+        const size_t low = k == 0 ? 1 : starts[k - 1] + 1;
+        const size_t high = k + 1 < starts.size() ? starts[k + 1] - 1 : profile.units.size() - 1;
+        const size_t moved_to = starts[k] + static_cast<size_t>(step);
+        if (step < 0 ? starts[k] <= low : starts[k] >= high) continue;
+        starts[k] = moved_to;
+        const StageCosts costs = stageCostsOf(profile, starts, size);
+        const SimulationResult simulation =
+            simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(costs));
+        PlanCandidate trial = c;
+        trial.stage_starts = starts;
+        fillPrediction(profile, costs, pipeline, simulation, trial);
+        if (trial.step_s < c.step_s * (1 - 1e-9)) {
+          c = trial;
+          moved = true;
+        }
+      }
+    }
+    if (!moved) return;
+  }
+}
+
+// A candidate before simulation: its layout, its stages' costs and its bounds.
+struct Pending {
+  PlanCandidate candidate;
+  std::shared_ptr<const StageCosts> costs;
+  double step_bound = 0;
+  double memory_bound = 0;  // every stage holding one micro-batch
+};
+
+// The divisors of n up to `at_most`, ascending.
+std::vector<int> divisorsOf(int64_t n, int64_t at_most) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= std::min(n, at_most); ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+// The placements a layout of `stages_per_rank` can take.
+std::vector<Placement> placementsFor(int stages_per_rank) {
+  if (stages_per_rank == 2) return {Placement::kLoop, Placement::kV};
+  return {Placement::kLoop};
+}
+
+class Enumerator {
+ public:
+  Enumerator(const CostProfile& profile, const PlanRequest& request)
+      : profile_(profile), request_(request) {}
+
+  // Every candidate of Note [Planning a pipeline], with its costs and bounds.
+  std::vector<Pending> all() {
+    std::vector<Pending> out;
+    const int units = static_cast<int>(profile_.units.size());
+    for (int pp : divisorsOf(request_.ranks, units)) {
+      const int dp = request_.ranks / pp;
+      if (profile_.batch_size % dp != 0) continue;
+      const int max_per_rank = pp == 1 ? 1 : request_.max_stages_per_rank;
+      for (int per_rank = 1; per_rank <= max_per_rank; ++per_rank) {
+        if (pp * per_rank > std::min(units, kMaxStages)) break;
+        for (Placement placement : placementsFor(per_rank)) {
+          addLayout(dp, pp, per_rank, placement, out);
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  void addLayout(int dp, int pp, int per_rank, Placement placement, std::vector<Pending>& out) {
+    const Topology pipeline = Topology::forPipeline(pp * per_rank, per_rank, placement);
+    const int64_t local_batch = profile_.batch_size / dp;
+    for (int microbatches : divisorsOf(local_batch, kMaxMicrobatches)) {
+      for (const std::string& schedule : request_.schedules) {
+        Pending p;
+        PlanCandidate& c = p.candidate;
+        c.schedule = schedule;
+        c.dp = dp;
+        c.pp = pp;
+        c.stages_per_rank = per_rank;
+        c.placement = placement;
+        c.microbatches = microbatches;
+        c.microbatch_size = local_batch / microbatches;
+        p.costs = costsOf(c);
+        c.stage_starts = cuts_[{c.stages(), c.microbatch_size}];
+        const double tail = tailOf(profile_, *p.costs, pipeline, dp);
+        p.step_bound = stepLowerBound(c, *p.costs, pipeline, tail);
+        p.memory_bound =
+            peakBytesOf(*p.costs, pipeline, std::vector<int>(static_cast<size_t>(c.stages()), 1));
+        out.push_back(std::move(p));
+      }
+    }
+  }
+
+  std::shared_ptr<const StageCosts> costsOf(const PlanCandidate& c) {
+    const std::pair<int, int64_t> key{c.stages(), c.microbatch_size};
+    auto found = costs_.find(key);
+    if (found != costs_.end()) return found->second;
+    const double size = static_cast<double>(c.microbatch_size);
+    std::vector<size_t> starts;
+    if (c.stages() > 1) starts = balancedCut(profile_, c.stages(), size);
+    cuts_[key] = starts;
+    auto costs = std::make_shared<const StageCosts>(stageCostsOf(profile_, starts, size));
+    costs_[key] = costs;
+    return costs;
+  }
+
+  const CostProfile& profile_;
+  const PlanRequest& request_;
+  std::map<std::pair<int, int64_t>, std::vector<size_t>> cuts_;
+  std::map<std::pair<int, int64_t>, std::shared_ptr<const StageCosts>> costs_;
+};
+
+// The search over the enumerated candidates (Note [Planning a pipeline]).
+class Search {
+ public:
+  Search(const CostProfile& profile, const PlanRequest& request, const ScheduleRegistry& registry,
+         Plan& plan)
+      : profile_(profile), request_(request), registry_(registry), plan_(plan) {}
+
+  void run(std::vector<Pending>& pending) {
+    std::sort(pending.begin(), pending.end(),
+              [](const Pending& a, const Pending& b) { return a.step_bound < b.step_bound; });
+    for (Pending& p : pending) {
+      if (full() && p.step_bound >= plan_.best.back().step_s) break;
+      if (overBudget(p.memory_bound)) {
+        ++plan_.over_budget;
+        unsimulated_.push_back(&p);
+        continue;
+      }
+      const std::optional<PlanCandidate> c = simulate(p);
+      if (!c) continue;
+      if (overBudget(c->peak_bytes)) {
+        ++plan_.over_budget;
+        smallest_peak_ = std::min(smallest_peak_, c->peak_bytes);
+        continue;
+      }
+      keep(*c);
+    }
+  }
+
+  // Throws the error that says why nothing was kept.
+  [[noreturn]] void failEmpty() {
+    PPSTAGE_CHECK(plan_.simulated > plan_.refused || plan_.over_budget > 0, "every candidate ",
+                  "was refused by its schedule (", plan_.refused, " of them); the first: ",
+                  first_refusal_);
+    // The smallest peak of all: simulate those the memory bound dropped, smallest bound first.
+    std::sort(unsimulated_.begin(), unsimulated_.end(),
+              [](const Pending* a, const Pending* b) { return a->memory_bound < b->memory_bound; });
+    for (const Pending* p : unsimulated_) {
+      if (p->memory_bound >= smallest_peak_) break;
+      const std::optional<PlanCandidate> c = simulate(*p);
+      if (c) smallest_peak_ = std::min(smallest_peak_, c->peak_bytes);
+    }
+    PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
+                 request_.memory_budget_bytes / 1e6, ": the smallest predicted peak per rank is ",
+                 smallest_peak_ / 1e6, " MB");
+  }
+
+ private:
+  bool full() const { return static_cast<int>(plan_.best.size()) >= request_.keep; }
+  bool overBudget(double bytes) const {
+    return request_.memory_budget_bytes > 0 && bytes > request_.memory_budget_bytes;
+  }
+
+  std::optional<PlanCandidate> simulate(const Pending& p) {
+    ++plan_.simulated;
+    try {
+      PlanCandidate c = p.candidate;
+      const PipelineSchedule schedule = buildSchedule(registry_, scheduleOptionsOf(c, *p.costs));
+      const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
+      fillPrediction(profile_, *p.costs, pipeline, schedule.simulation, c);
+      return c;
+    } catch (const Error& e) {
+      ++plan_.refused;
+      if (first_refusal_.empty()) first_refusal_ = p.candidate.label() + ": " + e.what();
+      return std::nullopt;
+    }
+  }
+
+  void keep(const PlanCandidate& c) {
+    auto at = std::upper_bound(plan_.best.begin(), plan_.best.end(), c, ranksBefore);
+    plan_.best.insert(at, c);
+    if (static_cast<int>(plan_.best.size()) > request_.keep) plan_.best.pop_back();
+  }
+
+  const CostProfile& profile_;
+  const PlanRequest& request_;
+  const ScheduleRegistry& registry_;
+  Plan& plan_;
+  std::string first_refusal_;
+  double smallest_peak_ = kInfinity;
+  std::vector<const Pending*> unsimulated_;
+};
+
+// The cut train makes by default (--pipeline.balance params): parameter bytes balanced.
+std::vector<size_t> paramsCut(const CostProfile& profile, int stages) {
+  std::vector<double> bytes;
+  for (const UnitCost& unit : profile.units) bytes.push_back(static_cast<double>(unit.param_bytes));
+  return balancedPartition(bytes, static_cast<size_t>(stages));
+}
+
+// No configuration (Plan::default_config where the default cannot run).
+PlanCandidate absent() {
+  PlanCandidate none;
+  none.microbatches = 0;
+  return none;
+}
+
+PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& request,
+                               const ScheduleRegistry& registry) {
+  PlanCandidate c;
+  c.schedule = "1f1b";
+  c.pp = request.ranks;
+  c.microbatches = 2 * request.ranks;
+  if (c.pp > static_cast<int>(profile.units.size()) || profile.batch_size % c.microbatches != 0 ||
+      registry.find(c.schedule) == nullptr) {
+    return absent();
+  }
+  c.microbatch_size = profile.batch_size / c.microbatches;
+  if (c.pp > 1) c.stage_starts = paramsCut(profile, c.pp);
+  try {
+    return predictCandidate(profile, c, registry);
+  } catch (const Error&) {
+    return absent();
+  }
+}
+
+}  // namespace
+
+PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
+                               const ScheduleRegistry& registry) {
+  const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
+  const double size = static_cast<double>(c.microbatch_size);
+  if (c.stage_starts.empty() && c.stages() > 1) c.stage_starts = balancedCut(profile, c.stages(), size);
+  const StageCosts costs = stageCostsOf(profile, c.stage_starts, size);
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
+  fillPrediction(profile, costs, pipeline, schedule.simulation, c);
+  return c;
+}
+
+Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
+                  const ScheduleRegistry& registry) {
+  PPSTAGE_CHECK(request.ranks >= 1, "--plan.ranks must be at least 1; got ", request.ranks);
+  PPSTAGE_CHECK(!request.schedules.empty(), "no schedule to plan with");
+  Plan plan;
+  std::vector<Pending> pending = Enumerator(profile, request).all();
+  PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks, " cannot be laid out: ",
+                "data parallelism must divide the batch (", profile.batch_size,
+                ") and the pipeline ranks be at most the model's ", profile.units.size(),
+                " units");
+  plan.candidates = static_cast<int64_t>(pending.size());
+  Search search(profile, request, registry, plan);
+  search.run(pending);
+  if (plan.best.empty()) search.failEmpty();
+  constexpr int kMostStagesRefined = 16;
+  for (PlanCandidate& c : plan.best) {
+    if (c.stages() < 2 || c.stages() > kMostStagesRefined) continue;
+    const StageCosts costs =
+        stageCostsOf(profile, c.stage_starts, static_cast<double>(c.microbatch_size));
+    const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
+    const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
+    PlanCandidate refined = c;
+    refineCut(profile, schedule, pipeline, refined);
+    if (request.memory_budget_bytes <= 0 || refined.peak_bytes <= request.memory_budget_bytes)
+      c = refined;
+  }
+  std::stable_sort(plan.best.begin(), plan.best.end(), ranksBefore);
+  plan.default_config = defaultCandidate(profile, request, registry);
+  return plan;
+}
+
+}  // namespace ppstage

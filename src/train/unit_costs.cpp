@@ -1,0 +1,304 @@
+// See include/ppstage/train/unit_costs.h.
+#include "ppstage/train/unit_costs.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "ppstage/compile/compiled_stage.h"
+#include "ppstage/core/error.h"
+#include "ppstage/core/statistics.h"
+#include "ppstage/observe/tensor_memory.h"
+#include "ppstage/runtime/split_backward.h"
+#include "ppstage/split/model_split.h"
+#include "ppstage/split/stage_module.h"
+#include "ppstage/train/job_plan.h"
+#include "ppstage/train/optimizer.h"
+#include "ppstage/train/time_balance.h"
+
+namespace ppstage {
+
+namespace {
+
+// Runs measured at each size (their median counts), after the warm-up ones.
+constexpr int kPlanProfileRuns = 5;
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One unit's figures from one run at one micro-batch size.
+struct UnitSample {
+  PerCompute<double> seconds;
+  double activation_bytes = 0;
+  double output_bytes = 0;
+};
+
+// A unit's forward as autograd records it: its fresh input leaves, its weights, and the
+// roots a backward starts from (its outputs, or the loss in the last unit) with their
+// incoming gradients.
+struct UnitForward {
+  std::vector<at::Tensor> inputs;   // the leaves that require grad
+  std::vector<at::Tensor> weights;  // parameters that require grad
+  std::vector<at::Tensor> outputs;  // detached: the next unit's inputs
+  std::vector<at::Tensor> roots, root_grads;
+  double output_bytes = 0;
+};
+
+UnitForward runForward(const StageModule& stage, CompiledStage& compiled,
+                       const std::vector<at::Tensor>& values, const UnitLoss& loss) {
+  UnitForward out;
+  std::vector<c10::IValue> args;
+  for (size_t i = 0; i < stage.inputs.size(); ++i) {
+    at::Tensor input = values.at(i).detach();
+    if (stage.inputs[i].meta.requires_grad) out.inputs.push_back(input.requires_grad_(true));
+    args.emplace_back(input);
+  }
+  for (const StageParameter& p : stage.parameters) {
+    args.emplace_back(p.value);
+    if (p.value.requires_grad()) out.weights.push_back(p.value);
+  }
+  const std::vector<c10::IValue> results = compiled.run(std::move(args));
+  const at::Tensor loss_value = loss ? loss(results.at(0).toTensor()) : at::Tensor();
+  for (const c10::IValue& v : results) {
+    const at::Tensor& t = v.toTensor();
+    out.outputs.push_back(t.detach());
+    out.output_bytes += static_cast<double>(t.nbytes());
+    if (!t.requires_grad() || loss_value.defined()) continue;
+    out.roots.push_back(t);
+    out.root_grads.push_back(at::ones_like(t));
+  }
+  if (loss_value.defined() && loss_value.requires_grad()) {
+    out.roots.push_back(loss_value);
+    out.root_grads.push_back(at::ones_like(loss_value));
+  }
+  return out;
+}
+
+// The units behind their compiled graphs, in `config`'s compile mode.
+struct CompiledUnits {
+  std::unique_ptr<CompileCache> cache;
+  std::vector<std::unique_ptr<CompiledStage>> stages;
+};
+
+CompiledUnits compileUnits(const Config& config, const ModelGraph& model,
+                           const std::vector<StageModule>& units) {
+  const CompileMode mode = config.compile.mode;
+  setShapeStrategy(config.compile.dynamic);
+  CompiledUnits out;
+  out.cache = std::make_unique<CompileCache>(mode, 0, config.compile.max_respecializations,
+                                             config.compile.dynamic);
+  std::vector<bool> blocks;
+  if (mode == CompileMode::kBlock) blocks = findBlocks(model, config.compile.block_pattern);
+  for (const StageModule& unit : units) {
+    out.stages.push_back(std::make_unique<CompiledStage>(
+        unit.graph, unit.inputs.size(), *out.cache, "unit " + unit.modules.front(),
+        mode == CompileMode::kBlock ? segmentStage(*unit.graph, unit.node_call, model, blocks)
+                                    : std::vector<GraphSegment>{}));
+  }
+  return out;
+}
+
+// Note [Measuring units as a stage runs them]
+// A unit's backward right after its own forward finds what it saved still in the caches;
+// in a run, a stage's forward of every unit comes first, and its backward reads them back
+// from memory. Measured unit by unit, a gpt-small block's backward at 2 samples took 55% of
+// what it takes in a run. So a measurement runs as a stage does: every unit's F in order
+// (its live bytes counted around it), then every unit's B from the last; then every F
+// again, every I from the last, and every W (runtime/split_backward.h, as zero-bubble
+// schedules run them). Each unit's backward starts from ones on its outputs (the loss in
+// the last unit): the work of the gradient that would arrive.
+
+// One forward of every unit, in order, each on the previous one's outputs; fills F and the
+// bytes when `samples` is given.
+std::vector<UnitForward> forwardAll(const std::vector<StageModule>& units, CompiledUnits& compiled,
+                                    const std::vector<at::Tensor>& inputs, const UnitLoss& loss,
+                                    std::vector<UnitSample>* samples) {
+  std::vector<UnitForward> out;
+  std::vector<at::Tensor> values = inputs;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const bool last = u + 1 == units.size();
+    const int64_t bytes_before = tensorBytesNow();
+    const Clock::time_point start = Clock::now();
+    out.push_back(runForward(units[u], *compiled.stages[u], values, last ? loss : UnitLoss()));
+    if (samples != nullptr) {
+      (*samples)[u].seconds[ActionKind::kForward] = secondsSince(start);
+      (*samples)[u].activation_bytes = static_cast<double>(tensorBytesNow() - bytes_before);
+      (*samples)[u].output_bytes = out.back().output_bytes;
+    }
+    values = out.back().outputs;
+  }
+  return out;
+}
+
+bool needsBackward(const UnitForward& f) {
+  return !f.roots.empty() && !(f.inputs.empty() && f.weights.empty());
+}
+
+// One run of Note [Measuring units as a stage runs them].
+std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, CompiledUnits& compiled,
+                                  const std::vector<at::Tensor>& inputs, const UnitLoss& loss) {
+  std::vector<UnitSample> samples(units.size());
+  std::vector<UnitForward> forwards = forwardAll(units, compiled, inputs, loss, &samples);
+  for (size_t u = units.size(); u-- > 0;) {
+    UnitForward& f = forwards[u];
+    std::vector<at::Tensor> wrt = f.inputs;
+    wrt.insert(wrt.end(), f.weights.begin(), f.weights.end());
+    const Clock::time_point start = Clock::now();
+    if (needsBackward(f)) {
+      torch::autograd::grad(f.roots, wrt, f.root_grads, /*retain_graph=*/false,
+                            /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    samples[u].seconds[ActionKind::kBackward] = secondsSince(start);
+    f = UnitForward();
+  }
+  forwards = forwardAll(units, compiled, inputs, loss, nullptr);
+  std::vector<SplitBackward> splits(units.size());
+  for (size_t u = units.size(); u-- > 0;) {
+    const UnitForward& f = forwards[u];
+    if (!needsBackward(f)) continue;
+    const Clock::time_point start = Clock::now();
+    splits[u].inputGradients(f.roots, f.root_grads, f.inputs, f.weights);
+    samples[u].seconds[ActionKind::kBackwardInput] = secondsSince(start);
+  }
+  for (size_t u = units.size(); u-- > 0;) {
+    if (!needsBackward(forwards[u])) continue;
+    const Clock::time_point start = Clock::now();
+    splits[u].weightGradients();
+    samples[u].seconds[ActionKind::kBackwardWeight] = secondsSince(start);
+  }
+  return samples;
+}
+
+// Every unit's medians over `runs` runs at one micro-batch size, after `warmups` runs that
+// let the profiling executors specialize.
+std::vector<UnitSample> sampleUnits(const std::vector<StageModule>& units, CompiledUnits& compiled,
+                                    const std::vector<at::Tensor>& inputs, const UnitLoss& loss,
+                                    int warmups, int runs) {
+  std::vector<std::vector<UnitSample>> samples(units.size());
+  for (int run = 0; run < warmups + runs; ++run) {
+    std::vector<UnitSample> sample = sampleRun(units, compiled, inputs, loss);
+    if (run < warmups) continue;
+    for (size_t u = 0; u < units.size(); ++u) samples[u].push_back(sample[u]);
+  }
+  std::vector<UnitSample> out(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    std::vector<double> figures;
+    const auto medianOf = [&](auto field) {
+      figures.clear();
+      for (const UnitSample& s : samples[u]) figures.push_back(field(s));
+      return median(figures);
+    };
+    for (const ActionKind kind : PerCompute<double>::kinds()) {
+      out[u].seconds[kind] = medianOf([kind](const UnitSample& s) { return s.seconds[kind]; });
+    }
+    out[u].activation_bytes = medianOf([](const UnitSample& s) { return s.activation_bytes; });
+    out[u].output_bytes = medianOf([](const UnitSample& s) { return s.output_bytes; });
+  }
+  return out;
+}
+
+// One optimizer step of `config`'s kind over copies of the units' trainable parameters,
+// with clipping's norm and scale, per element (the median of a few, after the first, which
+// makes AdamW's state).
+double optimizerSecondsPerElement(const TrainConfig& train, const std::vector<StageModule>& units) {
+  std::vector<at::Tensor> params;
+  double elements = 0;
+  for (const StageModule& unit : units) {
+    for (const StageParameter& p : unit.parameters) {
+      if (!p.value.requires_grad()) continue;
+      at::Tensor copy = p.value.detach().to(at::kFloat).clone().requires_grad_(true);
+      copy.mutable_grad() = at::randn_like(copy);
+      params.push_back(copy);
+      elements += static_cast<double>(copy.numel());
+    }
+  }
+  if (params.empty()) return 0;
+  std::unique_ptr<torch::optim::Optimizer> optimizer = makeOptimizer(train, params);
+  constexpr int kRuns = 4;
+  std::vector<double> seconds;
+  for (int run = 0; run < kRuns; ++run) {
+    const Clock::time_point start = Clock::now();
+    at::Tensor norm = at::zeros({}, at::kFloat);
+    for (const at::Tensor& p : params) norm += p.grad().pow(2).sum();
+    for (const at::Tensor& p : params) p.grad().mul_(1.0);
+    optimizer->step();
+    if (run > 0) seconds.push_back(secondsSince(start));
+  }
+  return median(seconds) / elements;
+}
+
+}  // namespace
+
+std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks) {
+  const int64_t largest = std::max<int64_t>(batch_size / (2 * std::max(ranks, 1)), 2);
+  if (batch_size < 2) return {1};
+  return {1, std::min(largest, batch_size)};
+}
+
+CostProfile measureCostProfile(const Config& config, int ranks) {
+  const std::optional<DataFile> file = openDataFileOf(config);
+  const CapturedModel captured = captureForSplit(config, file ? &file->input : nullptr);
+  const std::vector<SplitUnit> split_units = findUnits(captured.graph, captured.shapes);
+  const std::vector<StageModule> units =
+      unitStages(captured.graph, split_units, captured.shapes, "ppstage plan");
+  CompiledUnits compiled = compileUnits(config, captured.graph, units);
+  const UnitLoss loss =
+      trainingLoss(runLossKind(config, file ? &*file : nullptr, captured.model.input));
+  CostProfile profile;
+  profile.model = config.model.name;
+  profile.compile_mode = toString(config.compile.mode);
+  profile.precision = toString(config.train.precision);
+  profile.batch_size = config.train.batch_size;
+  const at::Tensor& input = captured.example_inputs.at(0);
+  if (at::isIntegralType(input.scalar_type(), /*includeBool=*/false)) {
+    profile.tokens_per_sample = input.numel() / std::max<int64_t>(input.size(0), 1);
+  }
+  profile.microbatch_sizes = measuredMicrobatchSizes(config.train.batch_size, ranks);
+  profile.units.resize(units.size());
+  const int warmups = config.compile.mode == CompileMode::kNone ? 1 : 2;
+  for (int64_t& size : profile.microbatch_sizes) {
+    std::vector<UnitSample> samples;
+    try {
+      samples = sampleUnits(units, compiled, exampleInputsOf(captured, size, config.train.seed),
+                            loss, warmups, kPlanProfileRuns);
+    } catch (const c10::Error&) {
+      // One sample fails in some models (BatchNorm over a 1 x 1 map in training): two then.
+      if (size != 1 || profile.microbatch_sizes.back() <= 2) throw;
+      size = 2;
+      samples = sampleUnits(units, compiled, exampleInputsOf(captured, size, config.train.seed),
+                            loss, warmups, kPlanProfileRuns);
+    }
+    for (size_t u = 0; u < units.size(); ++u) {
+      profile.units[u].seconds.push_back(samples[u].seconds);
+      profile.units[u].activation_bytes.push_back(samples[u].activation_bytes);
+      profile.units[u].output_bytes.push_back(samples[u].output_bytes);
+    }
+  }
+  for (size_t u = 0; u < units.size(); ++u) {
+    UnitCost& unit = profile.units[u];
+    unit.path = split_units[u].path;
+    for (const StageParameter& p : units[u].parameters) {
+      unit.param_bytes += static_cast<int64_t>(p.value.nbytes());
+      if (p.value.requires_grad()) unit.trainable_elements += p.value.numel();
+    }
+  }
+  profile.optimizer_s_per_element = optimizerSecondsPerElement(config.train, units);
+  const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
+  profile.state_bytes_per_element = 4.0 + (adamw ? 8.0 : config.train.momentum > 0 ? 4.0 : 0.0) +
+                                    (config.train.precision == Precision::kBf16 ? 4.0 : 0.0);
+  profile.link_latency_s = config.plan.link_latency_us * 1e-6;
+  profile.link_bytes_per_s = config.plan.link_gbps * 1e9;
+  profile.allreduce_latency_s = profile.link_latency_s;
+  profile.allreduce_bytes_per_s = config.plan.allreduce_gbps * 1e9;
+  profile.links = "assumed: --plan.link_latency_us, --plan.link_gbps, --plan.allreduce_gbps";
+  return profile;
+}
+
+}  // namespace ppstage

@@ -1,0 +1,103 @@
+// `ppstage plan` as a user runs it: measuring gpt-tiny, the plan's JSON, a cost file it
+// plans from again without measuring, the config it writes trained under mpirun, and bad
+// input ending with one clear line and exit 2.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/cli_runner.h"
+
+namespace ppstage {
+namespace {
+
+std::string mpirun(int np) { return std::string(PPSTAGE_MPIEXEC) + " -np " + std::to_string(np); }
+
+std::string tinyGpt() {
+  return std::string(" --config ") + PPSTAGE_SOURCE_DIR +
+         "/configs/gpt-tiny.ini --train.threads 1";
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Measured under mpirun (the links too), saved, planned again from the saved costs (the
+// same ranking, no model), and the chosen configuration trained from the written config.
+TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
+  const std::string costs = testing::TempDir() + "ppstage_plan_costs.json";
+  const std::string ini = testing::TempDir() + "ppstage_plan.ini";
+  const Result measured = runPpstage("plan" + tinyGpt() + " --json --plan.save_costs " + costs +
+                                         " --write-config " + ini,
+                                     mpirun(2));
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  const nlohmann::json plan = nlohmann::json::parse(measured.out);
+  EXPECT_EQ(plan.at("ranks").get<int>(), 2);
+  EXPECT_EQ(plan.at("links").get<std::string>(), "measured over 2 ranks");
+  ASSERT_FALSE(plan.at("best").empty());
+  const nlohmann::json& chosen = plan.at("chosen");
+  EXPECT_EQ(chosen, plan.at("best").at(0));
+  EXPECT_EQ(chosen.at("dp").get<int>() * chosen.at("pp").get<int>(), 2);
+  EXPECT_EQ(chosen.at("split_points").size() + 1, chosen.at("stages").get<size_t>());
+  double previous = 0;
+  for (const nlohmann::json& c : plan.at("best")) {
+    EXPECT_GE(c.at("predicted_step_s").get<double>(), previous * 0.995);
+    previous = c.at("predicted_step_s").get<double>();
+    EXPECT_GT(c.at("peak_memory_mb").get<double>(), 0);
+    EXPECT_GT(c.at("tokens_per_s").get<double>(), 0);
+  }
+  EXPECT_FALSE(plan.at("default").is_null());
+  std::cout << "chosen " << chosen.dump() << "\n";
+
+  // From the saved costs: nothing measured, the same choice.
+  const Result again = runPpstage("plan --plan.ranks 2 --json --plan.costs " + costs);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out).at("chosen"), chosen);
+
+  const std::string text = readText(ini);
+  EXPECT_NE(text.find("schedule = " + chosen.at("schedule").get<std::string>()),
+            std::string::npos)
+      << text;
+  const Result trained = runPpstage("train --config " + ini + " --train.steps 2", mpirun(2));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err << text;
+  EXPECT_NE(trained.out.find("  schedule  " + chosen.at("schedule").get<std::string>() + ","),
+            std::string::npos)
+      << trained.out;
+}
+
+TEST(PlanCli, BadInputEndsWithOneLine) {
+  struct Case {
+    std::string args, launcher, message;
+  };
+  const std::string costs = testing::TempDir() + "ppstage_plan_bad_costs.json";
+  {
+    std::ofstream file(costs);
+    file << "{\"not\": \"a profile\"}";
+  }
+  const Case cases[] = {
+      {"plan" + tinyGpt(), "", "--plan.ranks must name the ranks to plan for"},
+      {"plan" + tinyGpt() + " --plan.ranks 2 --plan.memory_mb 0.001", "",
+       "fits --plan.memory_mb 0.001: the smallest predicted peak per rank is"},
+      {"plan" + tinyGpt() + " --plan.ranks 2 --plan.schedules 1f1b,nope", "",
+       "--plan.schedules names 'nope'"},
+      {"plan --plan.ranks 2 --plan.costs " + costs, "", "not a ppstage cost profile"},
+      {"plan --plan.ranks 2 --plan.costs /nonexistent.json", "", "cannot read cost profile"},
+      {"plan" + tinyGpt() + " --train.batch_size 3 --plan.ranks 16 --model.layers 1", "",
+       "--plan.ranks 16 cannot be laid out"},
+      {"plan" + tinyGpt() + " --plan.ranks 2 --plan.memory_mb 0.001", mpirun(2),
+       "the smallest predicted peak per rank is"},
+  };
+  for (const Case& c : cases) {
+    const Result r = runPpstage(c.args, c.launcher);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find("ppstage: error: "), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace ppstage

@@ -1,0 +1,264 @@
+// The planner (plan/planner.h) on cost profiles written here, against the references it
+// must agree with: the schedule's simulator run directly on the same stage costs, an
+// exhaustive ranking (the pruned search must find the same best), the memory budget, and
+// the config file `train` reads back.
+#include <gtest/gtest.h>
+
+#include <boost/program_options.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "ppstage/config/options.h"
+#include "ppstage/plan/cost_profile.h"
+#include "ppstage/plan/plan_config.h"
+#include "ppstage/plan/planner.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+#include "support/error_of.h"
+
+namespace ppstage {
+namespace {
+
+using test::errorOf;
+
+// `units` identical units, each F = f and B = 2f seconds per sample plus `fixed` seconds per
+// micro-batch (I and W half a B each), 1 MB of parameters (250k trainable floats) and
+// 0.5 MB of activations per sample, measured at 1 and 4 samples.
+CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fixed = 0) {
+  CostProfile p;
+  p.model = "uniform";
+  p.compile_mode = "none";
+  p.precision = "fp32";
+  p.batch_size = batch;
+  p.microbatch_sizes = {1, 4};
+  p.optimizer_s_per_element = 1e-9;
+  p.state_bytes_per_element = 12;  // gradient and AdamW's two moments
+  for (int u = 0; u < units; ++u) {
+    UnitCost unit;
+    unit.path = "layers." + std::to_string(u);
+    unit.param_bytes = 1000000;
+    unit.trainable_elements = 250000;
+    for (double size : {1.0, 4.0}) {
+      const double forward = fixed + f * size, backward = fixed + 2 * f * size;
+      unit.seconds.push_back({forward, backward, backward / 2, backward / 2});
+      unit.activation_bytes.push_back(0.5e6 * size);
+      unit.output_bytes.push_back(4096 * size);
+    }
+    p.units.push_back(unit);
+  }
+  return p;
+}
+
+PlanRequest requestFor(int ranks, const ScheduleRegistry& registry, int keep = 10) {
+  PlanRequest request;
+  request.ranks = ranks;
+  request.schedules = registry.names();
+  request.keep = keep;
+  return request;
+}
+
+std::vector<std::string> labels(const std::vector<PlanCandidate>& candidates, size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::min(n, candidates.size()); ++i) out.push_back(candidates[i].label());
+  return out;
+}
+
+TEST(CostProfile, InterpolatesTheLineThroughItsTwoSizes) {
+  const std::vector<int64_t> sizes{2, 8};
+  const std::vector<double> values{3.0, 6.0};  // 2 + 0.5 b
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 2), 3.0);
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 8), 6.0);
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 4), 4.0);
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 16), 10.0);  // extrapolated
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, {6.0, 3.0}, 32), 0.0);  // never below zero
+  EXPECT_DOUBLE_EQ(costAtSize({4}, {2.0}, 8), 4.0);  // one size: proportional
+}
+
+TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
+  const CostProfile p = uniformProfile(3, 8, 2e-3, 1e-4);
+  const CostProfile back = readCostProfile(costProfileToJson(p), "p.json");
+  ASSERT_EQ(back.units.size(), 3u);
+  EXPECT_EQ(back.units[2].path, "layers.2");
+  EXPECT_EQ(back.microbatch_sizes, p.microbatch_sizes);
+  for (const ActionKind kind : PerCompute<double>::kinds()) {
+    EXPECT_DOUBLE_EQ(back.secondsOf(1, kind, 3), p.secondsOf(1, kind, 3));
+  }
+  EXPECT_DOUBLE_EQ(back.activationBytesOf(0, 2), p.activationBytesOf(0, 2));
+  EXPECT_EQ(back.allreduce_bytes_per_s, p.allreduce_bytes_per_s);
+  EXPECT_NE(errorOf([] { readCostProfile("{\"units\": []}", "x.json"); })
+                .find("cost profile 'x.json': not a ppstage cost profile"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { readCostProfile("not json", "y.json"); })
+                .find("cost profile 'y.json' cannot be read"),
+            std::string::npos);
+}
+
+// The step the planner predicts for a candidate is the simulator's makespan for the
+// candidate's stage costs (its units summed at its micro-batch size) plus the tail.
+TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
+  const CostProfile profile = uniformProfile(8, 16, 1e-3, 2e-4);
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanCandidate c;
+  c.schedule = "1f1b";
+  c.pp = 4;
+  c.microbatches = 8;
+  c.microbatch_size = 2;
+  c.stage_starts = {2, 4, 6};
+  const PlanCandidate predicted = predictCandidate(profile, c, registry);
+
+  ScheduleOptions options;
+  options.schedule = "1f1b";
+  options.stages = 4;
+  options.microbatches = 8;
+  const double f = 2 * (2e-4 + 2e-3), b = 2 * (2e-4 + 4e-3);  // two units a stage
+  for (int s = 0; s < 4; ++s) options.costs.per_stage.push_back({f, b, b / 2, b / 2});
+  options.costs.comm = profile.messageSeconds(4096 * 2);
+  const PipelineSchedule direct = buildSchedule(registry, options);
+  EXPECT_NEAR(predicted.makespan_s, direct.simulation.makespan, 1e-12);
+  EXPECT_NEAR(predicted.tail_s, 1e-9 * 500000, 1e-15);  // the optimizer over 2 units
+  EXPECT_NEAR(predicted.step_s, predicted.makespan_s + predicted.tail_s, 1e-15);
+  // Memory: 2 units of 1 MB parameters and 3 MB of state each, and 1F1B's 4 micro-batches
+  // in flight on stage 0, each 2 units x 2 samples x 0.5 MB.
+  EXPECT_NEAR(predicted.peak_bytes, 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6), 1);
+  EXPECT_NEAR(predicted.tokens_per_s, 16 / predicted.step_s, 1e-6);
+}
+
+// The search stops early (Note [Planning a pipeline]); its best must be the best of all.
+TEST(Planner, PrunedSearchFindsTheExhaustiveBest) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  for (double fixed : {0.0, 5e-4}) {
+    const CostProfile profile = uniformProfile(12, 32, 1e-3, fixed);
+    const Plan all = planPipeline(profile, requestFor(4, registry, 100000), registry);
+    const Plan pruned = planPipeline(profile, requestFor(4, registry, 3), registry);
+    std::cout << "fixed " << fixed << ": " << all.candidates << " candidates; exhaustive "
+              << all.simulated << " simulated, pruned " << pruned.simulated << "; best "
+              << pruned.best[0].label() << " " << pruned.best[0].step_s << " s\n";
+    EXPECT_LT(pruned.simulated, all.simulated);
+    EXPECT_EQ(labels(pruned.best, 3), labels(all.best, 3));
+    for (const PlanCandidate& c : all.best) EXPECT_GE(c.step_s, all.best[0].step_s * 0.995);
+  }
+}
+
+// Costs that do not shrink with the micro-batch (a fixed part) make many small
+// micro-batches lose what they win in bubble: the plan follows the measured line.
+TEST(Planner, FixedCostPerMicrobatchFavoursFewerMicrobatches) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanRequest request = requestFor(2, registry);
+  request.schedules = {"1f1b"};
+  const Plan linear = planPipeline(uniformProfile(8, 64, 1e-3, 0), request, registry);
+  const Plan fixed = planPipeline(uniformProfile(8, 64, 1e-3, 4e-3), request, registry);
+  std::cout << "linear: " << linear.best[0].label() << ", fixed: " << fixed.best[0].label()
+            << "\n";
+  EXPECT_GT(linear.best[0].microbatches, fixed.best[0].microbatches);
+}
+
+TEST(Planner, KeepsEveryChoiceUnderTheMemoryBudget) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile profile = uniformProfile(8, 32, 1e-3, 1e-4);
+  const Plan free = planPipeline(profile, requestFor(2, registry, 100000), registry);
+  double gpipe_peak = 0, smallest = 1e300;
+  for (const PlanCandidate& c : free.best) {
+    if (c.schedule == "gpipe" && c.microbatches >= 8) gpipe_peak = std::max(gpipe_peak, c.peak_bytes);
+    smallest = std::min(smallest, c.peak_bytes);
+  }
+  // Between the smallest peak and GPipe's with 8 or more micro-batches.
+  PlanRequest request = requestFor(2, registry, 100000);
+  request.memory_budget_bytes = smallest + 0.25 * (gpipe_peak - smallest);
+  const Plan budgeted = planPipeline(profile, request, registry);
+  EXPECT_GT(budgeted.over_budget, 0);
+  ASSERT_FALSE(budgeted.best.empty());
+  for (const PlanCandidate& c : budgeted.best) {
+    EXPECT_LE(c.peak_bytes, request.memory_budget_bytes) << c.label();
+    EXPECT_FALSE(c.schedule == "gpipe" && c.microbatches >= 8) << c.label();
+  }
+  // A budget nothing fits names the smallest peak.
+  request.memory_budget_bytes = smallest * 0.99;
+  std::ostringstream want;
+  want << "the smallest predicted peak per rank is " << smallest / 1e6 << " MB";
+  EXPECT_NE(errorOf([&] { planPipeline(profile, request, registry); }).find(want.str()),
+            std::string::npos)
+      << want.str();
+}
+
+TEST(Planner, RefusesRanksWithoutALayoutAndSchedulesThatRefuseAll) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  // A batch of 3 and 2 units: dp cannot be 2 or 4, pp cannot be 4.
+  EXPECT_NE(errorOf([&] { planPipeline(uniformProfile(2, 3), requestFor(4, registry), registry); })
+                .find("--plan.ranks 4 cannot be laid out"),
+            std::string::npos);
+  ScheduleRegistry refusing;
+  refusing.add("never", "refuses everything", [](const ScheduleRequest&) -> std::vector<ActionList> {
+    PPSTAGE_FAIL("the never schedule runs nothing");
+  });
+  const std::string error =
+      errorOf([&] { planPipeline(uniformProfile(4, 8), requestFor(2, refusing), refusing); });
+  EXPECT_NE(error.find("every candidate was refused by its schedule"), std::string::npos) << error;
+  EXPECT_NE(error.find("the never schedule runs nothing"), std::string::npos) << error;
+}
+
+// 64 ranks and 256 micro-batches: the enumeration stays a search, not a grid of
+// simulations (docs/benchmarks.md times it).
+TEST(Planner, PlansSixtyFourRanksAndTwoHundredFiftySixMicrobatches) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const Plan plan = planPipeline(uniformProfile(128, 256, 1e-3, 1e-4), requestFor(64, registry),
+                                 registry);
+  std::cout << plan.candidates << " candidates, " << plan.simulated << " simulated; best "
+            << plan.best[0].label() << "\n";
+  EXPECT_GT(plan.candidates, 500);
+  EXPECT_LT(plan.simulated, plan.candidates / 2);
+  ASSERT_EQ(plan.best.size(), 10u);
+  EXPECT_EQ(plan.best[0].dp * plan.best[0].pp, 64);
+}
+
+// --write-config: the user's options, less what the plan chose, plus the choice; what
+// `train --config` parses into the same configuration applyCandidate makes.
+TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
+  const CostProfile profile = uniformProfile(8, 16);
+  PlanCandidate c;
+  c.schedule = "zb-v";
+  c.dp = 1;
+  c.pp = 2;
+  c.stages_per_rank = 2;
+  c.placement = Placement::kV;
+  c.microbatches = 8;
+  c.stage_starts = {2, 4, 6};
+  const std::map<std::string, std::string> given{{"model.layers", "8"},
+                                                 {"pipeline.schedule", "1f1b"},
+                                                 {"train.dp", "4"},
+                                                 {"train.optimizer", "sgd"},
+                                                 {"plan.ranks", "2"},
+                                                 {"json", "true"}};
+  const std::string ini = configIniOf(given, c, profile, "a plan\nline two");
+  EXPECT_EQ(ini.rfind("# a plan\n# line two\n", 0), 0u) << ini;
+  EXPECT_EQ(ini.find("ranks"), std::string::npos) << ini;
+  const std::string path = testing::TempDir() + "ppstage_planned.ini";
+  {
+    std::ofstream file(path);
+    file << ini;
+  }
+  Config read;
+  po::options_description options;
+  addAllOptions(options, read);
+  const std::string arg = "--config=" + path;
+  const char* argv[] = {"train", arg.c_str()};
+  std::ostringstream out;
+  ASSERT_TRUE(parseOptions(2, argv, options, "", out));
+  Config want;
+  applyCandidate(c, profile, want);
+  EXPECT_EQ(read.pipeline.schedule, "zb-v");
+  EXPECT_EQ(read.pipeline.stages, want.pipeline.stages);
+  EXPECT_EQ(read.pipeline.split_points, (std::vector<std::string>{"layers.2", "layers.4",
+                                                                  "layers.6"}));
+  EXPECT_EQ(read.pipeline.microbatches, 8);
+  EXPECT_EQ(read.pipeline.stages_per_rank, 2);
+  EXPECT_EQ(read.pipeline.placement, Placement::kV);
+  EXPECT_EQ(read.train.dp, 1);
+  EXPECT_EQ(read.train.optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(read.model.layers, 8);
+}
+
+}  // namespace
+}  // namespace ppstage
