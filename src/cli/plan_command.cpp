@@ -45,8 +45,8 @@ std::vector<std::string> schedulesToTry(const PlanConfig& plan, const ScheduleRe
     if (registry.find(name) != nullptr) continue;
     std::string known;
     for (const std::string& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
-    PPSTAGE_FAIL("--plan.schedules names '", name, "', which is not a registered schedule (",
-                 known, "; more with --pipeline.schedule_plugin)");
+    PPSTAGE_FAIL("--plan.schedules names '", name, "', which is not a registered schedule (", known,
+                 "; more with --pipeline.schedule_plugin)");
   }
   return plan.schedules;
 }
@@ -135,16 +135,17 @@ void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profi
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
                double measure_s, double plan_s) {
-  std::printf("plan for %lld ranks: %s (%s), batch %lld, %zu units; measured in %.1f s, "
-              "planned in %.2f s\n",
-              static_cast<long long>(config.ranks), profile.model.c_str(),
-              profile.compile_mode.c_str(), static_cast<long long>(profile.batch_size),
-              profile.units.size(), measure_s, plan_s);
-  std::printf("%lld candidates, %lld simulated, %lld refused by their schedule, %lld over the "
-              "memory budget%s\n\n",
-              static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
-              static_cast<long long>(plan.refused), static_cast<long long>(plan.over_budget),
-              config.memory_mb > 0 ? "" : " (none given)");
+  std::printf(
+      "plan for %lld ranks: %s (%s), batch %lld, %zu units; measured in %.1f s, "
+      "planned in %.2f s\n",
+      static_cast<long long>(config.ranks), profile.model.c_str(), profile.compile_mode.c_str(),
+      static_cast<long long>(profile.batch_size), profile.units.size(), measure_s, plan_s);
+  std::printf(
+      "%lld candidates, %lld simulated, %lld refused by their schedule, %lld over the "
+      "memory budget%s\n\n",
+      static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
+      static_cast<long long>(plan.refused), static_cast<long long>(plan.over_budget),
+      config.memory_mb > 0 ? "" : " (none given)");
   std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %s\n", "#", "schedule", "dp",
               "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB", "bubble",
               "split points");
@@ -154,9 +155,10 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
   const PlanCandidate& chosen = plan.best.front();
   if (plan.default_config.microbatches > 0) {
     printRow("dflt", plan.default_config, profile);
-    std::printf("\nchosen: %s, predicted %.4f s a step, %.2fx the default (1f1b, M = 2 x "
-                "stages, balanced by params)\n",
-                chosen.label().c_str(), chosen.step_s, plan.default_config.step_s / chosen.step_s);
+    std::printf(
+        "\nchosen: %s, predicted %.4f s a step, %.2fx the default (1f1b, M = 2 x "
+        "stages, balanced by params)\n",
+        chosen.label().c_str(), chosen.step_s, plan.default_config.step_s / chosen.step_s);
   } else {
     std::printf("\nchosen: %s, predicted %.4f s a step\n", chosen.label().c_str(), chosen.step_s);
   }
@@ -230,7 +232,8 @@ int planMain(int argc, const char* const* argv) {
     start = Clock::now();
     const Plan plan = planPipeline(profile, request, registry);
     const double plan_s = secondsSince(start);
-    if (!write_config.empty()) writeConfig(write_config, given, plan.best.front(), profile, request);
+    if (!write_config.empty())
+      writeConfig(write_config, given, plan.best.front(), profile, request);
     if (json) {
       std::cout << planJson(plan, profile, config.plan, measure_s, plan_s).dump(2) << std::endl;
     } else {

@@ -28,12 +28,19 @@ namespace {
 
 // Options the plan decides, or that only ask for a plan: never copied from the user's.
 bool chosenByPlan(const std::string& name) {
-  static const char* const kChosen[] = {
-      "pipeline.stages",         "pipeline.split_points", "pipeline.balance",
-      "pipeline.schedule",       "pipeline.microbatches", "pipeline.stages_per_rank",
-      "pipeline.placement",      "pipeline.auto",         "train.dp",
-      "config",                  "help",                  "json",
-      "write-config"};
+  static const char* const kChosen[] = {"pipeline.stages",
+                                        "pipeline.split_points",
+                                        "pipeline.balance",
+                                        "pipeline.schedule",
+                                        "pipeline.microbatches",
+                                        "pipeline.stages_per_rank",
+                                        "pipeline.placement",
+                                        "pipeline.auto",
+                                        "train.dp",
+                                        "config",
+                                        "help",
+                                        "json",
+                                        "write-config"};
   for (const char* chosen : kChosen) {
     if (name == chosen) return true;
   }

@@ -101,8 +101,8 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     double elements = 0;
     for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
-    const double rank_tail = profile.optimizer_s_per_element * elements +
-                             profile.allReduceSeconds(4.0 * elements, dp);
+    const double rank_tail =
+        profile.optimizer_s_per_element * elements + profile.allReduceSeconds(4.0 * elements, dp);
     tail = std::max(tail, rank_tail);
   }
   return tail;
@@ -132,8 +132,8 @@ double stepLowerBound(const PlanCandidate& c, const StageCosts& costs, const Top
     double work = 0;
     for (int s : pipeline.stagesOf(r)) {
       const PerCompute<double>& k = costs.compute[s];
-      const double backward = std::min(k[ActionKind::kBackward],
-                                       k[ActionKind::kBackwardInput] + k[ActionKind::kBackwardWeight]);
+      const double backward = std::min(
+          k[ActionKind::kBackward], k[ActionKind::kBackwardInput] + k[ActionKind::kBackwardWeight]);
       work += c.microbatches * (k[ActionKind::kForward] + backward);
       path += k[ActionKind::kForward] +
               std::min(k[ActionKind::kBackward], k[ActionKind::kBackwardInput]);
@@ -151,17 +151,16 @@ ActionCosts actionCostsOf(const StageCosts& costs) {
 }
 
 // Fills `c`'s prediction from a simulation of `schedule` under `costs`.
-void fillPrediction(const CostProfile& profile, const StageCosts& costs,
-                    const Topology& pipeline, const SimulationResult& simulation,
-                    PlanCandidate& c) {
+void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+                    const SimulationResult& simulation, PlanCandidate& c) {
   c.makespan_s = simulation.makespan;
   c.tail_s = tailOf(profile, costs, pipeline, c.dp);
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
   c.peak_bytes = peakBytesOf(costs, pipeline, simulation.peak_inflight);
-  c.tokens_per_s = c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) /
-                                      c.step_s
-                                : 0;
+  c.tokens_per_s =
+      c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
+                   : 0;
 }
 
 ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& costs) {
@@ -329,8 +328,8 @@ class Search {
   // Throws the error that says why nothing was kept.
   [[noreturn]] void failEmpty() {
     PPSTAGE_CHECK(plan_.simulated > plan_.refused || plan_.over_budget > 0, "every candidate ",
-                  "was refused by its schedule (", plan_.refused, " of them); the first: ",
-                  first_refusal_);
+                  "was refused by its schedule (", plan_.refused,
+                  " of them); the first: ", first_refusal_);
     // The smallest peak of all: simulate those the memory bound dropped, smallest bound first.
     std::sort(unsimulated_.begin(), unsimulated_.end(),
               [](const Pending* a, const Pending* b) { return a->memory_bound < b->memory_bound; });
@@ -419,7 +418,8 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
                                const ScheduleRegistry& registry) {
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
   const double size = static_cast<double>(c.microbatch_size);
-  if (c.stage_starts.empty() && c.stages() > 1) c.stage_starts = balancedCut(profile, c.stages(), size);
+  if (c.stage_starts.empty() && c.stages() > 1)
+    c.stage_starts = balancedCut(profile, c.stages(), size);
   const StageCosts costs = stageCostsOf(profile, c.stage_starts, size);
   const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
   fillPrediction(profile, costs, pipeline, schedule.simulation, c);
@@ -432,10 +432,10 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
   PPSTAGE_CHECK(!request.schedules.empty(), "no schedule to plan with");
   Plan plan;
   std::vector<Pending> pending = Enumerator(profile, request).all();
-  PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks, " cannot be laid out: ",
-                "data parallelism must divide the batch (", profile.batch_size,
-                ") and the pipeline ranks be at most the model's ", profile.units.size(),
-                " units");
+  PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks,
+                " cannot be laid out: ", "data parallelism must divide the batch (",
+                profile.batch_size, ") and the pipeline ranks be at most the model's ",
+                profile.units.size(), " units");
   plan.candidates = static_cast<int64_t>(pending.size());
   Search search(profile, request, registry, plan);
   search.run(pending);

@@ -20,6 +20,7 @@
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/split/plan_report.h"
+#include "ppstage/train/auto_plan.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/step_policy.h"
 #include "ppstage/train/stop_signal.h"
@@ -394,7 +395,9 @@ class TrainLoop {
 
 }  // namespace
 
-RunMetrics train(const Config& config, Communicator& world, std::ostream& log, bool live_progress) {
+RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bool live_progress) {
+  Config config = given;
+  if (config.pipeline.auto_plan) planAutomatically(config, world, log);
   JobPlan plan = planJob(config, world);
   if (world.rank() == 0) {
     printConfiguration(log, config, plan);

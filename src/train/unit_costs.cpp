@@ -291,7 +291,10 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
   }
   profile.optimizer_s_per_element = optimizerSecondsPerElement(config.train, units);
   const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
-  profile.state_bytes_per_element = 4.0 + (adamw ? 8.0 : config.train.momentum > 0 ? 4.0 : 0.0) +
+  profile.state_bytes_per_element = 4.0 +
+                                    (adamw                       ? 8.0
+                                     : config.train.momentum > 0 ? 4.0
+                                                                 : 0.0) +
                                     (config.train.precision == Precision::kBf16 ? 4.0 : 0.0);
   profile.link_latency_s = config.plan.link_latency_us * 1e-6;
   profile.link_bytes_per_s = config.plan.link_gbps * 1e9;

@@ -15,8 +15,7 @@ namespace {
 std::string mpirun(int np) { return std::string(PPSTAGE_MPIEXEC) + " -np " + std::to_string(np); }
 
 std::string tinyGpt() {
-  return std::string(" --config ") + PPSTAGE_SOURCE_DIR +
-         "/configs/gpt-tiny.ini --train.threads 1";
+  return std::string(" --config ") + PPSTAGE_SOURCE_DIR + "/configs/gpt-tiny.ini --train.threads 1";
 }
 
 std::string readText(const std::string& path) {
@@ -31,9 +30,9 @@ std::string readText(const std::string& path) {
 TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
   const std::string costs = testing::TempDir() + "ppstage_plan_costs.json";
   const std::string ini = testing::TempDir() + "ppstage_plan.ini";
-  const Result measured = runPpstage("plan" + tinyGpt() + " --json --plan.save_costs " + costs +
-                                         " --write-config " + ini,
-                                     mpirun(2));
+  const Result measured = runPpstage(
+      "plan" + tinyGpt() + " --json --plan.save_costs " + costs + " --write-config " + ini,
+      mpirun(2));
   ASSERT_EQ(measured.exit_code, 0) << measured.err;
   const nlohmann::json plan = nlohmann::json::parse(measured.out);
   EXPECT_EQ(plan.at("ranks").get<int>(), 2);
@@ -59,14 +58,49 @@ TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
   EXPECT_EQ(nlohmann::json::parse(again.out).at("chosen"), chosen);
 
   const std::string text = readText(ini);
-  EXPECT_NE(text.find("schedule = " + chosen.at("schedule").get<std::string>()),
-            std::string::npos)
+  EXPECT_NE(text.find("schedule = " + chosen.at("schedule").get<std::string>()), std::string::npos)
       << text;
   const Result trained = runPpstage("train --config " + ini + " --train.steps 2", mpirun(2));
   ASSERT_EQ(trained.exit_code, 0) << trained.err << text;
   EXPECT_NE(trained.out.find("  schedule  " + chosen.at("schedule").get<std::string>() + ","),
             std::string::npos)
       << trained.out;
+}
+
+// train --pipeline.auto: planned on the job's own ranks, then trained as chosen; the
+// metrics say what ran.
+TEST(PlanCli, TrainPlansItsOwnConfiguration) {
+  const std::string metrics = testing::TempDir() + "ppstage_auto_metrics.json";
+  const Result r = runPpstage("train" + tinyGpt() +
+                                  " --pipeline.auto true --pipeline.schedule gpipe"
+                                  " --train.steps 3 --output.metrics_json " +
+                                  metrics,
+                              mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("pipeline.auto: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::cout << r.out.substr(at, r.out.find('\n', at) - at) << "\n";
+  EXPECT_NE(r.out.find("the fastest of"), std::string::npos) << r.out;
+  std::ifstream file(metrics);
+  const nlohmann::json json = nlohmann::json::parse(file);
+  const std::string schedule = json.at("schedule").get<std::string>();
+  // What it says it chose is what ran (the label starts with the schedule's name).
+  EXPECT_NE(r.out.find("pipeline.auto: " + schedule + " "), std::string::npos) << r.out;
+  EXPECT_EQ(json.at("losses").size(), 3u);
+
+  // A budget nothing fits ends every rank with one line.
+  const Result bad = runPpstage("train" + tinyGpt() +
+                                    " --pipeline.auto true --plan.memory_mb "
+                                    "0.001 --train.steps 1",
+                                mpirun(2));
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("the smallest predicted peak per rank is"), std::string::npos) << bad.err;
+  const Result ranks =
+      runPpstage("train" + tinyGpt() + " --pipeline.auto true --plan.ranks 4", mpirun(2));
+  EXPECT_EQ(ranks.exit_code, 2) << ranks.err;
+  EXPECT_NE(ranks.err.find("--pipeline.auto plans for the job's 2 ranks; --plan.ranks is 4"),
+            std::string::npos)
+      << ranks.err;
 }
 
 TEST(PlanCli, BadInputEndsWithOneLine) {

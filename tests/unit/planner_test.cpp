@@ -72,9 +72,9 @@ TEST(CostProfile, InterpolatesTheLineThroughItsTwoSizes) {
   EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 2), 3.0);
   EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 8), 6.0);
   EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 4), 4.0);
-  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 16), 10.0);  // extrapolated
+  EXPECT_DOUBLE_EQ(costAtSize(sizes, values, 16), 10.0);     // extrapolated
   EXPECT_DOUBLE_EQ(costAtSize(sizes, {6.0, 3.0}, 32), 0.0);  // never below zero
-  EXPECT_DOUBLE_EQ(costAtSize({4}, {2.0}, 8), 4.0);  // one size: proportional
+  EXPECT_DOUBLE_EQ(costAtSize({4}, {2.0}, 8), 4.0);          // one size: proportional
 }
 
 TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
@@ -88,11 +88,13 @@ TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
   }
   EXPECT_DOUBLE_EQ(back.activationBytesOf(0, 2), p.activationBytesOf(0, 2));
   EXPECT_EQ(back.allreduce_bytes_per_s, p.allreduce_bytes_per_s);
-  EXPECT_NE(errorOf([] { readCostProfile("{\"units\": []}", "x.json"); })
-                .find("cost profile 'x.json': not a ppstage cost profile"),
+  EXPECT_NE(errorOf([] {
+              readCostProfile("{\"units\": []}", "x.json");
+            }).find("cost profile 'x.json': not a ppstage cost profile"),
             std::string::npos);
-  EXPECT_NE(errorOf([] { readCostProfile("not json", "y.json"); })
-                .find("cost profile 'y.json' cannot be read"),
+  EXPECT_NE(errorOf([] {
+              readCostProfile("not json", "y.json");
+            }).find("cost profile 'y.json' cannot be read"),
             std::string::npos);
 }
 
@@ -150,8 +152,7 @@ TEST(Planner, FixedCostPerMicrobatchFavoursFewerMicrobatches) {
   request.schedules = {"1f1b"};
   const Plan linear = planPipeline(uniformProfile(8, 64, 1e-3, 0), request, registry);
   const Plan fixed = planPipeline(uniformProfile(8, 64, 1e-3, 4e-3), request, registry);
-  std::cout << "linear: " << linear.best[0].label() << ", fixed: " << fixed.best[0].label()
-            << "\n";
+  std::cout << "linear: " << linear.best[0].label() << ", fixed: " << fixed.best[0].label() << "\n";
   EXPECT_GT(linear.best[0].microbatches, fixed.best[0].microbatches);
 }
 
@@ -161,7 +162,8 @@ TEST(Planner, KeepsEveryChoiceUnderTheMemoryBudget) {
   const Plan free = planPipeline(profile, requestFor(2, registry, 100000), registry);
   double gpipe_peak = 0, smallest = 1e300;
   for (const PlanCandidate& c : free.best) {
-    if (c.schedule == "gpipe" && c.microbatches >= 8) gpipe_peak = std::max(gpipe_peak, c.peak_bytes);
+    if (c.schedule == "gpipe" && c.microbatches >= 8)
+      gpipe_peak = std::max(gpipe_peak, c.peak_bytes);
     smallest = std::min(smallest, c.peak_bytes);
   }
   // Between the smallest peak and GPipe's with 8 or more micro-batches.
@@ -186,13 +188,15 @@ TEST(Planner, KeepsEveryChoiceUnderTheMemoryBudget) {
 TEST(Planner, RefusesRanksWithoutALayoutAndSchedulesThatRefuseAll) {
   const ScheduleRegistry registry = makeScheduleRegistry();
   // A batch of 3 and 2 units: dp cannot be 2 or 4, pp cannot be 4.
-  EXPECT_NE(errorOf([&] { planPipeline(uniformProfile(2, 3), requestFor(4, registry), registry); })
-                .find("--plan.ranks 4 cannot be laid out"),
+  EXPECT_NE(errorOf([&] {
+              planPipeline(uniformProfile(2, 3), requestFor(4, registry), registry);
+            }).find("--plan.ranks 4 cannot be laid out"),
             std::string::npos);
   ScheduleRegistry refusing;
-  refusing.add("never", "refuses everything", [](const ScheduleRequest&) -> std::vector<ActionList> {
-    PPSTAGE_FAIL("the never schedule runs nothing");
-  });
+  refusing.add("never", "refuses everything",
+               [](const ScheduleRequest&) -> std::vector<ActionList> {
+                 PPSTAGE_FAIL("the never schedule runs nothing");
+               });
   const std::string error =
       errorOf([&] { planPipeline(uniformProfile(4, 8), requestFor(2, refusing), refusing); });
   EXPECT_NE(error.find("every candidate was refused by its schedule"), std::string::npos) << error;
@@ -203,8 +207,8 @@ TEST(Planner, RefusesRanksWithoutALayoutAndSchedulesThatRefuseAll) {
 // simulations (docs/benchmarks.md times it).
 TEST(Planner, PlansSixtyFourRanksAndTwoHundredFiftySixMicrobatches) {
   const ScheduleRegistry registry = makeScheduleRegistry();
-  const Plan plan = planPipeline(uniformProfile(128, 256, 1e-3, 1e-4), requestFor(64, registry),
-                                 registry);
+  const Plan plan =
+      planPipeline(uniformProfile(128, 256, 1e-3, 1e-4), requestFor(64, registry), registry);
   std::cout << plan.candidates << " candidates, " << plan.simulated << " simulated; best "
             << plan.best[0].label() << "\n";
   EXPECT_GT(plan.candidates, 500);
@@ -225,12 +229,9 @@ TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   c.placement = Placement::kV;
   c.microbatches = 8;
   c.stage_starts = {2, 4, 6};
-  const std::map<std::string, std::string> given{{"model.layers", "8"},
-                                                 {"pipeline.schedule", "1f1b"},
-                                                 {"train.dp", "4"},
-                                                 {"train.optimizer", "sgd"},
-                                                 {"plan.ranks", "2"},
-                                                 {"json", "true"}};
+  const std::map<std::string, std::string> given{
+      {"model.layers", "8"},      {"pipeline.schedule", "1f1b"}, {"train.dp", "4"},
+      {"train.optimizer", "sgd"}, {"plan.ranks", "2"},           {"json", "true"}};
   const std::string ini = configIniOf(given, c, profile, "a plan\nline two");
   EXPECT_EQ(ini.rfind("# a plan\n# line two\n", 0), 0u) << ini;
   EXPECT_EQ(ini.find("ranks"), std::string::npos) << ini;
@@ -250,8 +251,8 @@ TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   applyCandidate(c, profile, want);
   EXPECT_EQ(read.pipeline.schedule, "zb-v");
   EXPECT_EQ(read.pipeline.stages, want.pipeline.stages);
-  EXPECT_EQ(read.pipeline.split_points, (std::vector<std::string>{"layers.2", "layers.4",
-                                                                  "layers.6"}));
+  EXPECT_EQ(read.pipeline.split_points,
+            (std::vector<std::string>{"layers.2", "layers.4", "layers.6"}));
   EXPECT_EQ(read.pipeline.microbatches, 8);
   EXPECT_EQ(read.pipeline.stages_per_rank, 2);
   EXPECT_EQ(read.pipeline.placement, Placement::kV);

@@ -73,7 +73,8 @@ struct CostProfile {
 
 // The line through (sizes[0], values[0]) and (sizes[1], values[1]) at `size`, at least 0;
 // values[0] scaled by size where only one size was measured.
-double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values, double size);
+double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values,
+                  double size);
 
 // JSON text of `profile`, and back. readCostProfile throws ppstage::Error naming `source`
 // for text that is not a cost profile (a missing field, units without costs at every size).

@@ -1,0 +1,110 @@
+// See include/ppstage/train/auto_plan.h.
+#include "ppstage/train/auto_plan.h"
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <ostream>
+
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/communicator.h"
+#include "ppstage/comm/link_probe.h"
+#include "ppstage/core/compute_threads.h"
+#include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
+#include "ppstage/plan/plan_config.h"
+#include "ppstage/plan/planner.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/train/job_plan.h"
+#include "ppstage/train/unit_costs.h"
+
+namespace ppstage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void checkPlannable(const Config& config, int world) {
+  PPSTAGE_CHECK(config.plan.ranks == 0 || config.plan.ranks == world,
+                "--pipeline.auto plans for the job's ", world, " ranks; --plan.ranks is ",
+                config.plan.ranks);
+  PPSTAGE_CHECK(config.train.tp == 1, "--pipeline.auto plans pp x dp; it does not choose ",
+                "tensor parallelism (--train.tp ", config.train.tp, ")");
+}
+
+// Rank 0's cost profile as JSON text on every rank: read from --plan.costs, or measured by
+// rank 0 (with `links`) while the others wait.
+std::string agreedProfileText(const Config& config, Communicator& world,
+                              const std::optional<LinkCosts>& links) {
+  std::string mine;
+  runAgreed(world, [&] {
+    checkPlannable(config, world.size());
+    if (world.rank() != 0) return;
+    if (!config.plan.costs.empty()) {
+      mine = readFile(config.plan.costs, "cost profile");
+      return;
+    }
+    setComputeThreads(computeThreads(config.train, world.size()));
+    CostProfile profile = measureCostProfile(config, world.size());
+    if (links) {
+      profile.link_latency_s = links->p2p_latency_s;
+      profile.link_bytes_per_s = links->p2p_bytes_per_s;
+      profile.allreduce_latency_s = links->allreduce_latency_s;
+      profile.allreduce_bytes_per_s = links->allreduce_bytes_per_s;
+      profile.links = "measured over " + std::to_string(world.size()) + " ranks";
+    }
+    mine = costProfileToJson(profile);
+    if (!config.plan.save_costs.empty()) writeFileAtomically(config.plan.save_costs, mine);
+  });
+  return allGatherStrings(world, mine).at(0);
+}
+
+void logChoice(std::ostream& log, const Plan& plan, double measure_s, double plan_s) {
+  const PlanCandidate& c = plan.best.front();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "pipeline.auto: %s, predicted step %.4f s (%.0f tokens/s, peak %.1f MB per "
+                "rank, bubble %.3f): the fastest of %lld candidates (%lld simulated, %lld over "
+                "the memory budget); measured in %.1f s, planned in %.2f s\n",
+                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / 1e6, c.bubble,
+                static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
+                static_cast<long long>(plan.over_budget), measure_s, plan_s);
+  log << line;
+  if (plan.default_config.microbatches == 0) return;
+  const PlanCandidate& d = plan.default_config;
+  std::snprintf(line, sizeof line,
+                "pipeline.auto: the default (%s, balanced by params) predicts %.4f s: %.2fx "
+                "slower\n",
+                d.label().c_str(), d.step_s, d.step_s / c.step_s);
+  log << line;
+}
+
+}  // namespace
+
+void planAutomatically(Config& config, Communicator& world, std::ostream& log) {
+  const Clock::time_point start = Clock::now();
+  std::optional<LinkCosts> links;
+  if (world.size() >= 2 && config.plan.costs.empty()) links = measureLinks(world);
+  const std::string text = agreedProfileText(config, world, links);
+  const double measure_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::optional<Plan> plan;
+  std::optional<CostProfile> profile;
+  const Clock::time_point planning = Clock::now();
+  runAgreed(world, [&] {
+    profile = readCostProfile(text, config.plan.costs.empty() ? "rank 0's" : config.plan.costs);
+    PPSTAGE_CHECK(profile->batch_size == config.train.batch_size, "cost profile '",
+                  config.plan.costs, "' was measured for a batch of ", profile->batch_size,
+                  "; this run's is ", config.train.batch_size);
+    const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
+    PlanRequest request;
+    request.ranks = world.size();
+    request.memory_budget_bytes = config.plan.memory_mb * 1e6;
+    request.schedules = config.plan.schedules.empty() ? registry.names() : config.plan.schedules;
+    request.keep = 1;
+    plan = planPipeline(*profile, request, registry);
+  });
+  const double plan_s = std::chrono::duration<double>(Clock::now() - planning).count();
+  applyCandidate(plan->best.front(), *profile, config);
+  if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
+}
+
+}  // namespace ppstage
