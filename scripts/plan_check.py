@@ -21,7 +21,7 @@ import tempfile
 
 
 def plan(ppstage, ranks, options):
-    cmd = [ppstage, "plan", "--plan.top", "40", "--json"] + options
+    cmd = [ppstage, "plan", "--plan.top", "1000", "--json", "--train.threads", "1"] + options
     if ranks > 1:  # the plan measures the links between the ranks
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -41,6 +41,11 @@ def candidate_args(c):
 def label(c):
     spr = "x%d %s" % (c["stages_per_rank"], c["placement"]) if c["stages_per_rank"] > 1 else ""
     return "%s dp%d pp%d%s M%d" % (c["schedule"], c["dp"], c["pp"], spr, c["microbatches"])
+
+
+def key(c):
+    """A configuration: its label and its cut."""
+    return label(c) + " @" + ",".join(c["split_points"])
 
 
 def run(ppstage, ranks, steps, options, extra):
@@ -70,9 +75,9 @@ def chosen_configurations(p):
     best = p["best"]
     picked = best[:5]
     default = p["default"]
-    if default and all(label(c) != label(default) for c in picked):
+    if default and all(key(c) != key(default) for c in picked):
         picked.append(default)
-    rest = [c for c in best[5:] if all(label(c) != label(x) for x in picked)]
+    rest = [c for c in best[5:] if all(key(c) != key(x) for x in picked)]
     want = 10 - len(picked)
     for k in range(want):
         if rest:
@@ -87,16 +92,16 @@ def main():
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     p = plan(ppstage, ranks, options)
     configs = chosen_configurations(p)
-    measured = {label(c): [] for c in configs}
-    memory = {label(c): 0.0 for c in configs}
+    measured = {key(c): [] for c in configs}
+    memory = {key(c): 0.0 for c in configs}
     single = []
     for _ in range(rounds):
         single.append(run(ppstage, 1, steps, options,
                           ["--pipeline.stages", "1", "--pipeline.microbatches", "1"])[0])
         for c in configs:
             step, peak = run(ppstage, ranks, steps, options, candidate_args(c))
-            measured[label(c)].append(step)
-            memory[label(c)] = max(memory[label(c)], peak)
+            measured[key(c)].append(step)
+            memory[key(c)] = max(memory[key(c)], peak)
     print("plan: %d candidates, %d simulated, measured in %.1f s, planned in %.2f s"
           % (p["candidates"], p["simulated"], p["measure_s"], p["plan_s"]))
     print()
@@ -105,12 +110,14 @@ def main():
     print("|---|---|---|---|---|---|---|")
     steps_measured = []
     for i, c in enumerate(configs):
-        m = statistics.median(measured[label(c)])
+        m = statistics.median(measured[key(c)])
         steps_measured.append(m)
         rank = str(p["best"].index(c) + 1) if c in p["best"] else "default"
+        if p["default"] and key(c) == key(p["default"]):
+            rank += " (default)" if rank != "default" else ""
         print("| %s | %s | %.4f | %.4f | %.3f | %.1f | %.1f |"
               % (rank, label(c), c["predicted_step_s"], m, m / c["predicted_step_s"],
-                 c["peak_memory_mb"], memory[label(c)]))
+                 c["peak_memory_mb"], memory[key(c)]))
     predicted = [c["predicted_step_s"] for c in configs]
     fastest = min(steps_measured)
     first = steps_measured[0]
@@ -123,7 +130,7 @@ def main():
     print("one process (full batch): %.4f s; limit (its step / %d) %.4f s; first choice reaches "
           "%.3f of the limit" % (one, ranks, one / ranks, (one / ranks) / first))
     if p["default"]:
-        d = steps_measured[[label(c) for c in configs].index(label(p["default"]))]
+        d = steps_measured[[key(c) for c in configs].index(key(p["default"]))]
         print("default %s: %.4f s; first choice is %.2fx its speed"
               % (label(p["default"]), d, d / first))
 

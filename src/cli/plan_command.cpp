@@ -13,12 +13,11 @@
 #include <sstream>
 #include <thread>
 
-#include "ppstage/comm/link_probe.h"
+#include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
-#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/file.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/plan/plan_config.h"
@@ -33,6 +32,7 @@ namespace ppstage::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr double kMiB = 1024.0 * 1024.0;  // the MB of --plan.memory_mb, as train reports them
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -51,24 +51,14 @@ std::vector<std::string> schedulesToTry(const PlanConfig& plan, const ScheduleRe
   return plan.schedules;
 }
 
-// The profile to plan with: read from --plan.costs, or measured here (and saved with
-// --plan.save_costs), with `links` as measured over `world` ranks (the [plan] figures
-// without them).
-CostProfile costProfileOf(const Config& config, int ranks, const std::optional<LinkCosts>& links,
-                          int world) {
+// The profile to plan with: read from --plan.costs, or measured on every rank of `world`
+// (measureCostProfileOnRanks; none: this process alone), and saved with --plan.save_costs.
+CostProfile costProfileOf(const Config& config, int ranks, Communicator* world) {
   if (!config.plan.costs.empty()) {
     return readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
   }
-  setComputeThreads(computeThreads(config.train, ranks));
-  CostProfile profile = measureCostProfile(config, ranks);
-  if (links) {
-    profile.link_latency_s = links->p2p_latency_s;
-    profile.link_bytes_per_s = links->p2p_bytes_per_s;
-    profile.allreduce_latency_s = links->allreduce_latency_s;
-    profile.allreduce_bytes_per_s = links->allreduce_bytes_per_s;
-    profile.links = "measured over " + std::to_string(world) + " ranks";
-  }
-  if (!config.plan.save_costs.empty()) {
+  CostProfile profile = measureCostProfileOnRanks(config, ranks, world);
+  if (!config.plan.save_costs.empty() && (world == nullptr || world->rank() == 0)) {
     writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
   }
   return profile;
@@ -98,7 +88,7 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"makespan_s", c.makespan_s},
           {"tail_s", c.tail_s},
           {"tokens_per_s", c.tokens_per_s},
-          {"peak_memory_mb", c.peak_bytes / 1e6},
+          {"peak_memory_mb", c.peak_bytes / kMiB},
           {"bubble", c.bubble}};
 }
 
@@ -130,7 +120,7 @@ void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profi
   std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / 1e6, c.bubble, points.empty() ? "-" : points.c_str());
+              c.peak_bytes / kMiB, c.bubble, points.empty() ? "-" : points.c_str());
 }
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
@@ -166,10 +156,19 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
 
 }  // namespace
 
-int planMain(int argc, const char* const* argv) {
+namespace {
+
+// What `ppstage plan` was asked for.
+struct PlanCommand {
   Config config;
   bool json = false;
   std::string write_config;
+  std::map<std::string, std::string> given;  // the options as given, for --write-config
+};
+
+// Parses and validates argv into `command`; false when --help was asked for.
+bool parsePlanCommand(int argc, const char* const* argv, PlanCommand& command) {
+  Config& config = command.config;
   po::options_description options;
   addModelOptions(options, config.model);
   addTrainOptions(options, config.train);
@@ -179,67 +178,92 @@ int planMain(int argc, const char* const* argv) {
   addSchedulePluginOption(options, config.pipeline);
   addPlanOptions(options, config.plan);
   po::options_description output("Output");
-  output.add_options()("json", po::bool_switch(&json),
+  output.add_options()("json", po::bool_switch(&command.json),
                        "print the plan as JSON (chosen, default, best: schedule, dp, pp, "
                        "stages_per_rank, placement, microbatches, split_points, "
                        "predicted_step_s, tokens_per_s, peak_memory_mb, bubble)")(
-      "write-config", po::value(&write_config),
+      "write-config", po::value(&command.write_config),
       "write the chosen configuration, with the options given here, as an INI file that "
       "`ppstage train --config` runs");
   options.add(output);
   const char* usage =
-      "usage: ppstage plan [--config FILE] [options] --plan.ranks P [--plan.memory_mb M]\n"
-      "           [--json] [--write-config OUT.ini]\n\n"
+      "usage: mpirun -np P ppstage plan [--config FILE] [options] [--plan.memory_mb M]\n"
+      "           [--json] [--write-config OUT.ini]\n"
+      "       ppstage plan --plan.ranks P [options]   (one process: the links assumed)\n\n"
       "Measures every unit of the model once (F, B, I and W seconds and the activation\n"
-      "bytes of one micro-batch, at two micro-batch sizes, in --compile.mode), then\n"
-      "predicts every configuration of P ranks: dp x pp layouts, schedules, micro-batch\n"
-      "counts, stages per rank 1-4 in a loop or a V, each with its best cut; the step by\n"
-      "the schedule's simulator plus the optimizer and gradient all-reduce, the peak\n"
-      "memory per rank from the simulated in-flight micro-batches. Prints the fastest that\n"
-      "fit --plan.memory_mb, and the default 1f1b configuration beside them.";
-  std::map<std::string, std::string> given;
-  if (!parseOptions(argc, argv, options, usage, std::cout, nullptr, &given)) return 0;
+      "bytes of one micro-batch, at two micro-batch sizes, in --compile.mode; under\n"
+      "mpirun also the links between the ranks), then predicts every configuration of P\n"
+      "ranks: dp x pp layouts, schedules, micro-batch counts, stages per rank 1-4 (in a\n"
+      "loop; in a V at 2), each with its best cut; the step by the schedule's simulator\n"
+      "plus the optimizer and gradient all-reduce, the peak memory per rank from the\n"
+      "simulated in-flight micro-batches. Prints the fastest that fit --plan.memory_mb,\n"
+      "and the default 1f1b configuration beside them.";
+  if (!parseOptions(argc, argv, options, usage, std::cout, nullptr, &command.given)) return false;
   validate(config.model);
   validate(config.train);
   validate(config.compile);
   validate(config.data);
   validate(config.plan);
+  return true;
+}
+
+// The ranks to plan for: --plan.ranks, or under mpirun the job's.
+int ranksToPlan(const PlanConfig& plan, int world) {
+  const int64_t ranks = plan.ranks == 0 && world > 1 ? world : plan.ranks;
+  PPSTAGE_CHECK(ranks >= 1,
+                "--plan.ranks must name the ranks to plan for (or run under mpirun -np P)");
+  return static_cast<int>(ranks);
+}
+
+// Rank 0's part, with the profile: plan, report.
+int planAndReport(PlanCommand& command, const CostProfile& profile, double measure_s) {
+  Config& config = command.config;
   const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
   PlanRequest request;
-  request.memory_budget_bytes = config.plan.memory_mb * 1e6;
+  request.ranks = static_cast<int>(config.plan.ranks);
+  request.memory_budget_bytes = config.plan.memory_mb * kMiB;
   request.schedules = schedulesToTry(config.plan, registry);
   request.keep = static_cast<int>(config.plan.top);
+  const Clock::time_point start = Clock::now();
+  const Plan plan = planPipeline(profile, request, registry);
+  const double plan_s = secondsSince(start);
+  if (!command.write_config.empty()) {
+    PPSTAGE_CHECK(profile.model == config.model.name, "cost profile '", config.plan.costs,
+                  "' was measured for --model.name '", profile.model,
+                  "'; a config written for it needs the same model (got '", config.model.name,
+                  "')");
+    writeConfig(command.write_config, command.given, plan.best.front(), profile, request);
+  }
+  if (command.json) {
+    std::cout << planJson(plan, profile, config.plan, measure_s, plan_s).dump(2) << std::endl;
+  } else {
+    printPlan(plan, profile, config.plan, measure_s, plan_s);
+  }
+  return 0;
+}
 
-  if (config.plan.costs.empty()) {
+}  // namespace
+
+int planMain(int argc, const char* const* argv) {
+  PlanCommand command;
+  if (!parsePlanCommand(argc, argv, command)) return 0;
+  const bool measures = command.config.plan.costs.empty();
+  if (measures) {
     keepFreedMemoryForReuse();   // as train does: the same allocator, the same costs
     installCountingAllocator();  // before the model's tensors
   }
   MpiSession mpi;
   return runCommand([&] {
-    // Under mpirun every rank measures the links; rank 0 measures the model and plans.
-    std::optional<LinkCosts> links;
-    if (mpi.worldSize() >= 2 && config.plan.costs.empty()) {
-      links = measureLinks(*MpiCommunicator::world());
-    }
+    // Under mpirun every rank measures (and the links between them); rank 0 plans.
+    command.config.plan.ranks = ranksToPlan(command.config.plan, mpi.worldSize());
+    std::unique_ptr<Communicator> world;
+    if (mpi.worldSize() >= 2) world = MpiCommunicator::world();
+    const Clock::time_point start = Clock::now();
+    const CostProfile profile =
+        costProfileOf(command.config, static_cast<int>(command.config.plan.ranks),
+                      measures ? world.get() : nullptr);
     if (mpi.worldRank() != 0) return 0;
-    if (config.plan.ranks == 0 && mpi.worldSize() > 1) config.plan.ranks = mpi.worldSize();
-    PPSTAGE_CHECK(config.plan.ranks >= 1,
-                  "--plan.ranks must name the ranks to plan for (or run under mpirun -np P)");
-    request.ranks = static_cast<int>(config.plan.ranks);
-    Clock::time_point start = Clock::now();
-    CostProfile profile = costProfileOf(config, request.ranks, links, mpi.worldSize());
-    const double measure_s = secondsSince(start);
-    start = Clock::now();
-    const Plan plan = planPipeline(profile, request, registry);
-    const double plan_s = secondsSince(start);
-    if (!write_config.empty())
-      writeConfig(write_config, given, plan.best.front(), profile, request);
-    if (json) {
-      std::cout << planJson(plan, profile, config.plan, measure_s, plan_s).dump(2) << std::endl;
-    } else {
-      printPlan(plan, profile, config.plan, measure_s, plan_s);
-    }
-    return 0;
+    return planAndReport(command, profile, secondsSince(start));
   });
 }
 

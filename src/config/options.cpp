@@ -393,7 +393,9 @@ void addPlanOptions(po::options_description& desc, PlanConfig& p) {
       po::value<std::string>()->default_value("")->notifier(
           [&p](const std::string& text) { p.schedules = splitList(text); }),
       "comma-separated schedules to consider; empty: every built-in one and the plugin's");
-  add("plan.top", po::value(&p.top)->default_value(p.top), "how many of the best to print");
+  add("plan.top", po::value(&p.top)->default_value(p.top),
+      "how many of the best to print (the search keeps and refines at least 10 whatever this "
+      "says)");
   add("plan.link_latency_us",
       po::value(&p.link_latency_us)
           ->default_value(p.link_latency_us, shortestText(p.link_latency_us)),

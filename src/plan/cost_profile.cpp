@@ -2,6 +2,7 @@
 #include "ppstage/plan/cost_profile.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -41,18 +42,58 @@ double CostProfile::allReduceSeconds(double bytes, int ranks) const {
   return allreduce_latency_s + 2.0 * (ranks - 1) / ranks * bytes / allreduce_bytes_per_s;
 }
 
+double CostProfile::backwardPeakBytesOf(size_t u, double size) const {
+  return costAtSize(microbatch_sizes, units.at(u).backward_peak_bytes, size);
+}
+
+CostProfile averageProfiles(const std::vector<CostProfile>& profiles) {
+  PPSTAGE_INTERNAL_ASSERT(!profiles.empty(), "no profiles to average");
+  CostProfile mean = profiles.front();
+  const double n = static_cast<double>(profiles.size());
+  const auto add = [n](std::vector<double>& sum, const std::vector<double>& more, bool first) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = (first ? 0 : sum[i]) + more.at(i) / n;
+  };
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    const CostProfile& other = profiles[p];
+    PPSTAGE_CHECK(
+        other.units.size() == mean.units.size() && other.microbatch_sizes == mean.microbatch_sizes,
+        "the ranks measured different models: ", other.units.size(), " and ", mean.units.size(),
+        " units");
+    const bool first = p == 0;
+    for (size_t u = 0; u < mean.units.size(); ++u) {
+      UnitCost& unit = mean.units[u];
+      const UnitCost& theirs = other.units[u];
+      for (size_t s = 0; s < unit.seconds.size(); ++s) {
+        for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+          double& value = unit.seconds[s].begin()[k];
+          value = (first ? 0 : value) + theirs.seconds.at(s).begin()[k] / n;
+        }
+      }
+      add(unit.activation_bytes, theirs.activation_bytes, first);
+      add(unit.output_bytes, theirs.output_bytes, first);
+      add(unit.backward_peak_bytes, theirs.backward_peak_bytes, first);
+    }
+    mean.optimizer_s_per_element =
+        (first ? 0 : mean.optimizer_s_per_element) + other.optimizer_s_per_element / n;
+  }
+  return mean;
+}
+
 namespace {
 
 using nlohmann::json;
 
+// The JSON key of each compute kind, in PerCompute's kinds() order.
 const char* const kKindKeys[] = {"forward_s", "backward_s", "input_grad_s", "weight_grad_s"};
+static_assert(std::size(kKindKeys) == PerCompute<double>::kSize, "a key per compute kind");
 
 json unitJson(const UnitCost& unit) {
   json out = {{"path", unit.path},
               {"param_bytes", unit.param_bytes},
               {"trainable_elements", unit.trainable_elements},
               {"activation_bytes", unit.activation_bytes},
-              {"output_bytes", unit.output_bytes}};
+              {"output_bytes", unit.output_bytes},
+              {"backward_peak_bytes", unit.backward_peak_bytes}};
   for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
     std::vector<double> values;
     for (const PerCompute<double>& at : unit.seconds) values.push_back(at.begin()[k]);
@@ -68,6 +109,7 @@ UnitCost unitOf(const json& in, size_t sizes) {
   unit.trainable_elements = in.at("trainable_elements").get<int64_t>();
   unit.activation_bytes = in.at("activation_bytes").get<std::vector<double>>();
   unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
+  unit.backward_peak_bytes = in.at("backward_peak_bytes").get<std::vector<double>>();
   unit.seconds.resize(sizes);
   for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
     const auto values = in.at(kKindKeys[k]).get<std::vector<double>>();
@@ -75,7 +117,8 @@ UnitCost unitOf(const json& in, size_t sizes) {
                   kKindKeys[k], " for ", sizes, " micro-batch sizes");
     for (size_t s = 0; s < sizes; ++s) unit.seconds[s].begin()[k] = values[s];
   }
-  PPSTAGE_CHECK(unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes,
+  PPSTAGE_CHECK(unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes &&
+                    unit.backward_peak_bytes.size() == sizes,
                 "unit '", unit.path, "' lacks its bytes at some of the ", sizes,
                 " micro-batch sizes");
   return unit;

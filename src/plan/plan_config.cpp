@@ -69,6 +69,7 @@ std::string configIniOf(const std::map<std::string, std::string>& given, const P
   pipeline["stages_per_rank"] = std::to_string(c.stages_per_rank);
   pipeline["placement"] = toString(c.placement);
   sections["train"]["dp"] = std::to_string(c.dp);
+  sections["train"]["batch_size"] = std::to_string(profile.batch_size);  // what was planned
   std::ostringstream out;
   std::istringstream lines(header);
   for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";

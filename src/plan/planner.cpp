@@ -28,6 +28,7 @@ std::string PlanCandidate::label() const {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kMiB = 1024.0 * 1024.0;  // what the options' and reports' "MB" mean
 
 // The order of the plan: by predicted step, where steps within half a percent count as
 // equal (the prediction is not finer than that), and then by peak memory (GPipe and 1F1B
@@ -46,6 +47,7 @@ bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
 struct StageCosts {
   std::vector<PerCompute<double>> compute;  // per stage
   std::vector<double> activation_bytes;     // per stage, one micro-batch
+  std::vector<double> backward_peak_bytes;  // per stage: its units' largest
   std::vector<double> resident_bytes;       // per stage: parameters, gradients, state
   std::vector<double> trainable_elements;   // per stage
   double comm_s = 0;                        // the largest boundary's message
@@ -68,12 +70,13 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
   for (size_t s = 0; s <= starts.size(); ++s) {
     const size_t end = s < starts.size() ? starts[s] : profile.units.size();
     PerCompute<double> compute;
-    double activations = 0, resident = 0, trainable = 0;
+    double activations = 0, resident = 0, trainable = 0, backward_peak = 0;
     for (size_t u = begin; u < end; ++u) {
       for (const ActionKind kind : PerCompute<double>::kinds()) {
         compute[kind] += profile.secondsOf(u, kind, size);
       }
       activations += profile.activationBytesOf(u, size);
+      backward_peak = std::max(backward_peak, profile.backwardPeakBytesOf(u, size));
       const UnitCost& unit = profile.units[u];
       trainable += static_cast<double>(unit.trainable_elements);
       resident += static_cast<double>(unit.param_bytes) +
@@ -85,6 +88,7 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     }
     out.compute.push_back(compute);
     out.activation_bytes.push_back(activations);
+    out.backward_peak_bytes.push_back(backward_peak);
     out.resident_bytes.push_back(resident);
     out.trainable_elements.push_back(trainable);
     begin = end;
@@ -108,39 +112,53 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
   return tail;
 }
 
-// The largest rank's memory with `inflight[s]` micro-batches alive on stage s.
+// The largest rank's memory with `inflight[s]` micro-batches alive on stage s, and one
+// backward's own peak on top (the largest of its stages').
 double peakBytesOf(const StageCosts& costs, const Topology& pipeline,
                    const std::vector<int>& inflight) {
   double peak = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double bytes = 0;
+    double bytes = 0, backward_peak = 0;
     for (int s : pipeline.stagesOf(r)) {
       bytes += costs.resident_bytes[s] + inflight.at(s) * costs.activation_bytes[s];
+      backward_peak = std::max(backward_peak, costs.backward_peak_bytes[s]);
     }
-    peak = std::max(peak, bytes);
+    peak = std::max(peak, bytes + backward_peak);
   }
   return peak;
 }
 
-// A step no schedule of `c`'s layout can beat: the busiest rank's compute (F, and the
-// cheaper of B and I + W, for every micro-batch) and one micro-batch's way through every
-// stage and back, plus the tail.
-double stepLowerBound(const PlanCandidate& c, const StageCosts& costs, const Topology& pipeline,
-                      double tail) {
-  double busiest = 0, path = 0;
-  for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double work = 0;
-    for (int s : pipeline.stagesOf(r)) {
-      const PerCompute<double>& k = costs.compute[s];
-      const double backward = std::min(
-          k[ActionKind::kBackward], k[ActionKind::kBackwardInput] + k[ActionKind::kBackwardWeight]);
-      work += c.microbatches * (k[ActionKind::kForward] + backward);
-      path += k[ActionKind::kForward] +
-              std::min(k[ActionKind::kBackward], k[ActionKind::kBackwardInput]);
-    }
-    busiest = std::max(busiest, work);
+// Bounds that hold for every cut of `c`'s layout, so that refining a cut (refineCut) can
+// never beat them: the step is at least the average rank's compute (F, and the cheaper of
+// B and I + W, of every unit for every micro-batch, over the pipeline ranks) and one
+// micro-batch's way through every unit and back, plus the optimizer and all-reduce of the
+// average rank's elements; the peak at least the average rank's parameters and state with
+// one micro-batch in flight on every stage.
+struct Bounds {
+  double step = 0;
+  double memory = 0;
+};
+
+Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
+  const double size = static_cast<double>(c.microbatch_size);
+  double work = 0, path = 0, elements = 0, resident = 0;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    const auto cost = [&](ActionKind kind) { return profile.secondsOf(u, kind, size); };
+    const double forward = cost(ActionKind::kForward);
+    const double backward = cost(ActionKind::kBackward);
+    work += forward + std::min(backward, cost(ActionKind::kBackwardInput) +
+                                             cost(ActionKind::kBackwardWeight));
+    path += forward + std::min(backward, cost(ActionKind::kBackwardInput));
+    const UnitCost& unit = profile.units[u];
+    elements += static_cast<double>(unit.trainable_elements);
+    resident += static_cast<double>(unit.param_bytes) +
+                profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements) +
+                profile.activationBytesOf(u, size);
   }
-  return std::max(busiest, path) + tail;
+  const double ranks = c.pp;
+  const double tail = profile.optimizer_s_per_element * elements / ranks +
+                      profile.allReduceSeconds(4.0 * elements / ranks, c.dp);
+  return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
 ActionCosts actionCostsOf(const StageCosts& costs) {
@@ -174,10 +192,11 @@ ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& cost
   return options;
 }
 
-// Moves each boundary of `c`'s cut one unit either way while the simulated step falls
-// (Note [Planning a pipeline]); `schedule` is c's, built once.
+// Moves each boundary of `c`'s cut one unit either way while the simulated step falls and
+// the peak stays within `budget` (0: none) (Note [Planning a pipeline]); `schedule` is c's,
+// built once.
 void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
-               const Topology& pipeline, PlanCandidate& c) {
+               const Topology& pipeline, double budget, PlanCandidate& c) {
   constexpr int kPasses = 2;
   const double size = static_cast<double>(c.microbatch_size);
   for (int pass = 0; pass < kPasses; ++pass) {
@@ -196,7 +215,7 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
         PlanCandidate trial = c;
         trial.stage_starts = starts;
         fillPrediction(profile, costs, pipeline, simulation, trial);
-        if (trial.step_s < c.step_s * (1 - 1e-9)) {
+        if (trial.step_s < c.step_s * (1 - 1e-9) && (budget <= 0 || trial.peak_bytes <= budget)) {
           c = trial;
           moved = true;
         }
@@ -211,7 +230,7 @@ struct Pending {
   PlanCandidate candidate;
   std::shared_ptr<const StageCosts> costs;
   double step_bound = 0;
-  double memory_bound = 0;  // every stage holding one micro-batch
+  double memory_bound = 0;
 };
 
 // The divisors of n up to `at_most`, ascending.
@@ -269,10 +288,9 @@ class Enumerator {
         c.microbatch_size = local_batch / microbatches;
         p.costs = costsOf(c);
         c.stage_starts = cuts_[{c.stages(), c.microbatch_size}];
-        const double tail = tailOf(profile_, *p.costs, pipeline, dp);
-        p.step_bound = stepLowerBound(c, *p.costs, pipeline, tail);
-        p.memory_bound =
-            peakBytesOf(*p.costs, pipeline, std::vector<int>(static_cast<size_t>(c.stages()), 1));
+        const Bounds bounds = boundsOf(profile_, c);
+        p.step_bound = bounds.step;
+        p.memory_bound = bounds.memory;
         out.push_back(std::move(p));
       }
     }
@@ -298,17 +316,27 @@ class Enumerator {
 };
 
 // The search over the enumerated candidates (Note [Planning a pipeline]).
+constexpr int kSearchWidth = 10;
+// Cuts of more stages are kept as balanced: refining costs a simulation per boundary move.
+constexpr int kMostStagesRefined = 16;
+
 class Search {
  public:
+  // Keeps at least kSearchWidth candidates whatever `request.keep` says, so that how many
+  // a user prints does not change which are refined, and so which is chosen.
   Search(const CostProfile& profile, const PlanRequest& request, const ScheduleRegistry& registry,
          Plan& plan)
-      : profile_(profile), request_(request), registry_(registry), plan_(plan) {}
+      : profile_(profile),
+        request_(request),
+        registry_(registry),
+        plan_(plan),
+        width_(std::max(request.keep, kSearchWidth)) {}
 
   void run(std::vector<Pending>& pending) {
     std::sort(pending.begin(), pending.end(),
               [](const Pending& a, const Pending& b) { return a.step_bound < b.step_bound; });
     for (Pending& p : pending) {
-      if (full() && p.step_bound >= plan_.best.back().step_s) break;
+      if (full() && p.step_bound >= worstKeptStep()) break;
       if (overBudget(p.memory_bound)) {
         ++plan_.over_budget;
         unsimulated_.push_back(&p);
@@ -338,13 +366,21 @@ class Search {
       const std::optional<PlanCandidate> c = simulate(*p);
       if (c) smallest_peak_ = std::min(smallest_peak_, c->peak_bytes);
     }
+    PPSTAGE_CHECK(smallest_peak_ < kInfinity, "every candidate under --plan.memory_mb was ",
+                  "refused by its schedule; the first: ", first_refusal_);
     PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
-                 request_.memory_budget_bytes / 1e6, ": the smallest predicted peak per rank is ",
-                 smallest_peak_ / 1e6, " MB");
+                 request_.memory_budget_bytes / kMiB, ": the smallest predicted peak per rank is ",
+                 smallest_peak_ / kMiB, " MB");
   }
 
  private:
-  bool full() const { return static_cast<int>(plan_.best.size()) >= request_.keep; }
+  bool full() const { return static_cast<int>(plan_.best.size()) >= width_; }
+  // The slowest kept (the list is ordered by ranksBefore, which ties close steps).
+  double worstKeptStep() const {
+    double worst = 0;
+    for (const PlanCandidate& c : plan_.best) worst = std::max(worst, c.step_s);
+    return worst;
+  }
   bool overBudget(double bytes) const {
     return request_.memory_budget_bytes > 0 && bytes > request_.memory_budget_bytes;
   }
@@ -356,6 +392,9 @@ class Search {
       const PipelineSchedule schedule = buildSchedule(registry_, scheduleOptionsOf(c, *p.costs));
       const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
       fillPrediction(profile_, *p.costs, pipeline, schedule.simulation, c);
+      if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
+        refineCut(profile_, schedule, pipeline, request_.memory_budget_bytes, c);
+      }
       return c;
     } catch (const Error& e) {
       ++plan_.refused;
@@ -367,13 +406,14 @@ class Search {
   void keep(const PlanCandidate& c) {
     auto at = std::upper_bound(plan_.best.begin(), plan_.best.end(), c, ranksBefore);
     plan_.best.insert(at, c);
-    if (static_cast<int>(plan_.best.size()) > request_.keep) plan_.best.pop_back();
+    if (static_cast<int>(plan_.best.size()) > width_) plan_.best.pop_back();
   }
 
   const CostProfile& profile_;
   const PlanRequest& request_;
   const ScheduleRegistry& registry_;
   Plan& plan_;
+  int width_;
   std::string first_refusal_;
   double smallest_peak_ = kInfinity;
   std::vector<const Pending*> unsimulated_;
@@ -440,19 +480,8 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
   Search search(profile, request, registry, plan);
   search.run(pending);
   if (plan.best.empty()) search.failEmpty();
-  constexpr int kMostStagesRefined = 16;
-  for (PlanCandidate& c : plan.best) {
-    if (c.stages() < 2 || c.stages() > kMostStagesRefined) continue;
-    const StageCosts costs =
-        stageCostsOf(profile, c.stage_starts, static_cast<double>(c.microbatch_size));
-    const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
-    const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
-    PlanCandidate refined = c;
-    refineCut(profile, schedule, pipeline, refined);
-    if (request.memory_budget_bytes <= 0 || refined.peak_bytes <= request.memory_budget_bytes)
-      c = refined;
-  }
   std::stable_sort(plan.best.begin(), plan.best.end(), ranksBefore);
+  if (static_cast<int>(plan.best.size()) > request.keep) plan.best.resize(request.keep);
   plan.default_config = defaultCandidate(profile, request, registry);
   return plan;
 }

@@ -8,8 +8,6 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
-#include "ppstage/comm/link_probe.h"
-#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/plan/plan_config.h"
@@ -31,31 +29,27 @@ void checkPlannable(const Config& config, int world) {
                 "tensor parallelism (--train.tp ", config.train.tp, ")");
 }
 
-// Rank 0's cost profile as JSON text on every rank: read from --plan.costs, or measured by
-// rank 0 (with `links`) while the others wait.
-std::string agreedProfileText(const Config& config, Communicator& world,
-                              const std::optional<LinkCosts>& links) {
-  std::string mine;
+// The profile every rank plans with: read from --plan.costs, or measured on every rank
+// (measureCostProfileOnRanks). The same on every rank.
+CostProfile agreedProfile(const Config& config, Communicator& world) {
+  runAgreed(world, [&] { checkPlannable(config, world.size()); });
+  if (config.plan.costs.empty()) {
+    CostProfile profile = measureCostProfileOnRanks(config, world.size(), &world);
+    if (world.rank() == 0 && !config.plan.save_costs.empty()) {
+      writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
+    }
+    return profile;
+  }
+  std::optional<CostProfile> profile;
   runAgreed(world, [&] {
-    checkPlannable(config, world.size());
-    if (world.rank() != 0) return;
-    if (!config.plan.costs.empty()) {
-      mine = readFile(config.plan.costs, "cost profile");
-      return;
-    }
-    setComputeThreads(computeThreads(config.train, world.size()));
-    CostProfile profile = measureCostProfile(config, world.size());
-    if (links) {
-      profile.link_latency_s = links->p2p_latency_s;
-      profile.link_bytes_per_s = links->p2p_bytes_per_s;
-      profile.allreduce_latency_s = links->allreduce_latency_s;
-      profile.allreduce_bytes_per_s = links->allreduce_bytes_per_s;
-      profile.links = "measured over " + std::to_string(world.size()) + " ranks";
-    }
-    mine = costProfileToJson(profile);
-    if (!config.plan.save_costs.empty()) writeFileAtomically(config.plan.save_costs, mine);
+    profile = readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
+    PPSTAGE_CHECK(
+        profile->batch_size == config.train.batch_size && profile->model == config.model.name,
+        "cost profile '", config.plan.costs, "' was measured for --model.name '", profile->model,
+        "' with a batch of ", profile->batch_size, "; this run has '", config.model.name, "' and ",
+        config.train.batch_size);
   });
-  return allGatherStrings(world, mine).at(0);
+  return *profile;
 }
 
 void logChoice(std::ostream& log, const Plan& plan, double measure_s, double plan_s) {
@@ -65,9 +59,10 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
                 "pipeline.auto: %s, predicted step %.4f s (%.0f tokens/s, peak %.1f MB per "
                 "rank, bubble %.3f): the fastest of %lld candidates (%lld simulated, %lld over "
                 "the memory budget); measured in %.1f s, planned in %.2f s\n",
-                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / 1e6, c.bubble,
-                static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
-                static_cast<long long>(plan.over_budget), measure_s, plan_s);
+                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / (1024.0 * 1024.0),
+                c.bubble, static_cast<long long>(plan.candidates),
+                static_cast<long long>(plan.simulated), static_cast<long long>(plan.over_budget),
+                measure_s, plan_s);
   log << line;
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
@@ -82,28 +77,21 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
 
 void planAutomatically(Config& config, Communicator& world, std::ostream& log) {
   const Clock::time_point start = Clock::now();
-  std::optional<LinkCosts> links;
-  if (world.size() >= 2 && config.plan.costs.empty()) links = measureLinks(world);
-  const std::string text = agreedProfileText(config, world, links);
+  const CostProfile profile = agreedProfile(config, world);
   const double measure_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::optional<Plan> plan;
-  std::optional<CostProfile> profile;
   const Clock::time_point planning = Clock::now();
   runAgreed(world, [&] {
-    profile = readCostProfile(text, config.plan.costs.empty() ? "rank 0's" : config.plan.costs);
-    PPSTAGE_CHECK(profile->batch_size == config.train.batch_size, "cost profile '",
-                  config.plan.costs, "' was measured for a batch of ", profile->batch_size,
-                  "; this run's is ", config.train.batch_size);
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
     PlanRequest request;
     request.ranks = world.size();
-    request.memory_budget_bytes = config.plan.memory_mb * 1e6;
+    request.memory_budget_bytes = config.plan.memory_mb * 1024.0 * 1024.0;  // MiB, as reported
     request.schedules = config.plan.schedules.empty() ? registry.names() : config.plan.schedules;
     request.keep = 1;
-    plan = planPipeline(*profile, request, registry);
+    plan = planPipeline(profile, request, registry);
   });
   const double plan_s = std::chrono::duration<double>(Clock::now() - planning).count();
-  applyCandidate(plan->best.front(), *profile, config);
+  applyCandidate(plan->best.front(), profile, config);
   if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
 }
 

@@ -9,7 +9,11 @@
 #include <chrono>
 #include <memory>
 
+#include "ppstage/comm/agreement.h"
+#include "ppstage/comm/communicator.h"
+#include "ppstage/comm/link_probe.h"
 #include "ppstage/compile/compiled_stage.h"
+#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/tensor_memory.h"
@@ -38,6 +42,7 @@ struct UnitSample {
   PerCompute<double> seconds;
   double activation_bytes = 0;
   double output_bytes = 0;
+  double backward_peak_bytes = 0;
 };
 
 // A unit's forward as autograd records it: its fresh input leaves, its weights, and the
@@ -70,15 +75,17 @@ UnitForward runForward(const StageModule& stage, CompiledStage& compiled,
     const at::Tensor& t = v.toTensor();
     out.outputs.push_back(t.detach());
     out.output_bytes += static_cast<double>(t.nbytes());
-    if (!t.requires_grad() || loss_value.defined()) continue;
-    out.roots.push_back(t);
-    out.root_grads.push_back(at::ones_like(t));
+    if (t.requires_grad() && !loss_value.defined()) out.roots.push_back(t);
   }
-  if (loss_value.defined() && loss_value.requires_grad()) {
-    out.roots.push_back(loss_value);
-    out.root_grads.push_back(at::ones_like(loss_value));
-  }
+  if (loss_value.defined() && loss_value.requires_grad()) out.roots.push_back(loss_value);
   return out;
+}
+
+// The gradients arriving at `f`'s roots: ones, made after its F was measured (they are
+// the next unit's, not this one's).
+void addRootGradients(UnitForward& f) {
+  f.root_grads.clear();
+  for (const at::Tensor& root : f.roots) f.root_grads.push_back(at::ones_like(root));
 }
 
 // The units behind their compiled graphs, in `config`'s compile mode.
@@ -148,17 +155,22 @@ std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, Compile
   std::vector<UnitForward> forwards = forwardAll(units, compiled, inputs, loss, &samples);
   for (size_t u = units.size(); u-- > 0;) {
     UnitForward& f = forwards[u];
+    addRootGradients(f);
     std::vector<at::Tensor> wrt = f.inputs;
     wrt.insert(wrt.end(), f.weights.begin(), f.weights.end());
+    const int64_t bytes_before = tensorBytesNow();
+    resetTensorBytesPeak();
     const Clock::time_point start = Clock::now();
     if (needsBackward(f)) {
       torch::autograd::grad(f.roots, wrt, f.root_grads, /*retain_graph=*/false,
                             /*create_graph=*/false, /*allow_unused=*/true);
     }
     samples[u].seconds[ActionKind::kBackward] = secondsSince(start);
+    samples[u].backward_peak_bytes = static_cast<double>(tensorBytesPeak() - bytes_before);
     f = UnitForward();
   }
   forwards = forwardAll(units, compiled, inputs, loss, nullptr);
+  for (UnitForward& f : forwards) addRootGradients(f);
   std::vector<SplitBackward> splits(units.size());
   for (size_t u = units.size(); u-- > 0;) {
     const UnitForward& f = forwards[u];
@@ -200,6 +212,8 @@ std::vector<UnitSample> sampleUnits(const std::vector<StageModule>& units, Compi
     }
     out[u].activation_bytes = medianOf([](const UnitSample& s) { return s.activation_bytes; });
     out[u].output_bytes = medianOf([](const UnitSample& s) { return s.output_bytes; });
+    out[u].backward_peak_bytes =
+        medianOf([](const UnitSample& s) { return s.backward_peak_bytes; });
   }
   return out;
 }
@@ -254,7 +268,8 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
   CostProfile profile;
   profile.model = config.model.name;
   profile.compile_mode = toString(config.compile.mode);
-  profile.precision = toString(config.train.precision);
+  const bool bf16 = captured.compute_dtype == at::kBFloat16;  // not where it fell back
+  profile.precision = bf16 ? "bf16" : "fp32";
   profile.batch_size = config.train.batch_size;
   const at::Tensor& input = captured.example_inputs.at(0);
   if (at::isIntegralType(input.scalar_type(), /*includeBool=*/false)) {
@@ -279,6 +294,7 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
       profile.units[u].seconds.push_back(samples[u].seconds);
       profile.units[u].activation_bytes.push_back(samples[u].activation_bytes);
       profile.units[u].output_bytes.push_back(samples[u].output_bytes);
+      profile.units[u].backward_peak_bytes.push_back(samples[u].backward_peak_bytes);
     }
   }
   for (size_t u = 0; u < units.size(); ++u) {
@@ -295,12 +311,40 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
                                     (adamw                       ? 8.0
                                      : config.train.momentum > 0 ? 4.0
                                                                  : 0.0) +
-                                    (config.train.precision == Precision::kBf16 ? 4.0 : 0.0);
+                                    (bf16 ? 4.0 : 0.0);
   profile.link_latency_s = config.plan.link_latency_us * 1e-6;
   profile.link_bytes_per_s = config.plan.link_gbps * 1e9;
   profile.allreduce_latency_s = profile.link_latency_s;
   profile.allreduce_bytes_per_s = config.plan.allreduce_gbps * 1e9;
   profile.links = "assumed: --plan.link_latency_us, --plan.link_gbps, --plan.allreduce_gbps";
+  return profile;
+}
+
+}  // namespace ppstage
+
+namespace ppstage {
+
+CostProfile measureCostProfileOnRanks(const Config& config, int ranks, Communicator* world) {
+  if (world == nullptr || world->size() < 2) {
+    setComputeThreads(computeThreads(config.train, ranks));
+    return measureCostProfile(config, ranks);
+  }
+  const LinkCosts links = measureLinks(*world);
+  std::string mine;
+  runAgreed(*world, [&] {
+    setComputeThreads(computeThreads(config.train, world->size()));
+    mine = costProfileToJson(measureCostProfile(config, ranks));
+  });
+  std::vector<CostProfile> profiles;
+  for (const std::string& text : allGatherStrings(*world, mine)) {
+    profiles.push_back(readCostProfile(text, "a rank's"));
+  }
+  CostProfile profile = averageProfiles(profiles);
+  profile.link_latency_s = links.p2p_latency_s;
+  profile.link_bytes_per_s = links.p2p_bytes_per_s;
+  profile.allreduce_latency_s = links.allreduce_latency_s;
+  profile.allreduce_bytes_per_s = links.allreduce_bytes_per_s;
+  profile.links = "measured over " + std::to_string(world->size()) + " ranks";
   return profile;
 }
 

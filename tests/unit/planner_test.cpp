@@ -27,7 +27,9 @@ using test::errorOf;
 // `units` identical units, each F = f and B = 2f seconds per sample plus `fixed` seconds per
 // micro-batch (I and W half a B each), 1 MB of parameters (250k trainable floats) and
 // 0.5 MB of activations per sample, measured at 1 and 4 samples.
-CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fixed = 0) {
+// `last_weight` scales the last unit's seconds (a wide head), so that cuts are uneven.
+CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fixed = 0,
+                           double last_weight = 1) {
   CostProfile p;
   p.model = "uniform";
   p.compile_mode = "none";
@@ -36,16 +38,23 @@ CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fix
   p.microbatch_sizes = {1, 4};
   p.optimizer_s_per_element = 1e-9;
   p.state_bytes_per_element = 12;  // gradient and AdamW's two moments
+  p.link_latency_s = 5e-6;
+  p.link_bytes_per_s = 5e9;
+  p.allreduce_latency_s = 5e-6;
+  p.allreduce_bytes_per_s = 1e8;
   for (int u = 0; u < units; ++u) {
     UnitCost unit;
     unit.path = "layers." + std::to_string(u);
     unit.param_bytes = 1000000;
     unit.trainable_elements = 250000;
+    const double weight = u + 1 == units ? last_weight : 1;
     for (double size : {1.0, 4.0}) {
-      const double forward = fixed + f * size, backward = fixed + 2 * f * size;
+      const double forward = weight * (fixed + f * size),
+                   backward = weight * (fixed + 2 * f * size);
       unit.seconds.push_back({forward, backward, backward / 2, backward / 2});
       unit.activation_bytes.push_back(0.5e6 * size);
       unit.output_bytes.push_back(4096 * size);
+      unit.backward_peak_bytes.push_back(0.25e6 * size);
     }
     p.units.push_back(unit);
   }
@@ -122,25 +131,28 @@ TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
   EXPECT_NEAR(predicted.makespan_s, direct.simulation.makespan, 1e-12);
   EXPECT_NEAR(predicted.tail_s, 1e-9 * 500000, 1e-15);  // the optimizer over 2 units
   EXPECT_NEAR(predicted.step_s, predicted.makespan_s + predicted.tail_s, 1e-15);
-  // Memory: 2 units of 1 MB parameters and 3 MB of state each, and 1F1B's 4 micro-batches
-  // in flight on stage 0, each 2 units x 2 samples x 0.5 MB.
-  EXPECT_NEAR(predicted.peak_bytes, 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6), 1);
+  // Memory: 2 units of 1 MB parameters and 3 MB of state each, 1F1B's 4 micro-batches in
+  // flight on stage 0, each 2 units x 2 samples x 0.5 MB, and one unit's backward peak.
+  EXPECT_NEAR(predicted.peak_bytes, 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6) + 2 * 0.25e6, 1);
   EXPECT_NEAR(predicted.tokens_per_s, 16 / predicted.step_s, 1e-6);
 }
 
 // The search stops early (Note [Planning a pipeline]); its best must be the best of all.
 TEST(Planner, PrunedSearchFindsTheExhaustiveBest) {
   const ScheduleRegistry registry = makeScheduleRegistry();
-  for (double fixed : {0.0, 5e-4}) {
-    const CostProfile profile = uniformProfile(12, 32, 1e-3, fixed);
-    const Plan all = planPipeline(profile, requestFor(4, registry, 100000), registry);
-    const Plan pruned = planPipeline(profile, requestFor(4, registry, 3), registry);
-    std::cout << "fixed " << fixed << ": " << all.candidates << " candidates; exhaustive "
-              << all.simulated << " simulated, pruned " << pruned.simulated << "; best "
-              << pruned.best[0].label() << " " << pruned.best[0].step_s << " s\n";
-    EXPECT_LT(pruned.simulated, all.simulated);
-    EXPECT_EQ(labels(pruned.best, 3), labels(all.best, 3));
-    for (const PlanCandidate& c : all.best) EXPECT_GE(c.step_s, all.best[0].step_s * 0.995);
+  for (const double last_weight : {1.0, 3.5}) {
+    for (double fixed : {0.0, 5e-4}) {
+      const CostProfile profile = uniformProfile(12, 32, 1e-3, fixed, last_weight);
+      const Plan all = planPipeline(profile, requestFor(4, registry, 100000), registry);
+      const Plan pruned = planPipeline(profile, requestFor(4, registry, 3), registry);
+      std::cout << "last unit x" << last_weight << ", fixed " << fixed << ": " << all.candidates
+                << " candidates; exhaustive " << all.simulated << " simulated, pruned "
+                << pruned.simulated << "; best " << pruned.best[0].label() << " "
+                << pruned.best[0].step_s << " s\n";
+      EXPECT_LT(pruned.simulated, all.simulated);
+      EXPECT_EQ(labels(pruned.best, 3), labels(all.best, 3));
+      for (const PlanCandidate& c : all.best) EXPECT_GE(c.step_s, all.best[0].step_s * 0.995);
+    }
   }
 }
 
@@ -179,7 +191,7 @@ TEST(Planner, KeepsEveryChoiceUnderTheMemoryBudget) {
   // A budget nothing fits names the smallest peak.
   request.memory_budget_bytes = smallest * 0.99;
   std::ostringstream want;
-  want << "the smallest predicted peak per rank is " << smallest / 1e6 << " MB";
+  want << "the smallest predicted peak per rank is " << smallest / (1024.0 * 1024.0) << " MB";
   EXPECT_NE(errorOf([&] { planPipeline(profile, request, registry); }).find(want.str()),
             std::string::npos)
       << want.str();

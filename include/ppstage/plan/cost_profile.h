@@ -33,6 +33,9 @@ struct UnitCost {
   // it sends).
   std::vector<double> activation_bytes;
   std::vector<double> output_bytes;
+  // The most its backward holds at once above what it started with (gradients on their
+  // way, an op's workspace): what a rank needs on top of its in-flight activations.
+  std::vector<double> backward_peak_bytes;
 };
 
 struct CostProfile {
@@ -53,11 +56,11 @@ struct CostProfile {
   double state_bytes_per_element = 0;
   // Messages between ranks: seconds = latency + bytes / bandwidth; and a sum over n ranks
   // (gradients of data parallelism): latency + 2 (n - 1) / n x bytes / bandwidth.
-  // `links`: "measured over N ranks", or what they were assumed from.
-  double link_latency_s = 5e-6;
-  double link_bytes_per_s = 5e9;
-  double allreduce_latency_s = 1e-4;
-  double allreduce_bytes_per_s = 1e9;
+  // `links`: "measured over N ranks", or what they were assumed from ([plan]'s options).
+  double link_latency_s = 0;
+  double link_bytes_per_s = 0;
+  double allreduce_latency_s = 0;
+  double allreduce_bytes_per_s = 0;
   std::string links;
 
   // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
@@ -65,6 +68,7 @@ struct CostProfile {
   double secondsOf(size_t u, ActionKind kind, double size) const;
   double activationBytesOf(size_t u, double size) const;
   double outputBytesOf(size_t u, double size) const;
+  double backwardPeakBytesOf(size_t u, double size) const;
   // A message of `bytes` between two ranks.
   double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
   // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).
@@ -75,6 +79,11 @@ struct CostProfile {
 // values[0] scaled by size where only one size was measured.
 double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values,
                   double size);
+
+// The mean of `profiles` (the same model measured on every rank of a job at once, so that
+// each saw the others computing beside it, as in a run): seconds and bytes averaged unit by
+// unit; the rest is the first's. Throws ppstage::Error for profiles of different units.
+CostProfile averageProfiles(const std::vector<CostProfile>& profiles);
 
 // JSON text of `profile`, and back. readCostProfile throws ppstage::Error naming `source`
 // for text that is not a cost profile (a missing field, units without costs at every size).

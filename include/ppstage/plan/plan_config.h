@@ -21,7 +21,8 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 
 // An INI file: `given` (the user's options by name, as parseOptions records them), less the
-// ones the plan chooses and the plan's own, plus the candidate's, by section. `header`
+// ones the plan chooses and the plan's own, plus the candidate's and the profile's batch
+// size (what was planned for), by section. `header`
 // becomes its leading comment lines.
 std::string configIniOf(const std::map<std::string, std::string>& given,
                         const PlanCandidate& candidate, const CostProfile& profile,

@@ -14,15 +14,19 @@
 // is the simulator's makespan under those costs plus the tail: the optimizer over the
 // largest rank's trainable elements and the data-parallel all-reduce of its gradients (a
 // ring: 2 (dp-1)/dp of their bytes). Its peak memory per rank is its stages' parameters,
-// their gradients and optimizer state, and for each stage the simulator's peak in-flight
-// micro-batches times one micro-batch's activation bytes there.
+// their gradients and optimizer state, for each stage the simulator's peak in-flight
+// micro-batches times one micro-batch's activation bytes there, and the largest backward
+// peak of its units (what a backward holds above its start).
+// Each simulated candidate of at most 16 stages then gets its cut refined with the
+// simulator as the objective: each boundary moved one unit either way, in up to two
+// passes, while the predicted step falls and the peak fits the budget.
 // Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
-// second), so candidates are simulated in order of a lower bound on their step (the
-// busiest rank's compute, and one micro-batch's way through every stage, plus the tail)
-// and the search stops when the bound passes the `keep`-th best step found. Memory gets a
-// lower bound too (every stage holding one micro-batch), which drops a candidate unsimulated.
-// The best `keep` then get their cut refined with the simulator as the objective: each
-// boundary moved one unit either way while the predicted step falls.
+// second), so candidates are simulated in order of a lower bound on their step that holds
+// for every cut (the average rank's compute, and one micro-batch's way through every unit
+// and back, plus the average rank's tail), and the search stops when the bound passes the
+// slowest of the best found (at least ten are kept, whatever is printed). Memory gets such
+// a bound too (the average rank's parameters and state with one micro-batch in flight on
+// every stage), which drops a candidate unsimulated.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +44,7 @@ struct PlanRequest {
   double memory_budget_bytes = 0;      // per rank; 0: no budget
   std::vector<std::string> schedules;  // the schedules to try (registered names)
   int max_stages_per_rank = 4;
-  int keep = 10;  // how many of the best candidates the plan returns
+  int keep = 10;  // how many of the best candidates the plan returns (it searches ten or more)
 };
 
 // One configuration and what the planner predicts for it.
@@ -61,14 +65,14 @@ struct PlanCandidate {
   double tokens_per_s = 0;
 
   int stages() const { return pp * stages_per_rank; }
-  // "zb-v dp1 pp2 v2 v M4" style label, for tables and logs.
+  // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8": for tables and logs.
   std::string label() const;
 };
 
 struct Plan {
   std::vector<PlanCandidate> best;  // fastest first, at most PlanRequest::keep
   // What ppstage train runs when nothing is chosen: 1F1B over all ranks as pipeline
-  // ranks, one stage each, twice the stages in micro-batches, balanced by time; absent
+  // ranks, one stage each, twice the stages in micro-batches, balanced by params; absent
   // (microbatches 0) where that cannot run.
   PlanCandidate default_config;
   int64_t candidates = 0;   // layouts, schedules and micro-batch counts considered

@@ -14,10 +14,12 @@
 
 namespace ppstage {
 
+class Communicator;
+
 // The two micro-batch sizes a plan for `ranks` ranks is measured at (Note [Costs per
 // micro-batch size]): one sample, the smallest any candidate runs (two where one fails: a
-// BatchNorm over a 1 x 1 map in training), and a quarter of a rank's share of the batch
-// (at least 2), where the fastest candidates of a few ranks run; larger micro-batches
+// BatchNorm over a 1 x 1 map in training), and half a rank's share of the batch (at
+// least 2), where the fastest candidates of a few ranks run; larger micro-batches
 // extrapolate from the line through both.
 std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 
@@ -25,5 +27,14 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 // `ranks` ranks; the link figures come from config.plan. Throws ppstage::Error where a unit
 // boundary cannot be cut, and what capturing the model throws.
 CostProfile measureCostProfile(const Config& config, int ranks);
+
+// measureCostProfile on every rank of `world` at once, as a run computes (each rank then
+// shares the machine with the others, which a measurement alone would not see), the
+// profiles averaged (which also evens out one process's luck with its memory), and the
+// links measured between the ranks (comm/link_probe.h). With one rank (or no `world`):
+// measureCostProfile alone, the links as [plan] assumes them. Sets the compute threads
+// a rank of `ranks` gets. Collective; every rank returns the same profile, and throws the
+// same JobError when one rank cannot measure.
+CostProfile measureCostProfileOnRanks(const Config& config, int ranks, Communicator* world);
 
 }  // namespace ppstage
