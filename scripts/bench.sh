@@ -43,6 +43,12 @@
 #                              after llm.c's header): tokens/s, medians of 3 interleaved
 #                              rounds, losses compared; then a one-step run on a sparse
 #                              10 GB token file against one on a small one
+#   scripts/bench.sh plan      `ppstage plan` against real runs: the planner's top 5 and 5
+#                              others trained on gpt-small, MobileNetV2 and nn.Transformer
+#                              at 2 ranks (scripts/plan_check.py: predicted and measured
+#                              step and peak memory, first choice against the fastest,
+#                              Spearman), under a memory budget, and the planner alone on
+#                              64 ranks and 256 micro-batches
 #   scripts/bench.sh tp        tensor parallelism on gpt-small: parameter bytes per rank at tp 1,
 #                              2 and 4 (from `ppstage split --train.tp`), then 30 steps of one
 #                              process with 1 and 2 threads against tp 2 on 2 ranks (and
@@ -654,7 +660,38 @@ PY
   rm -rf "$dir"
 }
 
+# `ppstage plan` against real runs (scripts/plan_check.py): gpt-small-like (SGD) and two
+# models we did not write at 2 ranks, each planned under mpirun, its top 5 and 5 others
+# (the default among them) trained in PPSTAGE_BENCH_ROUNDS (3) alternating rounds; then a
+# memory budget that excludes GPipe and high micro-batch counts; then the planner alone on
+# 64 ranks and 256 micro-batches from a saved cost profile (a 124-block gpt: 128 units).
+bench_plan() {
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-3} dir
+  dir=$(mktemp -d)
+  echo "### gpt-small-like, SGD, batch 16 x 128"
+  scripts/plan_check.py "$ppstage" 2 "$rounds" 10 --config configs/gpt-small.ini \
+    --train.optimizer sgd
+  echo "### torchvision MobileNetV2 (tests/fixtures/real), batch 64 of 3 x 32 x 32"
+  scripts/plan_check.py "$ppstage" 2 "$rounds" 10 --model.name tests/fixtures/real/mobilenet_v2.pt \
+    --model.input_dtype float32 --model.input_shape 64,3,32,32 --train.batch_size 64 \
+    --data.path synthetic --train.optimizer sgd --train.lr 0.01
+  echo "### nn.Transformer (tests/fixtures/real), batch 64 x 16 tokens"
+  scripts/plan_check.py "$ppstage" 2 "$rounds" 10 --model.name tests/fixtures/real/transformer.pt \
+    --model.vocab_size 64 --model.seq_len 16 --train.batch_size 64 --data.path synthetic \
+    --train.optimizer sgd --train.lr 0.01
+  echo "### gpt-small-like under a memory budget of 100 MB"
+  scripts/plan_check.py "$ppstage" 2 1 10 --config configs/gpt-small.ini --train.optimizer sgd \
+    --plan.memory_mb 100
+  echo "### 64 ranks, 256 micro-batches, from a saved profile"
+  "$ppstage" plan --model.layers 124 --model.d_model 16 --model.heads 2 --model.seq_len 16 \
+    --train.batch_size 256 --plan.ranks 64 --plan.save_costs "$dir/costs.json" > /dev/null
+  /usr/bin/time -f "planned in %e s wall, %M KB peak RSS" \
+    "$ppstage" plan --plan.costs "$dir/costs.json" --plan.ranks 64 | head -3
+  rm -rf "$dir"
+}
+
 case "$what" in
+  plan) bench_plan ;;
   split) bench_split ;;
   tp) bench_tp ;;
   seqlen) bench_seqlen ;;
@@ -669,6 +706,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh plan|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "ppstage/core/error.h"
@@ -53,14 +54,45 @@ struct StageCosts {
   double comm_s = 0;                        // the largest boundary's message
 };
 
-// The exact min-max cut of the units' F + B seconds at `size` into `stages` parts.
+// The units a stage may start at, the first (0) included: a split point names a module by
+// its path, and a module called twice (one embedding for a source and a target) names its
+// first call, so a later call of a path already seen cannot start a stage.
+std::vector<size_t> possibleStarts(const CostProfile& profile) {
+  std::vector<size_t> starts;
+  std::set<std::string> seen;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    if (seen.insert(profile.units[u].path).second) starts.push_back(u);
+  }
+  return starts;
+}
+
+// The exact min-max cut of `unit_costs` into `stages` parts, each starting at one of
+// possibleStarts: the first unit of every stage after the first.
+std::vector<size_t> balancedStarts(const CostProfile& profile,
+                                   const std::vector<double>& unit_costs, int stages) {
+  const std::vector<size_t> possible = possibleStarts(profile);
+  std::vector<double> runs;  // the units from one possible start to the next, summed
+  for (size_t i = 0; i < possible.size(); ++i) {
+    const size_t end = i + 1 < possible.size() ? possible[i + 1] : unit_costs.size();
+    double sum = 0;
+    for (size_t u = possible[i]; u < end; ++u) sum += unit_costs[u];
+    runs.push_back(sum);
+  }
+  std::vector<size_t> starts;
+  for (size_t run : balancedPartition(runs, static_cast<size_t>(stages))) {
+    starts.push_back(possible[run]);
+  }
+  return starts;
+}
+
+// The min-max cut of the units' F + B seconds at `size` into `stages` parts.
 std::vector<size_t> balancedCut(const CostProfile& profile, int stages, double size) {
   std::vector<double> seconds;
   for (size_t u = 0; u < profile.units.size(); ++u) {
     seconds.push_back(profile.secondsOf(u, ActionKind::kForward, size) +
                       profile.secondsOf(u, ActionKind::kBackward, size));
   }
-  return balancedPartition(seconds, static_cast<size_t>(stages));
+  return balancedStarts(profile, seconds, stages);
 }
 
 StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
@@ -192,22 +224,27 @@ ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& cost
   return options;
 }
 
-// Moves each boundary of `c`'s cut one unit either way while the simulated step falls and
-// the peak stays within `budget` (0: none) (Note [Planning a pipeline]); `schedule` is c's,
+// Moves each boundary of `c`'s cut to the possible start either side while the simulated step falls
+// and the peak stays within `budget` (0: none) (Note [Planning a pipeline]); `schedule` is c's,
 // built once.
 void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
                const Topology& pipeline, double budget, PlanCandidate& c) {
   constexpr int kPasses = 2;
   const double size = static_cast<double>(c.microbatch_size);
+  const std::vector<size_t> possible = possibleStarts(profile);
   for (int pass = 0; pass < kPasses; ++pass) {
     bool moved = false;
     for (size_t k = 0; k < c.stage_starts.size(); ++k) {
       for (const int step : {-1, 1}) {
         std::vector<size_t> starts = c.stage_starts;
-        const size_t low = k == 0 ? 1 : starts[k - 1] + 1;
-        const size_t high = k + 1 < starts.size() ? starts[k + 1] - 1 : profile.units.size() - 1;
-        const size_t moved_to = starts[k] + static_cast<size_t>(step);
-        if (step < 0 ? starts[k] <= low : starts[k] >= high) continue;
+        // The possible start next to this one, between its neighbours.
+        const auto at = std::find(possible.begin(), possible.end(), starts[k]);
+        if (step < 0 ? at - possible.begin() <= 1 : at + 1 >= possible.end()) continue;
+        const size_t moved_to = *(at + step);
+        if ((k > 0 && moved_to <= starts[k - 1]) ||
+            (k + 1 < starts.size() && moved_to >= starts[k + 1])) {
+          continue;
+        }
         starts[k] = moved_to;
         const StageCosts costs = stageCostsOf(profile, starts, size);
         const SimulationResult simulation =
@@ -256,7 +293,7 @@ class Enumerator {
   // Every candidate of Note [Planning a pipeline], with its costs and bounds.
   std::vector<Pending> all() {
     std::vector<Pending> out;
-    const int units = static_cast<int>(profile_.units.size());
+    const int units = static_cast<int>(possibleStarts(profile_).size());
     for (int pp : divisorsOf(request_.ranks, units)) {
       const int dp = request_.ranks / pp;
       if (profile_.batch_size % dp != 0) continue;
@@ -276,6 +313,8 @@ class Enumerator {
     const Topology pipeline = Topology::forPipeline(pp * per_rank, per_rank, placement);
     const int64_t local_batch = profile_.batch_size / dp;
     for (int microbatches : divisorsOf(local_batch, kMaxMicrobatches)) {
+      // Below the smallest size measured the model did not run (one sample of a BatchNorm).
+      if (local_batch / microbatches < profile_.microbatch_sizes.front()) continue;
       for (const std::string& schedule : request_.schedules) {
         Pending p;
         PlanCandidate& c = p.candidate;
@@ -423,7 +462,7 @@ class Search {
 std::vector<size_t> paramsCut(const CostProfile& profile, int stages) {
   std::vector<double> bytes;
   for (const UnitCost& unit : profile.units) bytes.push_back(static_cast<double>(unit.param_bytes));
-  return balancedPartition(bytes, static_cast<size_t>(stages));
+  return balancedStarts(profile, bytes, stages);
 }
 
 // No configuration (Plan::default_config where the default cannot run).
@@ -439,8 +478,8 @@ PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& re
   c.schedule = "1f1b";
   c.pp = request.ranks;
   c.microbatches = 2 * request.ranks;
-  if (c.pp > static_cast<int>(profile.units.size()) || profile.batch_size % c.microbatches != 0 ||
-      registry.find(c.schedule) == nullptr) {
+  if (c.pp > static_cast<int>(possibleStarts(profile).size()) ||
+      profile.batch_size % c.microbatches != 0 || registry.find(c.schedule) == nullptr) {
     return absent();
   }
   c.microbatch_size = profile.batch_size / c.microbatches;
@@ -475,7 +514,7 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
   PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks,
                 " cannot be laid out: ", "data parallelism must divide the batch (",
                 profile.batch_size, ") and the pipeline ranks be at most the model's ",
-                profile.units.size(), " units");
+                possibleStarts(profile).size(), " units");
   plan.candidates = static_cast<int64_t>(pending.size());
   Search search(profile, request, registry, plan);
   search.run(pending);

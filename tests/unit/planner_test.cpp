@@ -215,6 +215,23 @@ TEST(Planner, RefusesRanksWithoutALayoutAndSchedulesThatRefuseAll) {
   EXPECT_NE(error.find("the never schedule runs nothing"), std::string::npos) << error;
 }
 
+// A module called twice (one embedding for source and target) is named by its first call:
+// no stage may start at the second, which a split point could not name.
+TEST(Planner, StartsStagesOnlyWhereASplitPointCanName) {
+  CostProfile profile = uniformProfile(6, 16, 1e-3, 1e-4);
+  const std::vector<std::string> paths{"embed",     "encoder",   "embed",
+                                       "decoder.0", "decoder.1", "head"};
+  for (size_t u = 0; u < paths.size(); ++u) profile.units[u].path = paths[u];
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const Plan plan = planPipeline(profile, requestFor(2, registry, 100000), registry);
+  ASSERT_FALSE(plan.best.empty());
+  for (const PlanCandidate& c : plan.best) {
+    for (size_t start : c.stage_starts) EXPECT_NE(start, 2u) << c.label();
+    EXPECT_LE(c.stages(), 5) << c.label();  // five places a stage can start
+  }
+  for (size_t start : plan.default_config.stage_starts) EXPECT_NE(start, 2u);
+}
+
 // 64 ranks and 256 micro-batches: the enumeration stays a search, not a grid of
 // simulations (docs/benchmarks.md times it).
 TEST(Planner, PlansSixtyFourRanksAndTwoHundredFiftySixMicrobatches) {

@@ -5,28 +5,28 @@
 //
 // Note [Planning a pipeline]
 // Candidates: every dp x pp layout of the ranks whose dp divides the batch; every schedule
-// asked for; stages per rank 1 to 4 (in a loop, and in a V from 2); every micro-batch count
-// that divides a replica's batch. A schedule that refuses a request (too few micro-batches,
-// a layout it does not run) drops that candidate.
-// Each candidate's cut is the exact min-max partition of the units' F + B seconds at its
-// micro-batch size (split::balancedPartition), its stages' F, B, I and W are their units'
-// sums, and its message time is the largest boundary's output bytes over the link. Its step
-// is the simulator's makespan under those costs plus the tail: the optimizer over the
-// largest rank's trainable elements and the data-parallel all-reduce of its gradients (a
-// ring: 2 (dp-1)/dp of their bytes). Its peak memory per rank is its stages' parameters,
-// their gradients and optimizer state, for each stage the simulator's peak in-flight
-// micro-batches times one micro-batch's activation bytes there, and the largest backward
-// peak of its units (what a backward holds above its start).
-// Each simulated candidate of at most 16 stages then gets its cut refined with the
-// simulator as the objective: each boundary moved one unit either way, in up to two
-// passes, while the predicted step falls and the peak fits the budget.
-// Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
-// second), so candidates are simulated in order of a lower bound on their step that holds
-// for every cut (the average rank's compute, and one micro-batch's way through every unit
-// and back, plus the average rank's tail), and the search stops when the bound passes the
-// slowest of the best found (at least ten are kept, whatever is printed). Memory gets such
-// a bound too (the average rank's parameters and state with one micro-batch in flight on
-// every stage), which drops a candidate unsimulated.
+// asked for; stages per rank 1 to 4 (in a loop, and in a V at 2); every micro-batch count
+// that divides a replica's batch into micro-batches no smaller than the smallest size
+// measured (the model did not run below it: a BatchNorm over one sample). A schedule that refuses a
+// request (too few micro-batches, a layout it does not run) drops that candidate. Each candidate's
+// cut is the exact min-max partition of the units' F + B seconds at its micro-batch size
+// (split::balancedPartition; a stage starts only at a unit whose module path no earlier unit has,
+// as a split point names a module called twice by its first call), its stages' F, B, I and W are
+// their units' sums, and its message time is the largest boundary's output bytes over the link. Its
+// step is the simulator's makespan under those costs plus the tail: the optimizer over the largest
+// rank's trainable elements and the data-parallel all-reduce of its gradients (a ring: 2 (dp-1)/dp
+// of their bytes). Its peak memory per rank is its stages' parameters, their gradients and
+// optimizer state, for each stage the simulator's peak in-flight micro-batches times one
+// micro-batch's activation bytes there, and the largest backward peak of its units (what a backward
+// holds above its start). Each simulated candidate of at most 16 stages then gets its cut refined
+// with the simulator as the objective: each boundary moved to the next possible start either way,
+// in up to two passes, while the predicted step falls and the peak fits the budget. Simulating is
+// what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a second), so candidates
+// are simulated in order of a lower bound on their step that holds for every cut (the average
+// rank's compute, and one micro-batch's way through every unit and back, plus the average rank's
+// tail), and the search stops when the bound passes the slowest of the best found (at least ten are
+// kept, whatever is printed). Memory gets such a bound too (the average rank's parameters and state
+// with one micro-batch in flight on every stage), which drops a candidate unsimulated.
 #pragma once
 
 #include <cstdint>
