@@ -103,6 +103,18 @@ TEST(PlanCli, TrainPlansItsOwnConfiguration) {
       << ranks.err;
 }
 
+TEST(PlanCli, HelpDocumentsEveryFlag) {
+  const Result r = runPpstage("plan --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* flag :
+       {"--plan.ranks", "--plan.memory_mb", "--plan.costs", "--plan.save_costs", "--plan.schedules",
+        "--plan.top", "--plan.link_latency_us", "--plan.link_gbps", "--plan.allreduce_gbps",
+        "--json", "--write-config", "--config", "--model.name", "--compile.mode",
+        "--train.batch_size", "--train.optimizer", "--pipeline.schedule_plugin"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
 TEST(PlanCli, BadInputEndsWithOneLine) {
   struct Case {
     std::string args, launcher, message;
