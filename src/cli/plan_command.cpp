@@ -18,6 +18,7 @@
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/allocator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/file.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/plan/plan_config.h"
@@ -32,24 +33,6 @@ namespace ppstage::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kMiB = 1024.0 * 1024.0;  // the MB of --plan.memory_mb, as train reports them
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// What the plan considers: --plan.schedules, or every registered schedule.
-std::vector<std::string> schedulesToTry(const PlanConfig& plan, const ScheduleRegistry& registry) {
-  if (plan.schedules.empty()) return registry.names();
-  for (const std::string& name : plan.schedules) {
-    if (registry.find(name) != nullptr) continue;
-    std::string known;
-    for (const std::string& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
-    PPSTAGE_FAIL("--plan.schedules names '", name, "', which is not a registered schedule (", known,
-                 "; more with --pipeline.schedule_plugin)");
-  }
-  return plan.schedules;
-}
 
 // The profile to plan with: read from --plan.costs, or measured on every rank of `world`
 // (measureCostProfileOnRanks; none: this process alone), and saved with --plan.save_costs.
@@ -88,7 +71,7 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"makespan_s", c.makespan_s},
           {"tail_s", c.tail_s},
           {"tokens_per_s", c.tokens_per_s},
-          {"peak_memory_mb", c.peak_bytes / kMiB},
+          {"peak_memory_mb", c.peak_bytes / kBytesPerMB},
           {"bubble", c.bubble}};
 }
 
@@ -120,7 +103,7 @@ void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profi
   std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / kMiB, c.bubble, points.empty() ? "-" : points.c_str());
+              c.peak_bytes / kBytesPerMB, c.bubble, points.empty() ? "-" : points.c_str());
 }
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
@@ -219,11 +202,8 @@ int ranksToPlan(const PlanConfig& plan, int world) {
 int planAndReport(PlanCommand& command, const CostProfile& profile, double measure_s) {
   Config& config = command.config;
   const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-  PlanRequest request;
-  request.ranks = static_cast<int>(config.plan.ranks);
-  request.memory_budget_bytes = config.plan.memory_mb * kMiB;
-  request.schedules = schedulesToTry(config.plan, registry);
-  request.keep = static_cast<int>(config.plan.top);
+  const PlanRequest request =
+      planRequestOf(config.plan, static_cast<int>(config.plan.ranks), registry);
   const Clock::time_point start = Clock::now();
   const Plan plan = planPipeline(profile, request, registry);
   const double plan_s = secondsSince(start);

@@ -13,6 +13,7 @@
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/message_tag.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 
@@ -27,10 +28,6 @@ constexpr int64_t kSmallBytes = 64 << 10;
 constexpr int64_t kLargeBytes = 32 << 20;
 constexpr int kWarmUp = 2;
 constexpr int kTimed = 7;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Half the median round trip of `bytes` between ranks 0 and 1 (0 on other ranks).
 double oneWaySeconds(Communicator& world, int64_t bytes) {

@@ -3,9 +3,26 @@
 
 #include <sstream>
 
+#include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
 
 namespace ppstage {
+
+PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegistry& registry) {
+  PlanRequest request;
+  request.ranks = ranks;
+  request.memory_budget_bytes = plan.memory_mb * kBytesPerMB;
+  request.keep = static_cast<int>(plan.top);
+  request.schedules = plan.schedules.empty() ? registry.names() : plan.schedules;
+  for (const std::string& name : request.schedules) {
+    if (registry.find(name) != nullptr) continue;
+    std::string known;
+    for (const std::string& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+    PPSTAGE_FAIL("--plan.schedules names '", name, "', which is not a registered schedule (", known,
+                 "; more with --pipeline.schedule_plugin)");
+  }
+  return request;
+}
 
 std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile) {
   std::vector<std::string> points;

@@ -29,7 +29,6 @@ std::string PlanCandidate::label() const {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-constexpr double kMiB = 1024.0 * 1024.0;  // what the options' and reports' "MB" mean
 
 // The order of the plan: by predicted step, where steps within half a percent count as
 // equal (the prediction is not finer than that), and then by peak memory (GPipe and 1F1B
@@ -409,8 +408,8 @@ class Search {
     PPSTAGE_CHECK(smallest_peak_ < kInfinity, "every candidate under --plan.memory_mb was ",
                   "refused by its schedule; the first: ", first_refusal_);
     PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
-                 request_.memory_budget_bytes / kMiB, ": the smallest predicted peak per rank is ",
-                 smallest_peak_ / kMiB, " MB");
+                 request_.memory_budget_bytes / kBytesPerMB,
+                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMB, " MB");
   }
 
  private:

@@ -8,6 +8,7 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/plan/plan_config.h"
@@ -59,10 +60,9 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
                 "pipeline.auto: %s, predicted step %.4f s (%.0f tokens/s, peak %.1f MB per "
                 "rank, bubble %.3f): the fastest of %lld candidates (%lld simulated, %lld over "
                 "the memory budget); measured in %.1f s, planned in %.2f s\n",
-                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / (1024.0 * 1024.0),
-                c.bubble, static_cast<long long>(plan.candidates),
-                static_cast<long long>(plan.simulated), static_cast<long long>(plan.over_budget),
-                measure_s, plan_s);
+                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / kBytesPerMB, c.bubble,
+                static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
+                static_cast<long long>(plan.over_budget), measure_s, plan_s);
   log << line;
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
@@ -78,19 +78,16 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
 void planAutomatically(Config& config, Communicator& world, std::ostream& log) {
   const Clock::time_point start = Clock::now();
   const CostProfile profile = agreedProfile(config, world);
-  const double measure_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double measure_s = secondsSince(start);
   std::optional<Plan> plan;
   const Clock::time_point planning = Clock::now();
   runAgreed(world, [&] {
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-    PlanRequest request;
-    request.ranks = world.size();
-    request.memory_budget_bytes = config.plan.memory_mb * 1024.0 * 1024.0;  // MiB, as reported
-    request.schedules = config.plan.schedules.empty() ? registry.names() : config.plan.schedules;
+    PlanRequest request = planRequestOf(config.plan, world.size(), registry);
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
   });
-  const double plan_s = std::chrono::duration<double>(Clock::now() - planning).count();
+  const double plan_s = secondsSince(planning);
   applyCandidate(plan->best.front(), profile, config);
   if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "ppstage/compile/compiled_stage.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/runtime/loss.h"
@@ -18,10 +19,6 @@
 namespace ppstage {
 
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // One forward and backward of `stage` on `values` (the previous unit's outputs, or the
 // model's input); returns its outputs, detached, for the next unit.

@@ -14,6 +14,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/link_probe.h"
 #include "ppstage/compile/compiled_stage.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
@@ -33,10 +34,6 @@ namespace {
 constexpr int kPlanProfileRuns = 5;
 
 using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // One unit's figures from one run at one micro-batch size.
 struct UnitSample {

@@ -13,6 +13,11 @@
 
 namespace ppstage {
 
+// What [plan] asks for over `ranks` ranks: the budget, the schedules (--plan.schedules,
+// or every one `registry` has) and how many to keep (--plan.top). Throws ppstage::Error for
+// a schedule `registry` does not know, listing those it does.
+PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegistry& registry);
+
 // The cut's split points: the module path of each stage's first unit after the first.
 std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile);
 

@@ -39,6 +39,9 @@
 
 namespace ppstage {
 
+// The MB of --plan.memory_mb and of the plan's reports: MiB, as train reports tensor memory.
+constexpr double kBytesPerMB = 1024.0 * 1024.0;
+
 struct PlanRequest {
   int ranks = 1;
   double memory_budget_bytes = 0;      // per rank; 0: no budget
