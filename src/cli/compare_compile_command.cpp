@@ -212,7 +212,6 @@ int compareCompileMain(int argc, const char* const* argv) {
       "final_loss}]}");
   options.add(comparison);
 
-  keepFreedMemoryForReuse();
   installCountingAllocator();
   MpiSession mpi;
   std::vector<CompileMode> modes;

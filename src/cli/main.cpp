@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
 #include "run_command.h"
 
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
     printUsage(std::cerr);
     return kExitBadInput;
   }
+  // Every command that runs the model keeps its freed activations for the next step.
+  ppstage::keepFreedMemoryForReuse();
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     printUsage(std::cout);

@@ -17,7 +17,6 @@
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
-#include "ppstage/core/allocator.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/file.h"
 #include "ppstage/observe/tensor_memory.h"
@@ -228,10 +227,7 @@ int planMain(int argc, const char* const* argv) {
   PlanCommand command;
   if (!parsePlanCommand(argc, argv, command)) return 0;
   const bool measures = command.config.plan.costs.empty();
-  if (measures) {
-    keepFreedMemoryForReuse();   // as train does: the same allocator, the same costs
-    installCountingAllocator();  // before the model's tensors
-  }
+  if (measures) installCountingAllocator();  // as train does, before the model's tensors
   MpiSession mpi;
   return runCommand([&] {
     // Under mpirun every rank measures (and the links between them); rank 0 plans.

@@ -9,7 +9,6 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
-#include "ppstage/core/allocator.h"
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/trainer.h"
@@ -31,7 +30,6 @@ int trainMain(int argc, const char* const* argv) {
       "With no options it trains the built-in gpt on the embedded public-domain text.\n"
       "Rank 0 prints the configuration, the split plan and one line per logged step.";
 
-  keepFreedMemoryForReuse();
   installCountingAllocator();  // before the model's tensors are made
   MpiSession mpi;
   const std::unique_ptr<Communicator> world = startTrainingCommand(

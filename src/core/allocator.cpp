@@ -1,6 +1,8 @@
 // See include/ppstage/core/allocator.h.
 #include "ppstage/core/allocator.h"
 
+#include <cstdlib>  // defines __GLIBC__ where the C library is glibc: test it only after this
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
