@@ -43,6 +43,15 @@ bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
   return a.peak_bytes < b.peak_bytes;
 }
 
+// Two schedules that order one layout's actions alike (GPipe and 1F1B of one stage per
+// rank and one micro-batch) are one run: the same layout, cut and micro-batches, and the
+// same predicted step and peak. The plan lists it once, under the schedule found first.
+bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
+  return a.dp == b.dp && a.pp == b.pp && a.stages_per_rank == b.stages_per_rank &&
+         a.placement == b.placement && a.microbatches == b.microbatches &&
+         a.stage_starts == b.stage_starts && a.step_s == b.step_s && a.peak_bytes == b.peak_bytes;
+}
+
 // What the stages of one cut cost at one micro-batch size.
 struct StageCosts {
   std::vector<PerCompute<double>> compute;  // per stage
@@ -310,7 +319,6 @@ class Enumerator {
 
  private:
   void addLayout(int dp, int pp, int per_rank, Placement placement, std::vector<Pending>& out) {
-    const Topology pipeline = Topology::forPipeline(pp * per_rank, per_rank, placement);
     const int64_t local_batch = profile_.batch_size / dp;
     for (int microbatches : divisorsOf(local_batch, kMaxMicrobatches)) {
       // Below the smallest size measured the model did not run (one sample of a BatchNorm).
@@ -443,6 +451,9 @@ class Search {
   }
 
   void keep(const PlanCandidate& c) {
+    for (const PlanCandidate& kept : plan_.best) {
+      if (sameRun(kept, c)) return;
+    }
     auto at = std::upper_bound(plan_.best.begin(), plan_.best.end(), c, ranksBefore);
     plan_.best.insert(at, c);
     if (static_cast<int>(plan_.best.size()) > width_) plan_.best.pop_back();

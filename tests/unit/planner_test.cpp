@@ -159,6 +159,29 @@ TEST(Planner, PrunedSearchFindsTheExhaustiveBest) {
   }
 }
 
+// GPipe and 1F1B of one micro-batch on one stage per rank run the same actions (and
+// ZB-H1's here, whose I and W add up to B): the plan lists that run once, and every other candidate
+// it lists differs in layout, cut or micro-batches, or in what it predicts.
+TEST(Planner, ListsOneRunOnceWhateverSchedulesProduceIt) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const Plan plan = planPipeline(uniformProfile(8, 64), requestFor(2, registry, 100000), registry);
+  int dp_one_microbatch = 0;
+  for (size_t i = 0; i < plan.best.size(); ++i) {
+    const PlanCandidate& a = plan.best[i];
+    if (a.dp == 2 && a.microbatches == 1) ++dp_one_microbatch;
+    for (size_t j = 0; j < i; ++j) {
+      const PlanCandidate& b = plan.best[j];
+      const bool same_layout = a.dp == b.dp && a.pp == b.pp &&
+                               a.stages_per_rank == b.stages_per_rank &&
+                               a.placement == b.placement && a.microbatches == b.microbatches &&
+                               a.stage_starts == b.stage_starts;
+      EXPECT_FALSE(same_layout && a.step_s == b.step_s && a.peak_bytes == b.peak_bytes)
+          << a.label() << " repeats " << b.label();
+    }
+  }
+  EXPECT_EQ(dp_one_microbatch, 1);
+}
+
 // Costs that do not shrink with the micro-batch (a fixed part) make many small
 // micro-batches lose what they win in bubble: the plan follows the measured line.
 TEST(Planner, FixedCostPerMicrobatchFavoursFewerMicrobatches) {

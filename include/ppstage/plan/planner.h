@@ -27,6 +27,8 @@
 // tail), and the search stops when the bound passes the slowest of the best found (at least ten are
 // kept, whatever is printed). Memory gets such a bound too (the average rank's parameters and state
 // with one micro-batch in flight on every stage), which drops a candidate unsimulated.
+// Schedules that order one layout's actions alike (GPipe and 1F1B of one micro-batch on one
+// stage per rank) predict the same step and peak for the same cut: such a run is listed once.
 #pragma once
 
 #include <cstdint>
