@@ -46,6 +46,10 @@ double CostProfile::backwardPeakBytesOf(size_t u, double size) const {
   return costAtSize(microbatch_sizes, units.at(u).backward_peak_bytes, size);
 }
 
+double CostProfile::weightPendingBytesOf(size_t u, double size) const {
+  return costAtSize(microbatch_sizes, units.at(u).weight_pending_bytes, size);
+}
+
 CostProfile averageProfiles(const std::vector<CostProfile>& profiles) {
   PPSTAGE_INTERNAL_ASSERT(!profiles.empty(), "no profiles to average");
   CostProfile mean = profiles.front();
@@ -72,6 +76,7 @@ CostProfile averageProfiles(const std::vector<CostProfile>& profiles) {
       add(unit.activation_bytes, theirs.activation_bytes, first);
       add(unit.output_bytes, theirs.output_bytes, first);
       add(unit.backward_peak_bytes, theirs.backward_peak_bytes, first);
+      add(unit.weight_pending_bytes, theirs.weight_pending_bytes, first);
     }
     mean.optimizer_s_per_element =
         (first ? 0 : mean.optimizer_s_per_element) + other.optimizer_s_per_element / n;
@@ -93,7 +98,8 @@ json unitJson(const UnitCost& unit) {
               {"trainable_elements", unit.trainable_elements},
               {"activation_bytes", unit.activation_bytes},
               {"output_bytes", unit.output_bytes},
-              {"backward_peak_bytes", unit.backward_peak_bytes}};
+              {"backward_peak_bytes", unit.backward_peak_bytes},
+              {"weight_pending_bytes", unit.weight_pending_bytes}};
   for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
     std::vector<double> values;
     for (const PerCompute<double>& at : unit.seconds) values.push_back(at.begin()[k]);
@@ -110,6 +116,7 @@ UnitCost unitOf(const json& in, size_t sizes) {
   unit.activation_bytes = in.at("activation_bytes").get<std::vector<double>>();
   unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
   unit.backward_peak_bytes = in.at("backward_peak_bytes").get<std::vector<double>>();
+  unit.weight_pending_bytes = in.value("weight_pending_bytes", unit.activation_bytes);
   unit.seconds.resize(sizes);
   for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
     const auto values = in.at(kKindKeys[k]).get<std::vector<double>>();
@@ -117,10 +124,10 @@ UnitCost unitOf(const json& in, size_t sizes) {
                   kKindKeys[k], " for ", sizes, " micro-batch sizes");
     for (size_t s = 0; s < sizes; ++s) unit.seconds[s].begin()[k] = values[s];
   }
-  PPSTAGE_CHECK(unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes &&
-                    unit.backward_peak_bytes.size() == sizes,
-                "unit '", unit.path, "' lacks its bytes at some of the ", sizes,
-                " micro-batch sizes");
+  PPSTAGE_CHECK(
+      unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes &&
+          unit.backward_peak_bytes.size() == sizes && unit.weight_pending_bytes.size() == sizes,
+      "unit '", unit.path, "' lacks its bytes at some of the ", sizes, " micro-batch sizes");
   return unit;
 }
 

@@ -54,12 +54,13 @@ bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
 
 // What the stages of one cut cost at one micro-batch size.
 struct StageCosts {
-  std::vector<PerCompute<double>> compute;  // per stage
-  std::vector<double> activation_bytes;     // per stage, one micro-batch
-  std::vector<double> backward_peak_bytes;  // per stage: its units' largest
-  std::vector<double> resident_bytes;       // per stage: parameters, gradients, state
-  std::vector<double> trainable_elements;   // per stage
-  double comm_s = 0;                        // the largest boundary's message
+  std::vector<PerCompute<double>> compute;   // per stage
+  std::vector<double> activation_bytes;      // per stage, one micro-batch
+  std::vector<double> weight_pending_bytes;  // per stage, one micro-batch between I and W
+  std::vector<double> backward_peak_bytes;   // per stage: its units' largest
+  std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
+  std::vector<double> trainable_elements;    // per stage
+  double comm_s = 0;                         // the largest boundary's message
 };
 
 // The units a stage may start at, the first (0) included: a split point names a module by
@@ -110,12 +111,13 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
   for (size_t s = 0; s <= starts.size(); ++s) {
     const size_t end = s < starts.size() ? starts[s] : profile.units.size();
     PerCompute<double> compute;
-    double activations = 0, resident = 0, trainable = 0, backward_peak = 0;
+    double activations = 0, weight_pending = 0, resident = 0, trainable = 0, backward_peak = 0;
     for (size_t u = begin; u < end; ++u) {
       for (const ActionKind kind : PerCompute<double>::kinds()) {
         compute[kind] += profile.secondsOf(u, kind, size);
       }
       activations += profile.activationBytesOf(u, size);
+      weight_pending += profile.weightPendingBytesOf(u, size);
       backward_peak = std::max(backward_peak, profile.backwardPeakBytesOf(u, size));
       const UnitCost& unit = profile.units[u];
       trainable += static_cast<double>(unit.trainable_elements);
@@ -128,6 +130,7 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     }
     out.compute.push_back(compute);
     out.activation_bytes.push_back(activations);
+    out.weight_pending_bytes.push_back(weight_pending);
     out.backward_peak_bytes.push_back(backward_peak);
     out.resident_bytes.push_back(resident);
     out.trainable_elements.push_back(trainable);
@@ -152,15 +155,29 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
   return tail;
 }
 
-// The largest rank's memory with `inflight[s]` micro-batches alive on stage s, and one
-// backward's own peak on top (the largest of its stages').
+// Whether `schedule` splits backwards into I and W (zero-bubble schedules).
+bool splitsBackward(const PipelineSchedule& schedule) {
+  for (const ActionList& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      if (a.kind == ActionKind::kBackwardWeight) return true;
+    }
+  }
+  return false;
+}
+
+// The largest rank's memory with `inflight[s]` micro-batches alive on stage s (each
+// holding its activations or, where backwards split, what waits for W if that is more),
+// and one backward's own peak on top (the largest of its stages').
 double peakBytesOf(const StageCosts& costs, const Topology& pipeline,
-                   const std::vector<int>& inflight) {
+                   const std::vector<int>& inflight, bool splits_backward) {
   double peak = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     double bytes = 0, backward_peak = 0;
     for (int s : pipeline.stagesOf(r)) {
-      bytes += costs.resident_bytes[s] + inflight.at(s) * costs.activation_bytes[s];
+      const double alive = splits_backward
+                               ? std::max(costs.activation_bytes[s], costs.weight_pending_bytes[s])
+                               : costs.activation_bytes[s];
+      bytes += costs.resident_bytes[s] + inflight.at(s) * alive;
       backward_peak = std::max(backward_peak, costs.backward_peak_bytes[s]);
     }
     peak = std::max(peak, bytes + backward_peak);
@@ -209,14 +226,16 @@ ActionCosts actionCostsOf(const StageCosts& costs) {
   return out;
 }
 
-// Fills `c`'s prediction from a simulation of `schedule` under `costs`.
+// Fills `c`'s prediction from `simulation`, of `schedule` under `costs`.
 void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
-                    const SimulationResult& simulation, PlanCandidate& c) {
+                    const PipelineSchedule& schedule, const SimulationResult& simulation,
+                    PlanCandidate& c) {
   c.makespan_s = simulation.makespan;
   c.tail_s = tailOf(profile, costs, pipeline, c.dp);
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
-  c.peak_bytes = profile.model_bytes + peakBytesOf(costs, pipeline, simulation.peak_inflight);
+  c.peak_bytes = profile.model_bytes +
+                 peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule));
   c.tokens_per_s =
       c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
                    : 0;
@@ -260,7 +279,7 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
             simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(costs));
         PlanCandidate trial = c;
         trial.stage_starts = starts;
-        fillPrediction(profile, costs, pipeline, simulation, trial);
+        fillPrediction(profile, costs, pipeline, schedule, simulation, trial);
         if (trial.step_s < c.step_s * (1 - 1e-9) && (budget <= 0 || trial.peak_bytes <= budget)) {
           c = trial;
           moved = true;
@@ -438,7 +457,7 @@ class Search {
       PlanCandidate c = p.candidate;
       const PipelineSchedule schedule = buildSchedule(registry_, scheduleOptionsOf(c, *p.costs));
       const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
-      fillPrediction(profile_, *p.costs, pipeline, schedule.simulation, c);
+      fillPrediction(profile_, *p.costs, pipeline, schedule, schedule.simulation, c);
       if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
         refineCut(profile_, schedule, pipeline, request_.memory_budget_bytes, c);
       }
@@ -512,7 +531,7 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
     c.stage_starts = balancedCut(profile, c.stages(), size);
   const StageCosts costs = stageCostsOf(profile, c.stage_starts, size);
   const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
-  fillPrediction(profile, costs, pipeline, schedule.simulation, c);
+  fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   return c;
 }
 

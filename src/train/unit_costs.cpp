@@ -41,6 +41,7 @@ struct UnitSample {
   double activation_bytes = 0;
   double output_bytes = 0;
   double backward_peak_bytes = 0;
+  double weight_pending_bytes = 0;
 };
 
 // A unit's forward as autograd records it: its fresh input leaves, its weights, and the
@@ -173,9 +174,14 @@ std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, Compile
   for (size_t u = units.size(); u-- > 0;) {
     const UnitForward& f = forwards[u];
     if (!needsBackward(f)) continue;
+    const int64_t bytes_before = tensorBytesNow();
     const Clock::time_point start = Clock::now();
     splits[u].inputGradients(f.roots, f.root_grads, f.inputs, f.weights);
     samples[u].seconds[ActionKind::kBackwardInput] = secondsSince(start);
+    // What I freed of the activations and what it captured for W (its input gradients,
+    // which a run sends on, are gone with the call's result).
+    samples[u].weight_pending_bytes = std::max(
+        0.0, samples[u].activation_bytes + static_cast<double>(tensorBytesNow() - bytes_before));
   }
   for (size_t u = units.size(); u-- > 0;) {
     if (!needsBackward(forwards[u])) continue;
@@ -212,6 +218,8 @@ std::vector<UnitSample> sampleUnits(const std::vector<StageModule>& units, Compi
     out[u].output_bytes = medianOf([](const UnitSample& s) { return s.output_bytes; });
     out[u].backward_peak_bytes =
         medianOf([](const UnitSample& s) { return s.backward_peak_bytes; });
+    out[u].weight_pending_bytes =
+        medianOf([](const UnitSample& s) { return s.weight_pending_bytes; });
   }
   return out;
 }
@@ -293,6 +301,7 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
       profile.units[u].activation_bytes.push_back(samples[u].activation_bytes);
       profile.units[u].output_bytes.push_back(samples[u].output_bytes);
       profile.units[u].backward_peak_bytes.push_back(samples[u].backward_peak_bytes);
+      profile.units[u].weight_pending_bytes.push_back(samples[u].weight_pending_bytes);
     }
   }
   for (size_t u = 0; u < units.size(); ++u) {

@@ -27,9 +27,10 @@ using test::errorOf;
 // `units` identical units, each F = f and B = 2f seconds per sample plus `fixed` seconds per
 // micro-batch (I and W half a B each), 1 MB of parameters (250k trainable floats) and
 // 0.5 MB of activations per sample, measured at 1 and 4 samples.
-// `last_weight` scales the last unit's seconds (a wide head), so that cuts are uneven.
+// `last_weight` scales the last unit's seconds (a wide head), so that cuts are uneven;
+// `pending_factor` the bytes a micro-batch keeps between I and W over its activations.
 CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fixed = 0,
-                           double last_weight = 1) {
+                           double last_weight = 1, double pending_factor = 1) {
   CostProfile p;
   p.model = "uniform";
   p.compile_mode = "none";
@@ -56,6 +57,7 @@ CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fix
       unit.activation_bytes.push_back(0.5e6 * size);
       unit.output_bytes.push_back(4096 * size);
       unit.backward_peak_bytes.push_back(0.25e6 * size);
+      unit.weight_pending_bytes.push_back(pending_factor * 0.5e6 * size);
     }
     p.units.push_back(unit);
   }
@@ -88,7 +90,7 @@ TEST(CostProfile, InterpolatesTheLineThroughItsTwoSizes) {
 }
 
 TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
-  const CostProfile p = uniformProfile(3, 8, 2e-3, 1e-4);
+  const CostProfile p = uniformProfile(3, 8, 2e-3, 1e-4, 1, 1.5);
   const CostProfile back = readCostProfile(costProfileToJson(p), "p.json");
   ASSERT_EQ(back.units.size(), 3u);
   EXPECT_EQ(back.units[2].path, "layers.2");
@@ -97,6 +99,7 @@ TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
     EXPECT_DOUBLE_EQ(back.secondsOf(1, kind, 3), p.secondsOf(1, kind, 3));
   }
   EXPECT_DOUBLE_EQ(back.activationBytesOf(0, 2), p.activationBytesOf(0, 2));
+  EXPECT_DOUBLE_EQ(back.weightPendingBytesOf(0, 2), p.weightPendingBytesOf(0, 2));
   EXPECT_EQ(back.allreduce_bytes_per_s, p.allreduce_bytes_per_s);
   EXPECT_EQ(back.model_bytes, p.model_bytes);
   EXPECT_NE(errorOf([] {
@@ -155,6 +158,37 @@ TEST(Planner, PrunedSearchFindsTheExhaustiveBest) {
       EXPECT_LT(pruned.simulated, all.simulated);
       EXPECT_EQ(labels(pruned.best, 3), labels(all.best, 3));
       for (const PlanCandidate& c : all.best) EXPECT_GE(c.step_s, all.best[0].step_s * 0.995);
+    }
+  }
+}
+
+// A micro-batch between its I and its W holds the weight ops' inputs and the gradients
+// arriving at them: where that is more than its activations, zero-bubble schedules' peaks
+// grow by it for each micro-batch in flight, and schedules without W do not change.
+TEST(Planner, CountsWhatWaitsForWInZeroBubblePeaks) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile even = uniformProfile(8, 32);
+  const CostProfile wide = uniformProfile(8, 32, 1e-3, 0, 1, /*pending_factor=*/2);
+  // Stage 0 of 2: 4 units of 0.5 MB per sample, micro-batches of 4 samples.
+  const double stage_activations = 4 * 0.5e6 * 4;
+  for (const std::string schedule : {"1f1b", "gpipe", "zb-h1", "zb-v"}) {
+    PlanCandidate c;
+    c.schedule = schedule;
+    c.pp = 2;
+    c.microbatches = 8;
+    c.microbatch_size = 4;
+    if (schedule == "zb-v") {
+      c.stages_per_rank = 2;
+      c.placement = Placement::kV;
+    }
+    const double grown = predictCandidate(wide, c, registry).peak_bytes -
+                         predictCandidate(even, c, registry).peak_bytes;
+    if (schedule.rfind("zb", 0) == 0) {
+      const double per_stage = stage_activations / c.stages_per_rank;
+      EXPECT_GE(grown, per_stage * 0.999) << schedule;
+      EXPECT_NEAR(std::fmod(grown + per_stage / 2, per_stage), per_stage / 2, 1) << schedule;
+    } else {
+      EXPECT_EQ(grown, 0) << schedule;
     }
   }
 }

@@ -36,6 +36,12 @@ struct UnitCost {
   // The most its backward holds at once above what it started with (gradients on their
   // way, an op's workspace): what a rank needs on top of its in-flight activations.
   std::vector<double> backward_peak_bytes;
+  // Tensor bytes one micro-batch keeps between its I and its W (zero-bubble schedules):
+  // the saved inputs of the weight ops and the gradients arriving at them
+  // (runtime/split_backward.h); more than activation_bytes where those gradients are wide
+  // (an MLP's hidden layer). Profiles written before it was measured read it as
+  // activation_bytes.
+  std::vector<double> weight_pending_bytes;
 };
 
 struct CostProfile {
@@ -72,6 +78,7 @@ struct CostProfile {
   double activationBytesOf(size_t u, double size) const;
   double outputBytesOf(size_t u, double size) const;
   double backwardPeakBytesOf(size_t u, double size) const;
+  double weightPendingBytesOf(size_t u, double size) const;
   // A message of `bytes` between two ranks.
   double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
   // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).
