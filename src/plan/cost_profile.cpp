@@ -145,7 +145,6 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"microbatch_sizes", p.microbatch_sizes},
                     {"optimizer_s_per_element", p.optimizer_s_per_element},
                     {"state_bytes_per_element", p.state_bytes_per_element},
-                    {"model_bytes", p.model_bytes},
                     {"link_latency_s", p.link_latency_s},
                     {"link_bytes_per_s", p.link_bytes_per_s},
                     {"allreduce_latency_s", p.allreduce_latency_s},
@@ -171,7 +170,6 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.microbatch_sizes = in.at("microbatch_sizes").get<std::vector<int64_t>>();
     p.optimizer_s_per_element = in.at("optimizer_s_per_element").get<double>();
     p.state_bytes_per_element = in.at("state_bytes_per_element").get<double>();
-    p.model_bytes = in.at("model_bytes").get<double>();
     p.link_latency_s = in.at("link_latency_s").get<double>();
     p.link_bytes_per_s = in.at("link_bytes_per_s").get<double>();
     p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();

@@ -215,8 +215,7 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double ranks = c.pp;
   const double tail = profile.optimizer_s_per_element * elements / ranks +
                       profile.allReduceSeconds(4.0 * elements / ranks, c.dp);
-  return {std::max(c.microbatches * work / ranks, path) + tail,
-          profile.model_bytes + resident / ranks};
+  return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
 ActionCosts actionCostsOf(const StageCosts& costs) {
@@ -234,8 +233,7 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
   c.tail_s = tailOf(profile, costs, pipeline, c.dp);
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
-  c.peak_bytes = profile.model_bytes +
-                 peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule));
+  c.peak_bytes = peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule));
   c.tokens_per_s =
       c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
                    : 0;

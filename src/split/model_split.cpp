@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -273,6 +275,19 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
 ModelSplit splitModel(const Config& config, const UnitTimes* unit_times,
                       const InputSpec* data_input) {
   return splitCaptured(captureForSplit(config, data_input), config.pipeline, unit_times);
+}
+
+void releaseLoadedTensors(ModelSplit& split) {
+  split.model.module = torch::jit::Module();
+  split.model.input.samples = nullptr;
+  std::vector<at::Tensor> released;  // alive until the end, so that no address is reused
+  std::map<const c10::TensorImpl*, at::Tensor> meta;
+  for (ModelParameter& p : split.graph.parameters) {
+    if (!p.value.defined() || p.random_key) continue;
+    auto [it, fresh] = meta.try_emplace(p.value.unsafeGetTensorImpl());
+    if (fresh) it->second = at::empty(p.value.sizes(), p.value.options().device(at::kMeta));
+    released.push_back(std::exchange(p.value, it->second));
+  }
 }
 
 }  // namespace ppstage

@@ -418,11 +418,8 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
   }
   eval->stages = compileLocalStages(config, topology, eval->model);
   // The stages hold what evaluation runs; the second copy of the model's tensors goes.
-  ModelSplit& split = eval->model.split;
-  split.model.module = torch::jit::Module();
-  split.model.input.samples = nullptr;
-  for (ModelParameter& p : split.graph.parameters) p.value = at::Tensor();
-  split.master_values.clear();  // evaluation steps nothing
+  releaseLoadedTensors(eval->model.split);
+  eval->model.split.master_values.clear();  // evaluation steps nothing
   eval->data = openValidationSet(config, layout, train.split, train_data);
   if (layout.sequences) eval->sequences = sequencesOf(*eval->data, config);
   const int64_t samples = eval->data->size();
@@ -491,6 +488,7 @@ JobPlan planLocally(const Config& config, int rank, int world, const UnitSeconds
     eval = planEval(config, layout, model, *data, file ? &file->input : nullptr);
     if (!reads) eval->data = nullptr;
   }
+  releaseLoadedTensors(model.split);
   JobPlan plan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
   plan.setEval(std::move(eval));
   return plan;

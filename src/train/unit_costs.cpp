@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <set>
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
@@ -313,12 +312,6 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
     }
   }
   profile.optimizer_s_per_element = optimizerSecondsPerElement(config.train, units);
-  std::set<const void*> counted;  // tied parameters share one storage
-  for (const ModelParameter& p : captured.graph.parameters) {
-    if (p.value.defined() && counted.insert(p.value.storage().data()).second) {
-      profile.model_bytes += static_cast<double>(p.value.nbytes());
-    }
-  }
   const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
   profile.state_bytes_per_element = 4.0 +
                                     (adamw                       ? 8.0

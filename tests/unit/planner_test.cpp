@@ -39,7 +39,6 @@ CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fix
   p.microbatch_sizes = {1, 4};
   p.optimizer_s_per_element = 1e-9;
   p.state_bytes_per_element = 12;  // gradient and AdamW's two moments
-  p.model_bytes = 3e5;
   p.link_latency_s = 5e-6;
   p.link_bytes_per_s = 5e9;
   p.allreduce_latency_s = 5e-6;
@@ -101,7 +100,6 @@ TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
   EXPECT_DOUBLE_EQ(back.activationBytesOf(0, 2), p.activationBytesOf(0, 2));
   EXPECT_DOUBLE_EQ(back.weightPendingBytesOf(0, 2), p.weightPendingBytesOf(0, 2));
   EXPECT_EQ(back.allreduce_bytes_per_s, p.allreduce_bytes_per_s);
-  EXPECT_EQ(back.model_bytes, p.model_bytes);
   EXPECT_NE(errorOf([] {
               readCostProfile("{\"units\": []}", "x.json");
             }).find("cost profile 'x.json': not a ppstage cost profile"),
@@ -138,8 +136,7 @@ TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
   EXPECT_NEAR(predicted.step_s, predicted.makespan_s + predicted.tail_s, 1e-15);
   // Memory: 2 units of 1 MB parameters and 3 MB of state each, 1F1B's 4 micro-batches in
   // flight on stage 0, each 2 units x 2 samples x 0.5 MB, and one unit's backward peak.
-  // And the loaded model's own tensors, which every rank keeps.
-  EXPECT_NEAR(predicted.peak_bytes, 3e5 + 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6) + 2 * 0.25e6, 1);
+  EXPECT_NEAR(predicted.peak_bytes, 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6) + 2 * 0.25e6, 1);
   EXPECT_NEAR(predicted.tokens_per_s, 16 / predicted.step_s, 1e-6);
 }
 

@@ -57,9 +57,6 @@ struct CostProfile {
   // The tail after a step's actions (Note [Predicted step] in src/train/run_summary.cpp):
   // the optimizer step, clipping's norm and dropping the gradients, per trainable element.
   double optimizer_s_per_element = 0;
-  // The loaded model's own tensors (each once), which every rank of a run keeps beside its
-  // stages' copies (train holds the loaded module for the whole run): on every rank's peak.
-  double model_bytes = 0;
   // Bytes kept per trainable element beside the parameter: its gradient (fp32), the
   // optimizer's state (AdamW's two moments, SGD's momentum) and, in bf16, the fp32 master.
   double state_bytes_per_element = 0;

@@ -92,6 +92,12 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
 ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullptr,
                       const InputSpec* data_input = nullptr);
 
+// Once the stages hold their own copies, the loaded model's tensors go: the module, and the
+// values of the graph's parameters, which keep their shapes and dtypes on the meta device
+// (checkpoint manifests and the model summary read them; tied paths keep sharing one) and
+// their values only for random keys (a scalar each). The stages run as before.
+void releaseLoadedTensors(ModelSplit& split);
+
 // Whether `pipeline` balances its stages by measured time (and so needs UnitTimes).
 bool balancesByTime(const PipelineConfig& pipeline);
 
