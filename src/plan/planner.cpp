@@ -43,9 +43,10 @@ bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
   return a.peak_bytes < b.peak_bytes;
 }
 
-// Two schedules that order one layout's actions alike (GPipe and 1F1B of one stage per
-// rank and one micro-batch) are one run: the same layout, cut and micro-batches, and the
-// same predicted step and peak. The plan lists it once, under the schedule found first.
+// Candidates of the same layout, cut and micro-batches whose predictions are equal, step and
+// peak, are listed once, under the schedule found first (the search's order is stable):
+// schedules that order one layout's actions alike (GPipe and 1F1B of one stage per rank and
+// one micro-batch) predict exactly alike.
 bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
   return a.dp == b.dp && a.pp == b.pp && a.stages_per_rank == b.stages_per_rank &&
          a.placement == b.placement && a.microbatches == b.microbatches &&
@@ -397,8 +398,9 @@ class Search {
         width_(std::max(request.keep, kSearchWidth)) {}
 
   void run(std::vector<Pending>& pending) {
-    std::sort(pending.begin(), pending.end(),
-              [](const Pending& a, const Pending& b) { return a.step_bound < b.step_bound; });
+    std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+      return a.step_bound < b.step_bound;
+    });
     for (Pending& p : pending) {
       if (full() && p.step_bound >= worstKeptStep()) break;
       if (overBudget(p.memory_bound)) {

@@ -9,7 +9,6 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
-#include <utility>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -280,13 +279,14 @@ ModelSplit splitModel(const Config& config, const UnitTimes* unit_times,
 void releaseLoadedTensors(ModelSplit& split) {
   split.model.module = torch::jit::Module();
   split.model.input.samples = nullptr;
-  std::vector<at::Tensor> released;  // alive until the end, so that no address is reused
+  // Keyed by the loaded tensor: tied paths share one. A loaded tensor stays alive until the
+  // last path holding it is swapped, so no key is reused while it is looked up.
   std::map<const c10::TensorImpl*, at::Tensor> meta;
   for (ModelParameter& p : split.graph.parameters) {
     if (!p.value.defined() || p.random_key) continue;
     auto [it, fresh] = meta.try_emplace(p.value.unsafeGetTensorImpl());
     if (fresh) it->second = at::empty(p.value.sizes(), p.value.options().device(at::kMeta));
-    released.push_back(std::exchange(p.value, it->second));
+    p.value = it->second;
   }
 }
 

@@ -168,22 +168,27 @@ std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, Compile
     f = UnitForward();
   }
   forwards = forwardAll(units, compiled, inputs, loss, nullptr);
-  for (UnitForward& f : forwards) addRootGradients(f);
   std::vector<SplitBackward> splits(units.size());
+  std::vector<bool> split(units.size(), false);
   for (size_t u = units.size(); u-- > 0;) {
-    const UnitForward& f = forwards[u];
+    UnitForward& f = forwards[u];
     if (!needsBackward(f)) continue;
     const int64_t bytes_before = tensorBytesNow();
+    addRootGradients(f);  // what a run receives, and keeps for W where W starts from it
     const Clock::time_point start = Clock::now();
     splits[u].inputGradients(f.roots, f.root_grads, f.inputs, f.weights);
     samples[u].seconds[ActionKind::kBackwardInput] = secondsSince(start);
-    // What I freed of the activations and what it captured for W (its input gradients,
-    // which a run sends on, are gone with the call's result).
+    split[u] = true;
+    // Left for W: what I did not free of the activations, what it captured, and the
+    // received gradient where W keeps it (I's input gradients, which a run sends on, are
+    // gone with the call's result).
+    f.roots.clear();
+    f.root_grads.clear();
     samples[u].weight_pending_bytes = std::max(
         0.0, samples[u].activation_bytes + static_cast<double>(tensorBytesNow() - bytes_before));
   }
   for (size_t u = units.size(); u-- > 0;) {
-    if (!needsBackward(forwards[u])) continue;
+    if (!split[u]) continue;
     const Clock::time_point start = Clock::now();
     splits[u].weightGradients();
     samples[u].seconds[ActionKind::kBackwardWeight] = secondsSince(start);

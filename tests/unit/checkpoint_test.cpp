@@ -166,6 +166,36 @@ TEST(ModelIdentity, TiedTensorsAreStoredOnceAndOtherShapesAreNamed) {
   EXPECT_EQ(modelHash(splitModel(one_stage).graph), same.model_hash);
 }
 
+// train releases the loaded model's tensors once the stages hold their copies: what a
+// checkpoint's manifest and the model summary read of the graph stays (shapes, dtypes, tied
+// paths counted once, random keys' values), and the stages keep their own values.
+TEST(ModelIdentity, ReleasingTheLoadedTensorsKeepsWhatManifestsRead) {
+  Config config;
+  config.model.layers = 2;
+  config.model.d_model = 32;
+  config.model.dropout = 0.1;  // keyed dropout: random keys among the parameters
+  config.pipeline.stages = 2;
+  ModelSplit split = splitModel(config);
+  Manifest before;
+  before.tensors = modelTensors(split.graph);
+  before.model_hash = modelHash(split.graph);
+  const std::map<std::string, int64_t> keys = randomKeys(split.graph);
+  ASSERT_FALSE(keys.empty());
+  before.random_keys = keys;
+  const int64_t trainable = split.graph.numTrainableParams();
+  const at::Tensor stage_value = split.stages.at(1).parameters.at(0).value.clone();
+
+  releaseLoadedTensors(split);
+  EXPECT_EQ(modelHash(split.graph), before.model_hash);
+  EXPECT_NO_THROW(checkSameModel(before, "D/step-00000001", split.graph));
+  EXPECT_EQ(randomKeys(split.graph), keys);
+  EXPECT_EQ(split.graph.numTrainableParams(), trainable);  // wte and lm_head still one tensor
+  for (const ModelParameter& p : split.graph.parameters) {
+    EXPECT_EQ(p.value.device().type() == c10::DeviceType::Meta, !p.random_key) << p.path;
+  }
+  EXPECT_TRUE(at::equal(split.stages.at(1).parameters.at(0).value, stage_value));
+}
+
 // A restored AdamW state steps exactly like the state it was taken from.
 TEST(OptimizerState, AdamWRoundTripIsExact) {
   auto makeParam = [] { return at::arange(6, at::kFloat).reshape({2, 3}).requires_grad_(); };

@@ -100,6 +100,13 @@ TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
   EXPECT_DOUBLE_EQ(back.activationBytesOf(0, 2), p.activationBytesOf(0, 2));
   EXPECT_DOUBLE_EQ(back.weightPendingBytesOf(0, 2), p.weightPendingBytesOf(0, 2));
   EXPECT_EQ(back.allreduce_bytes_per_s, p.allreduce_bytes_per_s);
+  // A profile written before weight_pending_bytes was measured reads it as the activations.
+  std::string old_text = costProfileToJson(p);
+  const size_t field = old_text.find("\"weight_pending_bytes\"");
+  ASSERT_NE(field, std::string::npos);
+  old_text.replace(field, std::string("\"weight_pending_bytes\"").size(), "\"unknown_field\"");
+  const CostProfile old = readCostProfile(old_text, "old.json");
+  EXPECT_DOUBLE_EQ(old.weightPendingBytesOf(0, 2), p.activationBytesOf(0, 2));
   EXPECT_NE(errorOf([] {
               readCostProfile("{\"units\": []}", "x.json");
             }).find("cost profile 'x.json': not a ppstage cost profile"),

@@ -17,18 +17,19 @@
 // rank's trainable elements and the data-parallel all-reduce of its gradients (a ring: 2 (dp-1)/dp
 // of their bytes). Its peak memory per rank is its stages' parameters, their gradients and
 // optimizer state, for each stage the simulator's peak in-flight micro-batches times one
-// micro-batch's activation bytes there, and the largest backward peak of its units (what a backward
-// holds above its start). Each simulated candidate of at most 16 stages then gets its cut refined
-// with the simulator as the objective: each boundary moved to the next possible start either way,
-// in up to two passes, while the predicted step falls and the peak fits the budget. Simulating is
-// what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a second), so candidates
-// are simulated in order of a lower bound on their step that holds for every cut (the average
-// rank's compute, and one micro-batch's way through every unit and back, plus the average rank's
-// tail), and the search stops when the bound passes the slowest of the best found (at least ten are
-// kept, whatever is printed). Memory gets such a bound too (the average rank's parameters and state
-// with one micro-batch in flight on every stage), which drops a candidate unsimulated.
-// Schedules that order one layout's actions alike (GPipe and 1F1B of one micro-batch on one
-// stage per rank) predict the same step and peak for the same cut: such a run is listed once.
+// micro-batch's activation bytes there (for schedules that split backwards into I and W, the more
+// of those and what a micro-batch keeps between its I and its W), and the largest backward peak of
+// its units (what a backward holds above its start). Each simulated candidate of at most 16 stages
+// then gets its cut refined with the simulator as the objective: each boundary moved to the next
+// possible start either way, in up to two passes, while the predicted step falls and the peak fits
+// the budget. Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
+// second), so candidates are simulated in order of a lower bound on their step that holds for every
+// cut (the average rank's compute, and one micro-batch's way through every unit and back, plus the
+// average rank's tail), and the search stops when the bound passes the slowest of the best found
+// (at least ten are kept, whatever is printed). Memory gets such a bound too (the average rank's
+// parameters and state with one micro-batch in flight on every stage), which drops a candidate
+// unsimulated. Candidates of one layout, cut and micro-batch count that predict exactly the same
+// step and peak (GPipe and 1F1B of one micro-batch on one stage per rank) are listed once.
 #pragma once
 
 #include <cstdint>
