@@ -277,6 +277,9 @@ ModelSplit splitModel(const Config& config, const UnitTimes* unit_times,
 }
 
 void releaseLoadedTensors(ModelSplit& split) {
+  if (split.model.module._ivalue() != nullptr) {
+    split.code = split.model.module._ivalue()->compilation_unit();
+  }
   split.model.module = torch::jit::Module();
   split.model.input.samples = nullptr;
   // Keyed by the loaded tensor: tied paths share one. A loaded tensor stays alive until the

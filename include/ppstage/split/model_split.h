@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct ModelSplit {
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
   SplitTimings timings;
+  // The loaded module's code, kept by releaseLoadedTensors when the module goes: stage
+  // graphs' inlined call stacks point at its functions (an error inside a stage names them).
+  std::shared_ptr<torch::jit::CompilationUnit> code;
 };
 
 // Loads (or builds) the model of `config` and captures it on its example input, or on
@@ -95,7 +99,7 @@ ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullpt
 // Once the stages hold their own copies, the loaded model's tensors go: the module, and the
 // values of the graph's parameters, which keep their shapes and dtypes on the meta device
 // (checkpoint manifests and the model summary read them; tied paths keep sharing one) and
-// their values only for random keys (a scalar each). The stages run as before.
+// their values only for random keys (a scalar each); the module's code stays (`code`).
 void releaseLoadedTensors(ModelSplit& split);
 
 // Whether `pipeline` balances its stages by measured time (and so needs UnitTimes).
