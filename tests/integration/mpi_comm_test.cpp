@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/mpi_communicator.h"
 #include "ppstage/core/error.h"
@@ -82,6 +84,36 @@ TEST(MpiComm, AllReduceSumsOverDataParallelGroups) {
   for (int d = 0; d < dp; ++d) expected += topo.worldRank(topo.ppRank(), d) + 1;
   EXPECT_TRUE(at::equal(grad, at::full({5}, expected, at::kFloat)));
   EXPECT_TRUE(at::equal(half, at::full({3}, 0.5 * dp, at::kBFloat16)));
+}
+
+// Buffers above the ring's threshold (256 KiB) take ringAllReduceSum: element counts that
+// do not divide by the ranks, a half-precision tensor reduced in float32, and integers that
+// must sum exactly. Each rank's values depend on its rank only, so the sum is known.
+TEST(MpiComm, LargeAllReduceAroundTheRingSumsExactly) {
+  auto comm = world();
+  const int n = comm->size();
+  constexpr int64_t kElements = (1 << 18) + 3;  // a 1 MiB float buffer, not a multiple of n
+  const at::Tensor ramp = at::arange(kElements, at::kLong);
+  at::Tensor floats = ((ramp % 1000) * (comm->rank() + 1)).to(at::kFloat).view({-1, 1});
+  at::Tensor longs = ramp * (int64_t{1} << 20) + comm->rank();
+  at::Tensor halves = at::full({kElements}, 0.25 * (comm->rank() + 1), at::kBFloat16);
+  comm->allReduceSum({floats, longs, halves});
+  const int64_t rank_sum = int64_t{n} * (n + 1) / 2;  // sum of rank + 1
+  EXPECT_TRUE(at::equal(floats, ((ramp % 1000) * rank_sum).to(at::kFloat).view({-1, 1})));
+  EXPECT_TRUE(at::equal(longs, ramp * (int64_t{1} << 20) * n + (rank_sum - n)));
+  EXPECT_TRUE(at::equal(halves, at::full({kElements}, 0.25 * rank_sum, at::kBFloat16)));
+}
+
+// Summing floats in ring order must still give every rank the same bits.
+TEST(MpiComm, LargeAllReduceGivesEveryRankTheSameBits) {
+  auto comm = world();
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(comm->rank() + 7));
+  at::Tensor grad = at::randn({300001}, gen);
+  comm->allReduceSum({grad});
+  at::Tensor first = grad.clone();
+  std::string bytes(static_cast<const char*>(first.data_ptr()), first.nbytes());
+  comm->broadcast(bytes, 0);
+  EXPECT_EQ(std::memcmp(bytes.data(), grad.data_ptr(), bytes.size()), 0);
 }
 
 TEST(MpiComm, BroadcastAndBarrier) {

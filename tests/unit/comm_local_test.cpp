@@ -9,6 +9,7 @@
 
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/local_communicator.h"
+#include "ppstage/comm/ring_all_reduce.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/topology.h"
 #include "support/local_ranks.h"
@@ -85,6 +86,23 @@ TEST(LocalComm, AllReduceSumsOverDataParallelGroups) {
     EXPECT_TRUE(at::equal(grad, at::full({3}, expected, at::kFloat)));
     EXPECT_TRUE(at::equal(count, at::full({2}, 2, at::kLong)));
   });
+}
+
+// The ring all-reduce (MpiCommunicator's for large buffers) over odd rank counts, element
+// counts that leave chunks unequal or empty, and exact integer sums.
+TEST(LocalComm, RingAllReduceSumsOverAnyRankCount) {
+  for (const int ranks : {2, 3, 5}) {
+    for (const int64_t elements : {int64_t{1}, int64_t{4}, int64_t{1001}}) {
+      runRanks(ranks, [&](int rank, Communicator& comm) {
+        const at::Tensor ramp = at::arange(elements, at::kLong);
+        at::Tensor mine = ramp * 1000 + rank;
+        ringAllReduceSum(comm, mine);
+        const int64_t rank_sum = int64_t{ranks} * (ranks - 1) / 2;
+        EXPECT_TRUE(at::equal(mine, ramp * 1000 * ranks + rank_sum))
+            << ranks << " ranks, " << elements << " elements, rank " << rank;
+      });
+    }
+  }
 }
 
 TEST(LocalComm, BroadcastAndBarrier) {

@@ -54,6 +54,7 @@ enum class ControlChannel : uint8_t {
   kClockPong,      //   rank 0's answer with its clock
   kTransferProbe,  // measureTransfers (comm/transfer_probe.h): a boundary's ping-pongs
   kLinkProbe,      // measureLinks (comm/link_probe.h): the planner's ping-pongs
+  kAllReduce,      // ringAllReduceSum (comm/ring_all_reduce.h): the chunks of a sum
 };
 
 // The tag of a control message on `channel`.
