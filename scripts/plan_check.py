@@ -8,7 +8,9 @@ rounds, and its measured step is the median over rounds of the run's median step
 one markdown row per configuration (predicted, measured, measured / predicted, peak tensor
 memory predicted and measured), then whether the first choice is within 5% of the fastest
 measured, the Spearman rank correlation of predicted and measured steps, and the chosen
-configuration's speed against the default and against `--limit` (one process's step / P).
+configuration's speed against the default and against two limits: one process's step / P,
+and P one-process runs of batch / P side by side (no communication at all: what P ranks on
+this machine reach when they share its memory and caches).
 
 usage: plan_check.py PPSTAGE RANKS ROUNDS STEPS [ppstage options for plan and train...]
 """
@@ -46,6 +48,39 @@ def label(c):
 def key(c):
     """A configuration: its label and its cut."""
     return label(c) + " @" + ",".join(c["split_points"])
+
+
+def with_batch(options, batch):
+    """`options` with the batch size `batch` (and a model file's example input shape)."""
+    out, i = [], 0
+    while i < len(options):
+        if options[i] == "--train.batch_size" and i + 1 < len(options):
+            i += 2
+        elif options[i] == "--model.input_shape" and i + 1 < len(options):
+            out += [options[i], ",".join([str(batch)] + options[i + 1].split(",")[1:])]
+            i += 2
+        else:
+            out.append(options[i])
+            i += 1
+    return out + ["--train.batch_size", str(batch)]
+
+
+def side_by_side(ppstage, ranks, steps, options, batch):
+    """The slowest of `ranks` one-process runs of batch / ranks, started together."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, files = [], []
+        for r in range(ranks):
+            metrics = os.path.join(tmp, "m%d.json" % r)
+            cmd = [ppstage, "train", "--train.steps", str(steps), "--train.threads", "1",
+                   "--output.log_every", "0", "--output.metrics_json", metrics,
+                   "--pipeline.stages", "1", "--pipeline.microbatches", "1"]
+            procs.append(subprocess.Popen(cmd + with_batch(options, batch // ranks),
+                                          stdout=subprocess.DEVNULL))
+            files.append(metrics)
+        for proc in procs:
+            if proc.wait() != 0:
+                raise RuntimeError("a side-by-side run failed")
+        return max(json.load(open(f))["measured_step_s"] for f in files)
 
 
 def run(ppstage, ranks, steps, options, extra):
@@ -94,10 +129,11 @@ def main():
     configs = chosen_configurations(p)
     measured = {key(c): [] for c in configs}
     memory = {key(c): 0.0 for c in configs}
-    single = []
+    single, beside = [], []
     for _ in range(rounds):
         single.append(run(ppstage, 1, steps, options,
                           ["--pipeline.stages", "1", "--pipeline.microbatches", "1"])[0])
+        beside.append(side_by_side(ppstage, ranks, steps, options, p["batch_size"]))
         for c in configs:
             step, peak = run(ppstage, ranks, steps, options, candidate_args(c))
             measured[key(c)].append(step)
@@ -129,6 +165,9 @@ def main():
           % spearman(predicted, steps_measured))
     print("one process (full batch): %.4f s; limit (its step / %d) %.4f s; first choice reaches "
           "%.3f of the limit" % (one, ranks, one / ranks, (one / ranks) / first))
+    two = statistics.median(beside)
+    print("%d one-process runs of batch / %d side by side: the slowest %.4f s; first choice "
+          "reaches %.3f of it" % (ranks, ranks, two, two / first))
     if p["default"]:
         d = steps_measured[[key(c) for c in configs].index(key(p["default"]))]
         print("default %s: %.4f s; first choice is %.2fx its speed"
