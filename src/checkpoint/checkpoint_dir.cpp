@@ -102,6 +102,13 @@ std::optional<FoundCheckpoint> findNewestCheckpoint(const std::string& dir,
   return std::nullopt;
 }
 
+bool hasDamagedCheckpoint(const std::string& dir) {
+  for (const auto& [step, path] : stepDirectories(dir)) {
+    if (fs::exists(path + "/manifest.json") && !whyIncomplete(path, nullptr).empty()) return true;
+  }
+  return false;
+}
+
 std::string newestStepDirectory(const std::string& dir) {
   const auto found = stepDirectories(dir);
   return found.empty() ? std::string() : found.front().second;

@@ -7,15 +7,39 @@
 
 namespace ppstage {
 
+std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor>& tensors,
+                                                    int64_t max_bytes) {
+  std::map<at::ScalarType, std::vector<std::vector<at::Tensor>>> by_dtype;
+  std::map<at::ScalarType, int64_t> filled;  // bytes in each dtype's last bucket
+  for (const at::Tensor& t : tensors) {
+    auto& buckets = by_dtype[t.scalar_type()];
+    int64_t& bytes = filled[t.scalar_type()];
+    const auto size = static_cast<int64_t>(t.nbytes());
+    if (buckets.empty() || (max_bytes > 0 && bytes + size > max_bytes)) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(t);
+    bytes += size;
+  }
+  std::vector<std::vector<at::Tensor>> out;
+  for (auto& [dtype, buckets] : by_dtype) {
+    for (auto& bucket : buckets) out.push_back(std::move(bucket));
+  }
+  return out;
+}
+
+FlatBuffer flatten(std::vector<at::Tensor> bucket) {
+  std::vector<at::Tensor> rows;
+  for (const at::Tensor& t : bucket) rows.push_back(t.reshape({-1}));
+  at::Tensor buffer = at::cat(rows);
+  return FlatBuffer{std::move(bucket), std::move(buffer)};
+}
+
 std::vector<FlatBuffer> flattenByDtype(const std::vector<at::Tensor>& tensors) {
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
   std::vector<FlatBuffer> flats;
-  for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> rows;
-    for (const at::Tensor& t : group) rows.push_back(t.reshape({-1}));
-    at::Tensor buffer = at::cat(rows);
-    flats.push_back(FlatBuffer{std::move(group), std::move(buffer)});
+  for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, 0)) {
+    flats.push_back(flatten(std::move(bucket)));
   }
   return flats;
 }

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace ppstage {
@@ -14,8 +15,15 @@ struct FlatBuffer {
   at::Tensor buffer;                // (sum of their numel,): their elements, concatenated
 };
 
-// One FlatBuffer per dtype of `tensors`, in dtype order; each buffer is a new tensor on the
-// tensors' device.
+// `tensors` grouped by dtype (in dtype order), each group cut, in the caller's order, into
+// buckets of at most `max_bytes` (0: no limit); a tensor larger than that is a bucket alone.
+std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor>& tensors,
+                                                    int64_t max_bytes);
+
+// One bucket's tensors (of one dtype) concatenated into a new buffer on their device.
+FlatBuffer flatten(std::vector<at::Tensor> bucket);
+
+// One FlatBuffer per dtype of `tensors`, in dtype order.
 std::vector<FlatBuffer> flattenByDtype(const std::vector<at::Tensor>& tensors);
 
 // Copies `flat.buffer` (of any dtype; converted back) into its tensors.

@@ -2,7 +2,7 @@
 //
 // Tensors travel as raw bytes (MPI_BYTE), so every dtype round-trips bitwise; non-contiguous
 // tensors are packed into a contiguous copy on send and unpacked after the receive
-// completes. All-reduce sums one flat buffer per dtype: a large one around a ring of
+// completes. All-reduce sums flat buckets of one dtype each: a large one around a ring of
 // point-to-point messages (ring_all_reduce.h), a small one with MPI_Iallreduce. Every wait
 // polls MPI_Test under the handle's mutex until done or the timeout, so a dead peer ends in
 // a CommError instead of a hang.
@@ -18,6 +18,7 @@
 #include "flat_buffers.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/ring_all_reduce.h"
+#include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -241,7 +242,8 @@ std::shared_ptr<Work> MpiCommunicator::recv(const at::Tensor& tensor, int src, M
 }
 
 void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
-  for (FlatBuffer& flat : flattenByDtype(tensors)) {
+  for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, kAllReduceBucketBytes)) {
+    FlatBuffer flat = flatten(std::move(bucket));  // one bucket's copy at a time
     flat.buffer = flat.buffer.to(wireType(flat.buffer.scalar_type())).contiguous();
     const at::Tensor& buffer = flat.buffer;
     const auto what = [&] {

@@ -36,12 +36,22 @@ std::string parentOf(const std::string& path) {
 
 }  // namespace
 
-std::string readFile(const std::string& path, const std::string& what) {
+std::string readFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  PPSTAGE_CHECK(!error, "cannot read ", what, " '", path, "': ", error.message());
+  PPSTAGE_CHECK(!std::filesystem::is_directory(status), "cannot read ", what, " '", path,
+                "': it is a directory");
+  if (max_bytes > 0 && std::filesystem::is_regular_file(status)) {
+    const uint64_t size = std::filesystem::file_size(path, error);
+    PPSTAGE_CHECK(error || size <= max_bytes, what, " '", path, "' is ", size, " bytes; a ", what,
+                  " may have at most ", max_bytes);
+  }
   std::ifstream file(path, std::ios::binary);
-  PPSTAGE_CHECK(file.good(), "cannot read ", what, " '", path, "'");
+  PPSTAGE_CHECK(file.good(), "cannot read ", what, " '", path, "': ", systemReason());
   std::ostringstream bytes;
   bytes << file.rdbuf();
-  PPSTAGE_CHECK(!file.bad(), "cannot read ", what, " '", path, "'");
+  PPSTAGE_CHECK(!file.bad(), "cannot read ", what, " '", path, "': ", systemReason());
   return bytes.str();
 }
 

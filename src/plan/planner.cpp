@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/pipeline_limits.h"
 #include "ppstage/core/topology.h"
@@ -168,20 +169,28 @@ bool splitsBackward(const PipelineSchedule& schedule) {
 
 // The largest rank's memory with `inflight[s]` micro-batches alive on stage s (each
 // holding its activations or, where backwards split, what waits for W if that is more),
-// and one backward's own peak on top (the largest of its stages').
+// and one backward's own peak on top (the largest of its stages'). With dp > 1 the step
+// ends summing the gradients across replicas, when the activations are gone but a bucket's
+// flat copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
 double peakBytesOf(const StageCosts& costs, const Topology& pipeline,
-                   const std::vector<int>& inflight, bool splits_backward) {
+                   const std::vector<int>& inflight, bool splits_backward, int dp) {
   double peak = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double bytes = 0, backward_peak = 0;
+    double resident = 0, bytes = 0, backward_peak = 0, gradient_bytes = 0;
     for (int s : pipeline.stagesOf(r)) {
       const double alive = splits_backward
                                ? std::max(costs.activation_bytes[s], costs.weight_pending_bytes[s])
                                : costs.activation_bytes[s];
+      resident += costs.resident_bytes[s];
       bytes += costs.resident_bytes[s] + inflight.at(s) * alive;
       backward_peak = std::max(backward_peak, costs.backward_peak_bytes[s]);
+      gradient_bytes += 4.0 * costs.trainable_elements[s];  // fp32
     }
     peak = std::max(peak, bytes + backward_peak);
+    if (dp > 1) {
+      const double bucket = std::min(gradient_bytes, static_cast<double>(kAllReduceBucketBytes));
+      peak = std::max(peak, resident + bucket * (1.0 + 1.0 / dp));
+    }
   }
   return peak;
 }
@@ -234,7 +243,8 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
   c.tail_s = tailOf(profile, costs, pipeline, c.dp);
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
-  c.peak_bytes = peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule));
+  c.peak_bytes =
+      peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule), c.dp);
   c.tokens_per_s =
       c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
                    : 0;

@@ -123,11 +123,14 @@ StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
                   "starts; stage 0 would be empty");
     starts.emplace_back(unit, config.split_points[i]);
   }
-  std::sort(starts.begin(), starts.end());
+  // In the order given: a list the forward does not run in that order is a mistake.
   for (size_t i = 1; i < starts.size(); ++i) {
     PPSTAGE_CHECK(starts[i].first != starts[i - 1].first, "split points '", starts[i - 1].second,
                   "' and '", starts[i].second, "' start the same stage (at ",
                   plan.units[starts[i].first].path, ")");
+    PPSTAGE_CHECK(starts[i].first > starts[i - 1].first, "split points must be listed in the ",
+                  "order the model runs them: '", starts[i].second, "' runs before '",
+                  starts[i - 1].second, "'");
   }
   size_t begin = 0;
   for (const auto& [unit, point] : starts) {

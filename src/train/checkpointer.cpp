@@ -235,8 +235,17 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, st
     if (!leader) return;
     std::vector<std::string> warnings;
     const auto found = findNewestCheckpoint(config_.checkpoint.dir, warnings);
-    for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
-    if (found) chosen = found->dir;
+    if (found) {
+      for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
+      chosen = found->dir;
+      return;
+    }
+    // Saves that never finished leave nothing to resume; a damaged one must not be
+    // silently replaced by a fresh run that later prunes it.
+    PPSTAGE_CHECK(!hasDamagedCheckpoint(config_.checkpoint.dir),
+                  "--checkpoint.resume: no checkpoint in '", config_.checkpoint.dir,
+                  "' is intact (", joinText(warnings, "; "),
+                  "); move the directory away to start fresh");
   });
   world_.broadcast(chosen, 0);
   if (chosen.empty()) {

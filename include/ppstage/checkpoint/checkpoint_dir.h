@@ -40,6 +40,11 @@ struct FoundCheckpoint {
 std::optional<FoundCheckpoint> findNewestCheckpoint(const std::string& dir,
                                                     std::vector<std::string>& warnings);
 
+// Whether `dir` holds a checkpoint whose save finished (it has its manifest) that is not
+// complete now: damaged after it was written, where a missing manifest means a save that
+// never finished.
+bool hasDamagedCheckpoint(const std::string& dir);
+
 // Keeps the `keep` newest complete checkpoints of `dir` and removes the rest, and every
 // incomplete one older than the newest complete one ("complete" here by file sizes, see
 // Verify). Call it only after the newest one is complete and its entry in `dir` synced,

@@ -277,7 +277,7 @@ struct PlanConfig {
   // all-reduce moves 2 (n - 1) / n of its bytes at allreduce_gbps.
   double link_latency_us = 5;
   double link_gbps = 5;
-  double allreduce_gbps = 0.1;
+  double allreduce_gbps = 2.5;
 };
 
 struct Config {

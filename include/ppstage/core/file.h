@@ -3,13 +3,15 @@
 // of it; and checking, before a run starts, that the places it will write to take files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ppstage {
 
-// The bytes of the file at `path`. Throws ppstage::Error "cannot read <what> '<path>'"
-// ("cannot read schedule table 'x.csv'") when it cannot be opened or read.
-std::string readFile(const std::string& path, const std::string& what);
+// The bytes of the file at `path`. Throws ppstage::Error "cannot read <what> '<path>': <why>"
+// ("cannot read schedule table 'x.csv': No such file or directory") when it cannot be opened
+// or read or is a directory, and when it is larger than `max_bytes` (0: any size).
+std::string readFile(const std::string& path, const std::string& what, uint64_t max_bytes = 0);
 
 // Writes `bytes` to `path` atomically and durably: to `path.tmp-<pid>` first, fsync, rename
 // over `path`, then fsync the directory, so that after a crash at any point `path` is

@@ -24,6 +24,12 @@ std::string shapeText(const std::vector<int64_t>& sizes);
 // (how --help prints a default).
 std::string shortestText(double value);
 
+// `text` as a terminal shows it, byte for byte: every byte that is not printable is written
+// as \xNN (control characters, such as a binary file's bytes or an escape sequence in a file
+// name, and bytes that are no part of valid UTF-8). Printable ASCII and valid UTF-8 beyond
+// it, other than its control characters (U+0080-U+009F), stay as they are.
+std::string printableText(const std::string& text);
+
 // Human-readable dtype name ("float32", "int64", ...). In ppstage_lib, not ppstage_core: it
 // needs LibTorch (src/core/dtype_name.cpp).
 std::string dtypeName(c10::ScalarType dtype);

@@ -1,0 +1,31 @@
+// Text helpers of ppstage_core (core/text.h).
+#include "ppstage/core/text.h"
+
+#include <gtest/gtest.h>
+
+namespace ppstage {
+namespace {
+
+TEST(PrintableText, KeepsPrintableAsciiAndValidUtf8) {
+  EXPECT_EQ(printableText("--config 'a b.ini': line 3"), "--config 'a b.ini': line 3");
+  EXPECT_EQ(printableText("données/模型.pt 🙂"), "données/模型.pt 🙂");
+}
+
+TEST(PrintableText, EscapesControlCharacters) {
+  EXPECT_EQ(printableText(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(printableText("bad\x1b[2Jname\x07.pt"), "bad\\x1b[2Jname\\x07.pt");
+  EXPECT_EQ(printableText("tab\there\x7f"), "tab\\x09here\\x7f");
+  EXPECT_EQ(printableText("\xc2\x85"), "\\xc2\\x85");  // U+0085, a C1 control character
+}
+
+TEST(PrintableText, EscapesBytesThatAreNotUtf8) {
+  EXPECT_EQ(printableText("\xff\xfe"), "\\xff\\xfe");
+  EXPECT_EQ(printableText("\xe6\xa8"), "\\xe6\\xa8");  // a sequence cut short
+  EXPECT_EQ(printableText("\xc3"), "\\xc3");             // at the end of the text
+  EXPECT_EQ(printableText("\xc0\xaf"), "\\xc0\\xaf");    // an overlong '/'
+  EXPECT_EQ(printableText("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printableText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+}
+
+}  // namespace
+}  // namespace ppstage
