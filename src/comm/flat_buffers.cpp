@@ -3,9 +3,20 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 namespace ppstage {
+
+namespace {
+
+// Bytes per element as summed (comm/mpi_communicator.cpp: half types in float32).
+int64_t summedElementBytes(const at::Tensor& t) {
+  const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  return half ? 4 : static_cast<int64_t>(t.element_size());
+}
+
+}  // namespace
 
 std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor>& tensors,
                                                     int64_t max_bytes) {
@@ -14,13 +25,29 @@ std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor
   for (const at::Tensor& t : tensors) {
     auto& buckets = by_dtype[t.scalar_type()];
     int64_t& bytes = filled[t.scalar_type()];
-    const auto size = static_cast<int64_t>(t.nbytes());
-    if (buckets.empty() || (max_bytes > 0 && bytes + size > max_bytes)) {
-      buckets.emplace_back();
-      bytes = 0;
+    const int64_t element = summedElementBytes(t);
+    if (max_bytes <= 0 || !t.is_contiguous()) {
+      const int64_t size = t.numel() * element;
+      if (buckets.empty() || (max_bytes > 0 && bytes + size > max_bytes)) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(t);
+      bytes += size;
+      continue;
     }
-    buckets.back().push_back(t);
-    bytes += size;
+    const at::Tensor row = t.view({-1});
+    for (int64_t begin = 0; begin < row.numel() || (begin == 0 && row.numel() == 0);) {
+      if (buckets.empty() || bytes + element > max_bytes) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      const int64_t count =
+          std::min(row.numel() - begin, std::max<int64_t>(1, (max_bytes - bytes) / element));
+      buckets.back().push_back(count == row.numel() ? t : row.narrow(0, begin, count));
+      bytes += count * element;
+      begin += std::max<int64_t>(count, 1);
+    }
   }
   std::vector<std::vector<at::Tensor>> out;
   for (auto& [dtype, buckets] : by_dtype) {

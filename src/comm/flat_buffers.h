@@ -1,6 +1,7 @@
-// All-reduce's packing, shared by the communicators that reduce one buffer per dtype (MPI,
-// NCCL): the tensors grouped by dtype, each group flattened into one contiguous buffer, and
-// after the reduction the buffer's slices copied back into the tensors.
+// All-reduce's packing, shared by the communicators that reduce flat buffers of one dtype
+// (MPI: buckets of a bounded size; NCCL: one per dtype): the tensors grouped by dtype, each
+// group flattened into contiguous buffers, and after the reduction the buffers' slices
+// copied back into the tensors.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,7 +17,10 @@ struct FlatBuffer {
 };
 
 // `tensors` grouped by dtype (in dtype order), each group cut, in the caller's order, into
-// buckets of at most `max_bytes` (0: no limit); a tensor larger than that is a bucket alone.
+// buckets of at most `max_bytes` (0: no limit) as summed: half-precision elements count as
+// the float32 they are summed in. A contiguous tensor that does not fit is cut: its pieces
+// are views of it, so unflatten() writes the sums into it. A non-contiguous one larger
+// than a bucket is a bucket alone.
 std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor>& tensors,
                                                     int64_t max_bytes);
 

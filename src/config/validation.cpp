@@ -1,14 +1,41 @@
 // Checks of each options section across its fields (include/ppstage/config/options.h),
 // after parsing (options.cpp): one line naming the option and the value it got.
+#include "ppstage/config/options.h"
+
 #include <unistd.h>
 
 #include <regex>
 #include <string>
 
-#include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
+
+namespace {
+
+// Sizes that cannot be built here end in one line, not in a failed allocation: every rank
+// builds the whole model before it keeps its stages. In fp32: a gpt block's attention and
+// MLP weights, its embeddings and head; an mlp block's MLP, and its head.
+void checkBuiltinModelFits(const ModelConfig& m) {
+  const bool gpt = m.name == "gpt";
+  const double d = static_cast<double>(m.d_model);
+  const double mlp = 2.0 * static_cast<double>(m.mlp_ratio) * d * d;
+  const double params =
+      gpt ? static_cast<double>(m.layers) * (4.0 * d * d + mlp) +
+                (2.0 * static_cast<double>(m.vocab_size) + static_cast<double>(m.seq_len)) * d
+          : static_cast<double>(m.layers) * mlp + d * d;
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const std::string sizes = (gpt ? detail::concat("--model.vocab_size ", m.vocab_size,
+                                                  ", --model.seq_len ", m.seq_len, ", ")
+                                 : std::string()) +
+                            detail::concat("--model.layers ", m.layers, ", --model.d_model ",
+                                           m.d_model, ", --model.mlp_ratio ", m.mlp_ratio);
+  PPSTAGE_CHECK(4.0 * params <= memory, "the built-in ", m.name, " of ", sizes, " has about ",
+                params, " parameters (", 4.0 * params / 1e9,
+                " GB in fp32), more than this machine's memory (", memory / 1e9, " GB)");
+}
+
+}  // namespace
 
 void validate(const ModelConfig& m) {
   PPSTAGE_CHECK(!m.name.empty(), "--model.name must name a built-in model (gpt, mlp) or a file");
@@ -23,19 +50,7 @@ void validate(const ModelConfig& m) {
                 m.dropout);
   PPSTAGE_CHECK(m.dropout == 0 || m.name == "gpt" || m.name == "mlp", "--model.dropout applies ",
                 "to the built-in gpt and mlp; a model file keeps its own dropout modules");
-  if (m.name == "gpt" || m.name == "mlp") {
-    // Sizes that cannot be built here end in one line, not in a failed allocation: a
-    // block's attention and MLP weights, the embeddings and the head, in fp32.
-    const double d = static_cast<double>(m.d_model);
-    const double params = static_cast<double>(m.layers) * (4.0 + 2.0 * m.mlp_ratio) * d * d +
-                          (2.0 * static_cast<double>(m.vocab_size) + m.seq_len) * d;
-    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    PPSTAGE_CHECK(4.0 * params <= memory, "the built-in ", m.name, " of --model.layers ", m.layers,
-                  ", --model.d_model ", m.d_model, ", --model.vocab_size ", m.vocab_size,
-                  ", --model.seq_len ", m.seq_len, " and --model.mlp_ratio ", m.mlp_ratio,
-                  " has about ", params, " parameters (", 4.0 * params / 1e9,
-                  " GB in fp32), more than this machine's memory (", memory / 1e9, " GB)");
-  }
+  if (m.name == "gpt" || m.name == "mlp") checkBuiltinModelFits(m);
 }
 
 void validate(const PipelineConfig& p) {

@@ -42,17 +42,22 @@ std::string readFile(const std::string& path, const std::string& what, uint64_t 
   PPSTAGE_CHECK(!error, "cannot read ", what, " '", path, "': ", error.message());
   PPSTAGE_CHECK(!std::filesystem::is_directory(status), "cannot read ", what, " '", path,
                 "': it is a directory");
-  if (max_bytes > 0 && std::filesystem::is_regular_file(status)) {
-    const uint64_t size = std::filesystem::file_size(path, error);
-    PPSTAGE_CHECK(error || size <= max_bytes, what, " '", path, "' is ", size, " bytes; a ", what,
-                  " may have at most ", max_bytes);
-  }
   std::ifstream file(path, std::ios::binary);
   PPSTAGE_CHECK(file.good(), "cannot read ", what, " '", path, "': ", systemReason());
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
+  std::string bytes;
+  if (max_bytes == 0) {
+    std::ostringstream all;
+    all << file.rdbuf();
+    bytes = all.str();
+  } else {  // at most one byte past the limit, whatever the file is (a pipe, /dev/zero)
+    bytes.resize(max_bytes + 1);
+    file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    bytes.resize(static_cast<size_t>(file.gcount()));
+    PPSTAGE_CHECK(bytes.size() <= max_bytes, what, " '", path, "' has more than ", max_bytes,
+                  " bytes, the most a ", what, " may have");
+  }
   PPSTAGE_CHECK(!file.bad(), "cannot read ", what, " '", path, "': ", systemReason());
-  return bytes.str();
+  return bytes;
 }
 
 void writeFileAtomically(const std::string& path, const std::string& bytes) {

@@ -47,7 +47,7 @@ std::string shapeText(const std::vector<int64_t>& sizes) {
 namespace {
 
 // The length of the valid UTF-8 sequence of a printable character at text[i] (2 to 4
-// bytes), or 0 where there is none.
+// bytes), or 0 where there is none (or the character is a control or bidi one).
 size_t printableUtf8Length(const std::string& text, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
@@ -71,6 +71,10 @@ size_t printableUtf8Length(const std::string& text, size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
   }
   if (lead == 0xC2 && byte(i + 1) <= 0x9F) return 0;  // C1 control characters
+  // Characters that reorder or break the line around them: U+2028-U+202E (line and
+  // paragraph separators, bidi embeddings and overrides), U+2066-U+2069 (bidi isolates).
+  if (lead == 0xE2 && byte(i + 1) == 0x80 && byte(i + 2) >= 0xA8 && byte(i + 2) <= 0xAE) return 0;
+  if (lead == 0xE2 && byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9) return 0;
   return length;
 }
 

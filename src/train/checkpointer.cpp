@@ -235,8 +235,8 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, st
     if (!leader) return;
     std::vector<std::string> warnings;
     const auto found = findNewestCheckpoint(config_.checkpoint.dir, warnings);
+    for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
     if (found) {
-      for (const std::string& w : warnings) log << "ppstage: warning: " << w << "\n";
       chosen = found->dir;
       return;
     }

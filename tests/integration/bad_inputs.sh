@@ -32,18 +32,19 @@ tiny=(--config "$source_dir/configs/gpt-tiny.ini" --train.threads 1 --output.log
 "${mpiexec[@]}" -np 2 "$ppstage" train "${tiny[@]}" --model.d_model 32 --train.steps 1 \
   --checkpoint.dir "$work/other-model" > "$work/other.log" 2>&1 || { cat "$work/other.log"; exit 1; }
 # Copies of the earlier checkpoints, every one of them damaged: none left to resume from.
-cp -r "$work/earlier/ckpt" "$work/bad-manifest"
-for step in "$work"/bad-manifest/step-*; do printf '{"format": 1, "step": ' > "$step/manifest.json"; done
-cp -r "$work/earlier/ckpt" "$work/bad-checksum"
-for file in "$work"/bad-checksum/step-*/*; do
-  [[ $file == */manifest.json ]] || printf 'X' | dd of="$file" bs=1 seek=64 conv=notrunc status=none
+cp -r "$work/earlier/ckpt" "$work/damaged-1"
+for step in "$work"/damaged-1/step-*; do printf '{"format": 1, "step": ' > "$step/manifest.json"; done
+cp -r "$work/earlier/ckpt" "$work/damaged-2"
+for file in "$work"/damaged-2/step-*/*; do  # the first byte of every file changed
+  [[ $file == */manifest.json ]] && continue
+  first=$(head -c 1 "$file" | od -An -tu1 | tr -d ' ')
+  printf "\\x$(printf %02x $(((first + 1) % 256)))" | dd of="$file" bs=1 conv=notrunc status=none
 done
 : > "$work/empty.ini"
 printf '[model\nname = gpt\n' > "$work/malformed.ini"
 printf '[model]\nlayers = four\n' > "$work/wrong-type.ini"
 printf '[model]\nno_such_key = 1\n' > "$work/unknown-key.ini"
-head -c 4096 /dev/urandom > "$work/binary.ini"
-printf '\x00\x01\x1b[31m\x7f\xff' >> "$work/binary.ini"
+for byte in $(seq 0 255); do printf "\\x$(printf %02x "$byte")"; done > "$work/binary.ini"
 { printf '[train]\n'; head -c $((64 << 20)) /dev/zero | tr '\0' '#'; } > "$work/huge.ini"
 mkdir "$work/a-directory"
 head -c 5000 "$fixtures/traced_gpt.pt" > "$work/truncated.pt"
@@ -59,18 +60,20 @@ head -c 100 "$fixtures/data/tiny-images-idx3-ubyte.gz" > "$work/truncated.gz"
 ctrl=$'bad\x1b[2Jname\x07.pt'
 
 checksums() { (cd "$work" && find earlier other-model -type f -print0 | sort -z | xargs -0 sha256sum); }
+# Paths are split on spaces below: the work directory and fixtures must have none.
+[[ "$work$fixtures$source_dir$no_symbol_plugin" != *" "* ]] || { echo "paths with spaces"; exit 1; }
 before=$(checksums)
 
 expand() {
   local text=$1
   text=${text//@RESNET/--model.name @DATA/small_resnet.pt --train.batch_size 16}
   text=${text//@HF/--model.name @FIX/hf_gpt2.pt --train.batch_size 8 --data.path @DATA/masked_npy}
-  text=${text//@W/$work}
-  text=${text//@DATA/$fixtures/data}
-  text=${text//@FIX/$fixtures}
-  text=${text//@SRC/$source_dir}
-  text=${text//@NOSYM/$no_symbol_plugin}
-  text=${text//@CTRL/$ctrl}
+  text=${text//@W/"$work"}
+  text=${text//@DATA/"$fixtures/data"}
+  text=${text//@FIX/"$fixtures"}
+  text=${text//@SRC/"$source_dir"}
+  text=${text//@NOSYM/"$no_symbol_plugin"}
+  text=${text//@CTRL/"$ctrl"}
   printf '%s' "$text"
 }
 
@@ -93,6 +96,7 @@ while IFS= read -r line; do
     done
   fi
   log="$work/$name.log" code=0
+  SECONDS=0
   timeout 10 "${mpiexec[@]}" -np 2 "$ppstage" "${argv[@]}" < /dev/null > "$log" 2>&1 || code=$?
   errors=$(grep -a "ppstage: error: " "$log" || true)
   if [[ $code == 124 ]]; then
@@ -110,7 +114,7 @@ while IFS= read -r line; do
   elif [[ $(checksums) != "$before" ]]; then
     fail "what the earlier run wrote changed"; before=$(checksums)
   else
-    echo "ok   $name: $(head -1 <<< "$errors" | cut -c1-160)"
+    echo "ok   $name (${SECONDS} s): $(head -1 <<< "$errors" | cut -c1-160)"
   fi
 done < "$table"
 echo "$cases cases"

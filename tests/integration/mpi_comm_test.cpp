@@ -77,12 +77,13 @@ TEST(MpiComm, AllReduceSumsOverDataParallelGroups) {
   const Topology topo = Topology::forJob(comm->size(), dp, pp, 1).atRank(comm->rank());
   auto dp_group = comm->split(topo.dataParallelColor(), topo.dpRank());
   ASSERT_EQ(dp_group->size(), dp);
-  at::Tensor grad = at::full({5}, comm->rank() + 1, at::kFloat);
+  // 1.2 MB: around the ring of the group's own ranks.
+  at::Tensor grad = at::full({300'000}, comm->rank() + 1, at::kFloat);
   at::Tensor half = at::full({3}, 0.5, at::kBFloat16);
   dp_group->allReduceSum({grad, half});
   float expected = 0;
   for (int d = 0; d < dp; ++d) expected += topo.worldRank(topo.ppRank(), d) + 1;
-  EXPECT_TRUE(at::equal(grad, at::full({5}, expected, at::kFloat)));
+  EXPECT_TRUE(at::equal(grad, at::full({300'000}, expected, at::kFloat)));
   EXPECT_TRUE(at::equal(half, at::full({3}, 0.5 * dp, at::kBFloat16)));
 }
 
@@ -102,6 +103,22 @@ TEST(MpiComm, LargeAllReduceAroundTheRingSumsExactly) {
   EXPECT_TRUE(at::equal(floats, ((ramp % 1000) * rank_sum).to(at::kFloat).view({-1, 1})));
   EXPECT_TRUE(at::equal(longs, ramp * (int64_t{1} << 20) * n + (rank_sum - n)));
   EXPECT_TRUE(at::equal(halves, at::full({kElements}, 0.25 * rank_sum, at::kBFloat16)));
+}
+
+// Tensors larger than a bucket (16 MiB): a contiguous one is cut into views across buckets,
+// a transposed one summed whole; each must come back summed in place.
+TEST(MpiComm, TensorsLargerThanABucketAreSummedInPlace) {
+  auto comm = world();
+  const int n = comm->size();
+  const at::Tensor ramp = at::arange(5'000'000, at::kFloat).remainder(997);
+  at::Tensor large = ramp * (comm->rank() + 1);                             // 20 MB
+  at::Tensor transposed = at::full({2100, 2100}, comm->rank() + 1.0f).t();  // 17.6 MB
+  at::Tensor small = at::full({10}, 1.0f);
+  comm->allReduceSum({small, large, transposed});
+  const float rank_sum = n * (n + 1) / 2.0f;
+  EXPECT_TRUE(at::equal(large, ramp * rank_sum));
+  EXPECT_TRUE(at::equal(transposed, at::full({2100, 2100}, rank_sum)));
+  EXPECT_TRUE(at::equal(small, at::full({10}, static_cast<float>(n))));
 }
 
 // Summing floats in ring order must still give every rank the same bits.

@@ -16,14 +16,20 @@ TEST(PrintableText, EscapesControlCharacters) {
   EXPECT_EQ(printableText("bad\x1b[2Jname\x07.pt"), "bad\\x1b[2Jname\\x07.pt");
   EXPECT_EQ(printableText("tab\there\x7f"), "tab\\x09here\\x7f");
   EXPECT_EQ(printableText("\xc2\x85"), "\\xc2\\x85");  // U+0085, a C1 control character
+  EXPECT_EQ(printableText("a\xe2\x80\xae"
+                          "b"),
+            "a\\xe2\\x80\\xaeb");                               // U+202E, a bidi override
+  EXPECT_EQ(printableText("\xe2\x81\xa6"), "\\xe2\\x81\\xa6");  // U+2066, a bidi isolate
+  EXPECT_EQ(printableText("\xe2\x80\xa8"), "\\xe2\\x80\\xa8");  // U+2028, a line separator
+  EXPECT_EQ(printableText("\xe2\x80\x94"), "\xe2\x80\x94");     // U+2014, a dash, stays
 }
 
 TEST(PrintableText, EscapesBytesThatAreNotUtf8) {
   EXPECT_EQ(printableText("\xff\xfe"), "\\xff\\xfe");
-  EXPECT_EQ(printableText("\xe6\xa8"), "\\xe6\\xa8");  // a sequence cut short
-  EXPECT_EQ(printableText("\xc3"), "\\xc3");             // at the end of the text
-  EXPECT_EQ(printableText("\xc0\xaf"), "\\xc0\\xaf");    // an overlong '/'
-  EXPECT_EQ(printableText("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printableText("\xe6\xa8"), "\\xe6\\xa8");                    // a sequence cut short
+  EXPECT_EQ(printableText("\xc3"), "\\xc3");                             // at the end of the text
+  EXPECT_EQ(printableText("\xc0\xaf"), "\\xc0\\xaf");                    // an overlong '/'
+  EXPECT_EQ(printableText("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a surrogate
   EXPECT_EQ(printableText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
 }
 

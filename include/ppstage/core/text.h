@@ -27,7 +27,8 @@ std::string shortestText(double value);
 // `text` as a terminal shows it, byte for byte: every byte that is not printable is written
 // as \xNN (control characters, such as a binary file's bytes or an escape sequence in a file
 // name, and bytes that are no part of valid UTF-8). Printable ASCII and valid UTF-8 beyond
-// it, other than its control characters (U+0080-U+009F), stay as they are.
+// it stay as they are, but for its control characters (U+0080-U+009F) and those that break
+// or reorder the line (U+2028-U+202E, U+2066-U+2069).
 std::string printableText(const std::string& text);
 
 // Human-readable dtype name ("float32", "int64", ...). In ppstage_lib, not ppstage_core: it
