@@ -121,11 +121,22 @@ TEST(Balance, PartitionMatchesBruteForce) {
 TEST(SplitPoints, StagesStartAtTheNamedModules) {
   const Captured c = capture(test::builtinConfig("gpt", 4));
   PipelineConfig pipeline;
-  pipeline.split_points = {"layers.2", "layers.1"};  // any order
+  pipeline.split_points = {"layers.1", "layers.2"};
   EXPECT_EQ(
       stageModules(c, pipeline),
       (std::vector<std::vector<std::string>>{
           {"wte", "wpe", "layers.0"}, {"layers.1"}, {"layers.2", "layers.3", "ln_f", "lm_head"}}));
+}
+
+// A list out of the order the forward runs the modules is a mistake, not a set to sort.
+TEST(SplitPoints, PointsOutOfTheModelsOrderAreRefused) {
+  const Captured c = capture(test::builtinConfig("gpt", 4));
+  PipelineConfig pipeline;
+  pipeline.split_points = {"layers.2", "layers.1"};
+  EXPECT_NE(errorOf([&] { stageModules(c, pipeline); })
+                .find("split points must be listed in the order the model runs them: 'layers.1' "
+                      "runs before 'layers.2'"),
+            std::string::npos);
 }
 
 TEST(SplitPoints, APrefixNamesItsFirstModule) {
