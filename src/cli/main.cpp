@@ -4,6 +4,7 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   }
   // Every command that runs the model keeps its freed activations for the next step.
   ppstage::keepFreedMemoryForReuse();
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, which the writer
+  // reports (a checkpoint save exits 4), instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     printUsage(std::cout);

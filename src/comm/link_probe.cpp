@@ -26,8 +26,7 @@ using Clock = std::chrono::steady_clock;
 // bandwidth shows (gradients and activations are megabytes).
 constexpr int64_t kSmallBytes = 64 << 10;
 constexpr int64_t kLargeBytes = 32 << 20;
-// An all-reduce's small size: large enough to go around the ring as gradients do (below
-// 256 KiB MpiCommunicator takes MPI_Iallreduce, another line).
+// An all-reduce's small size: a gradient bucket's order of size, not a few numbers.
 constexpr int64_t kSmallAllReduceBytes = 1 << 20;
 // The first passes over 32 MiB fault its pages in and run 10-30x slower than the rest.
 constexpr int kWarmUp = 4;

@@ -47,7 +47,27 @@ MessageTag MessageTag::decode(int encoded) {
   return tag;
 }
 
+namespace {
+
+const char* channelName(int channel) {
+  switch (static_cast<ControlChannel>(channel)) {
+    case ControlChannel::kBenchmark: return "bench-comm's ping-pong";
+    case ControlChannel::kGatherLength: return "a gather's length";
+    case ControlChannel::kGatherBytes: return "a gather's bytes";
+    case ControlChannel::kClockPing: return "a clock alignment's ping";
+    case ControlChannel::kClockPong: return "a clock alignment's answer";
+    case ControlChannel::kTransferProbe: return "a boundary's transfer probe";
+    case ControlChannel::kLinkProbe: return "the planner's link probe";
+    case ControlChannel::kAllReduce: return "an all-reduce's chunk";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string MessageTag::describe() const {
+  const char* channel = kind == MessageKind::kControl ? channelName(microbatch) : nullptr;
+  if (channel != nullptr && stage == 0) return detail::concat("a control message (", channel, ")");
   return detail::concat(toString(kind), " ", tensor, " of stage ", stage, ", micro-batch ",
                         microbatch);
 }

@@ -2,8 +2,8 @@
 //
 // Tensors travel as raw bytes (MPI_BYTE), so every dtype round-trips bitwise; non-contiguous
 // tensors are packed into a contiguous copy on send and unpacked after the receive
-// completes. All-reduce sums flat buckets of one dtype each: a large one around a ring of
-// point-to-point messages (ring_all_reduce.h), a small one with MPI_Iallreduce. Every wait
+// completes. All-reduce sums flat buckets of one dtype each around a ring of point-to-point
+// messages (ring_all_reduce.h). Every wait
 // polls MPI_Test under the handle's mutex until done or the timeout, so a dead peer ends in
 // a CommError instead of a hang.
 #include "ppstage/comm/mpi_communicator.h"
@@ -25,7 +25,8 @@ namespace ppstage {
 
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_NULL;
-  std::mutex mutex;  // See Note [MPI thread level]
+  std::mutex mutex;             // See Note [MPI thread level]
+  std::vector<int> world_rank;  // of each rank of `comm`: errors name ranks as mpirun does
   ~Handle() {
     if (comm != MPI_COMM_NULL && mpiActive()) MPI_Comm_free(&comm);
   }
@@ -154,9 +155,10 @@ class MpiWork final : public Work {
   }
 
   std::string what() const {
+    const int peer = handle_->world_rank.at(static_cast<size_t>(peer_));
     return destination_.defined()
-               ? detail::concat("waiting to receive ", tag_.describe(), " from rank ", peer_)
-               : detail::concat("sending ", tag_.describe(), " to rank ", peer_);
+               ? detail::concat("waiting to receive ", tag_.describe(), " from rank ", peer)
+               : detail::concat("sending ", tag_.describe(), " to rank ", peer);
   }
 
   std::shared_ptr<MpiCommunicator::Handle> handle_;
@@ -168,26 +170,24 @@ class MpiWork final : public Work {
   bool done_ = false;
 };
 
-MPI_Datatype mpiType(at::ScalarType dtype) {
+// The dtypes an all-reduce sums (the reduced floating types in float32, wireType).
+void checkSummable(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kLong: return MPI_INT64_T;
-    case at::kInt: return MPI_INT32_T;
-    case at::kShort: return MPI_INT16_T;
-    case at::kChar: return MPI_INT8_T;
-    case at::kByte: return MPI_UINT8_T;
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kLong:
+    case at::kInt:
+    case at::kShort:
+    case at::kChar:
+    case at::kByte: return;
     default: break;
   }
   PPSTAGE_FAIL("all-reduce of ", c10::toString(dtype), " tensors is not supported");
 }
 
-// From this size a buffer is summed by ringAllReduceSum over point-to-point messages, which
-// move it several times faster than Open MPI's MPI_Iallreduce (comm/ring_all_reduce.h);
-// smaller ones take MPI's fewer steps.
-constexpr int64_t kRingAllReduceBytes = 256 << 10;
-
-// Half-precision types have no MPI sum: they are reduced in float32.
+// Half-precision types are summed in float32.
 at::ScalarType wireType(at::ScalarType dtype) {
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
 }
@@ -206,6 +206,15 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<Handle> handle, CommOptions opt
   MPI_Comm_set_errhandler(handle_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(handle_->comm, &rank_);
   MPI_Comm_size(handle_->comm, &size_);
+  std::vector<int> ranks(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+  handle_->world_rank.resize(ranks.size());
+  MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  MPI_Comm_group(handle_->comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_translate_ranks(group, size_, ranks.data(), world_group, handle_->world_rank.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
   int* tag_ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
@@ -241,34 +250,20 @@ std::shared_ptr<Work> MpiCommunicator::recv(const at::Tensor& tensor, int src, M
   return work;
 }
 
+// Every bucket goes around the ring (ring_all_reduce.h), whatever its size: it moves large
+// ones several times faster than Open MPI's MPI_Iallreduce did here, costs small ones a few
+// microseconds a step, and a rank that waits in it too long names the rank it waits for.
 void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
   for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, kAllReduceBucketBytes)) {
+    checkSummable(bucket.front().scalar_type());
     FlatBuffer flat = flatten(std::move(bucket));  // one bucket's copy at a time
     flat.buffer = flat.buffer.to(wireType(flat.buffer.scalar_type())).contiguous();
-    const at::Tensor& buffer = flat.buffer;
-    const auto what = [&] {
-      return detail::concat("in an all-reduce of ", flat.tensors.size(), " tensors over ", size_,
-                            " ranks");
-    };
-    if (buffer.numel() * static_cast<int64_t>(buffer.element_size()) >= kRingAllReduceBytes) {
-      try {
-        ringAllReduceSum(*this, buffer);
-      } catch (const CommError& e) {
-        throw CommError(detail::concat(e.what(), " (", what(), ")"));
-      }
-      unflatten(flat);
-      continue;
+    try {
+      ringAllReduceSum(*this, flat.buffer);
+    } catch (const CommError& e) {
+      throw CommError(detail::concat(e.what(), " (in an all-reduce of ", flat.tensors.size(),
+                                     " tensors over ", size_, " ranks)"));
     }
-    PPSTAGE_CHECK(buffer.numel() <= INT_MAX, "all-reduce of ", buffer.numel(),
-                  " elements is above MPI's limit of ", INT_MAX);
-    MPI_Request request = MPI_REQUEST_NULL;
-    {
-      std::lock_guard<std::mutex> lock(handle_->mutex);
-      checkMpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()),
-                              mpiType(buffer.scalar_type()), MPI_SUM, handle_->comm, &request),
-               "MPI_Iallreduce");
-    }
-    waitRequest(*handle_, request, options().timeout, what);
     unflatten(flat);
   }
 }

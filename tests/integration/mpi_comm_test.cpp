@@ -87,8 +87,8 @@ TEST(MpiComm, AllReduceSumsOverDataParallelGroups) {
   EXPECT_TRUE(at::equal(half, at::full({3}, 0.5 * dp, at::kBFloat16)));
 }
 
-// Buffers above the ring's threshold (256 KiB) take ringAllReduceSum: element counts that
-// do not divide by the ranks, a half-precision tensor reduced in float32, and integers that
+// Large buffers around the ring (ringAllReduceSum): element counts that do not divide by
+// the ranks, a half-precision tensor reduced in float32, and integers that
 // must sum exactly. Each rank's values depend on its rank only, so the sum is known.
 TEST(MpiComm, LargeAllReduceAroundTheRingSumsExactly) {
   auto comm = world();

@@ -231,5 +231,13 @@ TEST(MessageTag, EncodesEveryFieldDistinctly) {
   EXPECT_THROW((MessageTag{MessageKind::kGradient, 200, 0, 0}.encode()), Error);
 }
 
+// A control message says what it is for: a timeout in a collective names it.
+TEST(MessageTag, DescribesAControlMessageByItsChannel) {
+  EXPECT_EQ(controlTag(ControlChannel::kAllReduce).describe(),
+            "a control message (an all-reduce's chunk)");
+  EXPECT_EQ((MessageTag{MessageKind::kActivation, 1, 4, 0}.describe()),
+            "activation 0 of stage 1, micro-batch 4");
+}
+
 }  // namespace
 }  // namespace ppstage

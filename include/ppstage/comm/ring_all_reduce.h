@@ -2,9 +2,10 @@
 // algorithm for large buffers (each rank moves 2 (n - 1) / n of the bytes), with every wait
 // under the communicator's timeout.
 //
-// MpiCommunicator uses it for large buffers: Open MPI's non-blocking MPI_Iallreduce moved
-// 0.2-0.6 GB/s for 32 MiB between two ranks on one machine, where its point-to-point
-// messages move 6-12 GB/s (docs/benchmarks.md).
+// MpiCommunicator sums every all-reduce with it: Open MPI's non-blocking MPI_Iallreduce
+// moved 0.2-0.6 GB/s for 32 MiB between two ranks on one machine, where its point-to-point
+// messages move 6-12 GB/s (docs/benchmarks.md), and a rank that waits too long in a ring
+// names the rank it waits for.
 #pragma once
 
 #include <ATen/core/Tensor.h>
