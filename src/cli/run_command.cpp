@@ -3,10 +3,15 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ppstage/comm/agreement.h"
+#include "ppstage/comm/failure_reports.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/text.h"
 
@@ -26,6 +31,33 @@ void printErrorLine(std::string message) {
   std::cerr.flush();
 }
 
+double secondsSinceEpoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Ends an MPI job that failed on this rank, or (`peer_failed`, rank 0 only) on a rank that
+// reported it: Note [Failure reports].
+[[noreturn]] void endFailedJob(const Failure& failure, bool peer_failed) {
+  const int rank = mpiWorldRank();
+  const FailureReport mine{rank, failure.exit_code, secondsSinceEpoch(), failure.message};
+  if (!peer_failed) printErrorLine(detail::concat("[rank ", rank, "] ", failure.message));
+  if (rank != 0) {
+    sendFailureReport(mine);
+    std::this_thread::sleep_for(2 * kReportGrace);  // rank 0 ends the job meanwhile
+    MPI_Abort(MPI_COMM_WORLD, failure.exit_code);
+  }
+  std::vector<FailureReport> reports = collectFailureReports(kReportGrace);
+  if (reports.empty() && peer_failed) printErrorLine(failure.message);  // a report lost
+  if (!peer_failed) reports.push_back(mine);
+  int exit_code = failure.exit_code;
+  if (reports.size() > 1 || (reports.size() == 1 && reports[0].rank != 0)) {
+    printErrorLine(failureSummary(reports, mpiWorldSize()));
+    exit_code = firstFailure(reports).exit_code;
+  }
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::abort();  // MPI_Abort does not return
+}
+
 }  // namespace
 
 int runCommand(const std::function<int()>& body) {
@@ -33,12 +65,16 @@ int runCommand(const std::function<int()>& body) {
     return body();
   } catch (const JobError& e) {
     if (e.reportsHere()) printErrorLine(e.what());
+    if (!e.summary().empty()) printErrorLine(e.summary());
     return e.exitCode();
+  } catch (const PeerFailedError& e) {
+    if (mpiWorldRank() == 0) endFailedJob({e.what(), 1}, true);
+    printErrorLine(e.what());
+    return 1;
   } catch (...) {
     const Failure failure = failureOf(std::current_exception());
-    const int rank = mpiWorldRank();
-    printErrorLine((rank >= 0 ? "[rank " + std::to_string(rank) + "] " : "") + failure.message);
-    if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, failure.exit_code);
+    if (mpiWorldRank() >= 0) endFailedJob(failure, false);
+    printErrorLine(failure.message);
     return failure.exit_code;
   }
 }

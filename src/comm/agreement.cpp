@@ -4,9 +4,11 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/failure_reports.h"
 
 namespace ppstage {
 
@@ -45,10 +47,25 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
     if (all[r] != 0) failed = r;
   }
   if (failed < 0) return;
-  comm.broadcast(message, failed);
-  const std::string line = message.substr(0, message.find('\n'));
-  throw JobError(failed == 0 ? line : "[rank " + std::to_string(failed) + "] " + line,
-                 static_cast<int>(all[failed]), comm.rank() == 0);
+  const auto firstLine = [](const std::string& text) { return text.substr(0, text.find('\n')); };
+  const std::vector<std::string> messages = allGatherStrings(comm, firstLine(message));
+  std::vector<FailureReport> reports;  // no times: the first is the lowest rank
+  for (int r = 0; r < comm.size(); ++r) {
+    if (all[r] != 0) reports.push_back({r, static_cast<int>(all[r]), 0, messages[r]});
+  }
+  const int exit_code = static_cast<int>(all[failed]);
+  const bool same = std::all_of(reports.begin(), reports.end(),
+                                [&](const auto& r) { return r.message == messages[failed]; });
+  if (same) {  // one line says it all: a bad option every rank parsed, or one rank's failure
+    const std::string& line = messages[failed];
+    throw JobError(failed == 0 ? line : "[rank " + std::to_string(failed) + "] " + line, exit_code,
+                   comm.rank() == 0);
+  }
+  // Different failures: each failed rank prints its own, rank 0 the summary after its own.
+  JobError error(detail::concat("[rank ", comm.rank(), "] ", messages[comm.rank()]), exit_code,
+                 code != 0);
+  if (comm.rank() == 0) error.setSummary(failureSummary(reports, comm.size()));
+  throw error;
 }
 
 std::vector<std::string> allGatherStrings(Communicator& comm, const std::string& mine) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "flat_buffers.h"
+#include "ppstage/comm/failure_reports.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/ring_all_reduce.h"
 #include "ppstage/core/all_reduce_buckets.h"
@@ -25,8 +26,9 @@ namespace ppstage {
 
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_NULL;
-  std::mutex mutex;             // See Note [MPI thread level]
-  std::vector<int> world_rank;  // of each rank of `comm`: errors name ranks as mpirun does
+  std::mutex mutex;              // See Note [MPI thread level]
+  std::vector<int> world_rank;   // of each rank of `comm`: errors name ranks as mpirun does
+  bool reports_to_here = false;  // this process is world rank 0: its waits look for reports
   ~Handle() {
     if (comm != MPI_COMM_NULL && mpiActive()) MPI_Comm_free(&comm);
   }
@@ -61,7 +63,9 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
                        std::chrono::milliseconds timeout, const Describe& what) {
   constexpr auto kBusy = std::chrono::milliseconds(1);
   constexpr auto kSpin = std::chrono::milliseconds(100);
+  constexpr auto kReportCheck = std::chrono::milliseconds(20);
   const auto start = Clock::now();
+  auto next_report_check = start;
   const auto deadline = start + timeout;
   MPI_Status status;
   for (;;) {
@@ -85,9 +89,16 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     }
     if (now - start < kSpin) {
       std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
     }
+    if (now > next_report_check) {  // Note [Failure reports]
+      next_report_check = now + kReportCheck;
+      if (handle.reports_to_here && failureReportWaiting()) {
+        throw PeerFailedError(detail::concat("rank ", mpiWorldRank(), " ", what(),
+                                             ": another rank reported a failure"));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -215,6 +226,7 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<Handle> handle, CommOptions opt
   MPI_Group_translate_ranks(group, size_, ranks.data(), world_group, handle_->world_rank.data());
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
+  handle_->reports_to_here = mpiWorldRank() == 0;
   int* tag_ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);

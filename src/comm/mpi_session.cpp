@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/failure_reports.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -22,10 +23,13 @@ MpiSession::MpiSession() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  openFailureChannel();
 }
 
 MpiSession::~MpiSession() {
-  if (mpiActive()) MPI_Finalize();
+  if (!mpiActive()) return;
+  closeFailureChannel();
+  MPI_Finalize();
 }
 
 bool mpiActive() {
@@ -40,6 +44,13 @@ int mpiWorldRank() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
+}
+
+int mpiWorldSize() {
+  if (!mpiActive()) return 1;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
 }
 
 }  // namespace ppstage

@@ -4,7 +4,9 @@
 #   - rank 1 stopped (SIGSTOP) mid-step: rank 0 times out within --comm.timeout_s and every
 #     rank ends, the error naming rank 1;
 #   - an exception inside forward on rank 1 only: every rank ends, the line names the rank,
-#     the stage and the micro-batch;
+#     the stage and the micro-batch, and rank 0 adds the summary line;
+#   - the same exception on two ranks at once: each prints its line once, rank 0 one
+#     summary naming both and the first cause;
 #   - the disk fills during a checkpoint save (RLIMIT_FSIZE): one clear line, exit 4, the
 #     previous checkpoint intact, and a resume from it bitwise equal to the uninterrupted run;
 #   - a checkpoint file changed on disk after it was written (same size): the resume refuses
@@ -90,8 +92,33 @@ if [[ $code == 0 || $code == 124 ]]; then
   fail "forward: exit $code"
 elif [[ -z $line ]]; then
   fail "forward: no line naming rank 1, stage 1 and micro-batch 0"; tail -5 forward.log
+elif ! grep -q "ppstage: error: rank 1 of 2 failed: \[rank 1\] .*forward fails" forward.log; then
+  fail "forward: no summary line from rank 0"; grep "ppstage: error" forward.log
 else
   echo "ok: forward: exit $code: $line"
+fi
+
+# --- the same exception on two ranks at once (pp 2 x dp 2): each prints its line once,
+# rank 0 one summary naming both and the first cause --------------------------------------
+code=0
+timeout 120 "${mpiexec[@]}" -np 4 "$ppstage" train --model.name "$fixtures/squeeze_batch.pt" \
+  --model.input_dtype float32 --model.input_shape 4,4,8 --train.batch_size 8 --train.dp 2 \
+  --pipeline.microbatches 4 --data.path synthetic --train.steps 2 --train.threads 1 \
+  < /dev/null > two.log 2>&1 || code=$?
+summary=$(grep -m1 "ppstage: error: ranks [0-9] and [0-9] of 4 failed; the first: \[rank [0-9]\] .*forward fails" two.log) ||
+  summary=""
+if [[ $code == 0 || $code == 124 ]]; then
+  fail "two ranks: exit $code"
+elif [[ -z $summary ]]; then
+  fail "two ranks: no summary line"; grep "ppstage: error" two.log
+else
+  read -r first second <<< "$(sed -E 's/.*ranks ([0-9]) and ([0-9]) of 4.*/\1 \2/' <<< "$summary")"
+  for r in "$first" "$second"; do
+    n=$(grep -c "^ppstage: error: \[rank $r\] .*forward fails" two.log || true)
+    [[ $n == 1 ]] || fail "two ranks: rank $r printed its line $n times"
+  done
+  [[ $(grep -c "failed; the first" two.log) == 1 ]] || fail "two ranks: not one summary line"
+  echo "ok: two ranks: exit $code: $summary"
 fi
 
 # --- the disk fills during a checkpoint save ----------------------------------------------

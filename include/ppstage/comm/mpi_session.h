@@ -16,10 +16,11 @@ namespace ppstage {
 
 class MpiSession {
  public:
-  // MPI_Init_thread(MPI_THREAD_SERIALIZED). Throws CommError when MPI is already active or
+  // MPI_Init_thread(MPI_THREAD_SERIALIZED), then the failure-report channel (Note [Failure
+  // reports]). Throws CommError when MPI is already active or
   // provides less than that level.
   MpiSession();
-  ~MpiSession();  // MPI_Finalize
+  ~MpiSession();  // closes the channel, MPI_Finalize
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
@@ -35,5 +36,7 @@ class MpiSession {
 bool mpiActive();
 // This process's rank in MPI_COMM_WORLD; -1 when MPI is not active.
 int mpiWorldRank();
+// The number of processes in MPI_COMM_WORLD; 1 when MPI is not active.
+int mpiWorldSize();
 
 }  // namespace ppstage
