@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/json_integer.h"
 
 namespace ppstage {
 
@@ -52,33 +53,38 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
     const nlohmann::json json = nlohmann::json::parse(text);
     PPSTAGE_CHECK(json.at("format").get<std::string>() == Manifest::kFormat, source, " is not a ",
                   Manifest::kFormat, " manifest");
-    m.step = json.at("step").get<int64_t>();
+    m.step = jsonIntegerAt(json, "step", source);
     m.time = json.at("time").get<std::string>();
     m.model = json.at("model").get<std::string>();
     m.model_hash = json.at("model_hash").get<std::string>();
     m.optimizer = json.at("optimizer").get<std::string>();
-    m.seed = json.at("seed").get<int64_t>();
-    m.batch_size = json.at("batch_size").get<int64_t>();
-    m.samples_seen = json.at("samples_seen").get<int64_t>();
-    m.random_keys = json.at("random_keys").get<std::map<std::string, int64_t>>();
+    m.seed = jsonIntegerAt(json, "seed", source);
+    m.batch_size = jsonIntegerAt(json, "batch_size", source);
+    m.samples_seen = jsonIntegerAt(json, "samples_seen", source);
+    for (const auto& [name, key] : json.at("random_keys").items()) {
+      m.random_keys[name] = jsonInteger(key, "random_keys." + name, source);
+    }
     const nlohmann::json& l = json.at("layout");
-    m.layout.pp = l.at("pp").get<int>();
-    m.layout.dp = l.at("dp").get<int>();
-    m.layout.tp = l.value("tp", 1);  // checkpoints from before tensor parallelism
-    m.layout.stages = l.at("stages").get<int>();
-    m.layout.stages_per_rank = l.at("stages_per_rank").get<int>();
-    m.layout.microbatches = l.at("microbatches").get<int>();
+    m.layout.pp = jsonIntegerAt<int>(l, "pp", source);
+    m.layout.dp = jsonIntegerAt<int>(l, "dp", source);
+    m.layout.tp = jsonIntegerOr(l, "tp", 1, source);  // older checkpoints: none
+    m.layout.stages = jsonIntegerAt<int>(l, "stages", source);
+    m.layout.stages_per_rank = jsonIntegerAt<int>(l, "stages_per_rank", source);
+    m.layout.microbatches = jsonIntegerAt<int>(l, "microbatches", source);
     m.layout.schedule = l.at("schedule").get<std::string>();
     m.layout.compile_mode = l.at("compile_mode").get<std::string>();
     m.layout.stage_modules = l.at("stage_modules").get<std::vector<std::vector<std::string>>>();
     for (const nlohmann::json& t : json.at("tensors")) {
-      m.tensors.push_back(
-          {t.at("path").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
-           t.at("dtype").get<std::string>(), t.at("file").get<std::string>(),
-           t.at("parameter").get<bool>(), t.at("optimizer_file").get<std::string>()});
+      std::vector<int64_t> shape;
+      for (const nlohmann::json& size : t.at("shape"))
+        shape.push_back(jsonInteger(size, "shape", source));
+      m.tensors.push_back({t.at("path").get<std::string>(), std::move(shape),
+                           t.at("dtype").get<std::string>(), t.at("file").get<std::string>(),
+                           t.at("parameter").get<bool>(),
+                           t.at("optimizer_file").get<std::string>()});
     }
     for (const nlohmann::json& f : json.at("files")) {
-      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<int64_t>(),
+      m.files.push_back({f.at("name").get<std::string>(), jsonIntegerAt(f, "bytes", source),
                          f.at("sha256").get<std::string>()});
     }
   } catch (const nlohmann::json::exception& e) {

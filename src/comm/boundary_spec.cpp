@@ -14,6 +14,9 @@ namespace {
 
 constexpr const char* kMagic = "ppstage-boundary";
 constexpr int kVersion = 2;
+// No tensor has a dimension near this many elements per sample or token; refusing larger
+// coefficients keeps their sums, and the sizes of any sane micro-batch, far from overflow.
+constexpr int64_t kMaxCoefficient = int64_t{1} << 40;
 
 // "16b", "-L", "3": one term of a dim's text (a zero coefficient gives no term).
 void addTerm(std::string& text, int64_t coefficient, const char* variable) {
@@ -65,16 +68,22 @@ DimSpec parseDim(const std::string& text) {
       PPSTAGE_CHECK(used == number.size(), "malformed dimension '", text, "'");
     }
     const std::string name = variable == std::string::npos ? "" : term.substr(variable);
-    if (name.empty()) {
-      d.fixed += coefficient;
-    } else if (name == "b") {
-      d.per_sample += coefficient;
+    int64_t* sum = &d.fixed;
+    if (name == "b") {
+      sum = &d.per_sample;
     } else if (name == "L") {
-      d.per_token += coefficient;
+      sum = &d.per_token;
     } else {
-      PPSTAGE_CHECK(name == "bL", "malformed dimension '", text, "'");
-      d.per_sample_token += coefficient;
+      PPSTAGE_CHECK(name.empty() || name == "bL", "malformed dimension '", text, "'");
+      if (!name.empty()) sum = &d.per_sample_token;
     }
+    // Both at most kMaxCoefficient in size: the sum cannot overflow.
+    const auto inRange = [](int64_t c) { return c >= -kMaxCoefficient && c <= kMaxCoefficient; };
+    PPSTAGE_CHECK(inRange(coefficient), "dimension '", text, "' has a coefficient beyond ",
+                  kMaxCoefficient);
+    *sum += coefficient;
+    PPSTAGE_CHECK(inRange(*sum), "dimension '", text, "' has a coefficient beyond ",
+                  kMaxCoefficient);
   }
   return d;
 }
@@ -180,7 +189,8 @@ BoundarySpec BoundarySpec::deserialize(const std::string& text) {
     t.requires_grad = grad != 0;
     for (size_t d = 0; d < rank; ++d) {
       std::string dim;
-      fields >> dim;
+      PPSTAGE_CHECK(static_cast<bool>(fields >> dim), "tensor line of a boundary description ",
+                    "ends after ", d, " of its ", rank, " dims: '", line, "'");
       t.dims.push_back(parseDim(dim));
     }
     spec.tensors.push_back(std::move(t));

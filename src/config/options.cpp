@@ -55,11 +55,25 @@ void recordTexts(const po::parsed_options& parsed, std::map<std::string, std::st
   }
 }
 
+// Boost.Program_options writes its error messages by replacing placeholders (%value%,
+// %option%, ...) until none is left, so an option or a value that holds one makes what()
+// loop forever (found by tests/fuzz/config_fuzzer). Such text is refused before Boost
+// sees it; no real option or value holds one.
+void refusePlaceholders(const std::string& text, const std::string& where) {
+  for (const char* placeholder :
+       {"%canonical_option%", "%option%", "%original_token%", "%value%", "%prefix%"}) {
+    PPSTAGE_CHECK(text.find(placeholder) == std::string::npos, where, " holds '", placeholder,
+                  "', which ppstage does not accept in options");
+  }
+}
+
 po::parsed_options storeConfigFile(const std::string& path, const po::options_description& options,
                                    po::variables_map& vm) {
   // A config file is a page of settings: a larger one is not what the user meant to give.
   constexpr uint64_t kMaxConfigBytes = 1 << 20;
-  std::istringstream file(readFile(path, "config file", kMaxConfigBytes));
+  const std::string text = readFile(path, "config file", kMaxConfigBytes);
+  refusePlaceholders(text, "config file '" + path + "'");
+  std::istringstream file(text);
   po::parsed_options parsed(&options);
   try {
     parsed = po::parse_config_file(file, options, /*allow_unregistered=*/true);
@@ -456,6 +470,9 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
       "the command line overrides it");
   options.add(general);
 
+  for (int i = 1; i < argc; ++i) {
+    refusePlaceholders(argv[i], detail::concat("the command-line argument '", argv[i], "'"));
+  }
   po::variables_map vm;
   try {
     // No guessing of abbreviations: `--train.step 3` is refused on the command line as it is

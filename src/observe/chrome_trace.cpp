@@ -3,9 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cstdio>
-#include <map>
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
@@ -82,13 +80,6 @@ std::string rankPart(int rank, const TraceRecorder& trace, const ClockAlignment&
 
 }  // namespace
 
-std::string rankTrackName(int rank, const std::vector<int>& stages, int replica) {
-  std::string name = detail::concat("rank ", rank, " (stage", stages.size() > 1 ? "s " : " ");
-  for (size_t i = 0; i < stages.size(); ++i) name += detail::concat(i > 0 ? ", " : "", stages[i]);
-  if (replica >= 0) name += detail::concat("; replica ", replica);
-  return name + ")";
-}
-
 void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const ClockAlignment& clock,
                       const std::string& track_name,
                       const std::vector<std::pair<std::string, std::string>>& about,
@@ -108,82 +99,6 @@ void writeChromeTrace(Communicator& world, const TraceRecorder& trace, const Clo
   }
   file += "\n]}\n";
   writeFileAtomically(path, file);
-}
-
-namespace {
-
-TraceKind kindOfCategory(const std::string& cat, const std::string& path) {
-  for (TraceKind k :
-       {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait, TraceKind::kGradientSync,
-        TraceKind::kAllReduce, TraceKind::kOptimizer, TraceKind::kTensorParallel}) {
-    if (cat == toString(k)) return k;
-  }
-  throw Error(
-      detail::concat("'", path, "' is not a ppstage trace: an event of category '", cat, "'"));
-}
-
-TracedEvent tracedEvent(const nlohmann::json& e, const std::string& path) {
-  TracedEvent t;
-  t.name = e.at("name").get<std::string>();
-  t.kind = kindOfCategory(e.at("cat").get<std::string>(), path);
-  const nlohmann::json& args = e.at("args");
-  t.step = args.at("step").get<int64_t>();
-  if (hasAction(t.kind)) {
-    t.action =
-        parseAction(detail::concat(args.at("stage").get<int>(), args.at("kind").get<std::string>(),
-                                   args.at("microbatch").get<int>()),
-                    path);
-  }
-  t.start_us = e.at("ts").get<double>();
-  t.end_us = t.start_us + e.at("dur").get<double>();
-  return t;
-}
-
-}  // namespace
-
-std::string TraceFile::aboutValue(const std::string& key) const {
-  for (const auto& [k, value] : about) {
-    if (k == key) return value;
-  }
-  return "";
-}
-
-TraceFile readChromeTrace(const std::string& path) {
-  const std::string text = readFile(path, "trace");
-  std::map<int, RankTrack> tracks;
-  TraceFile file;
-  try {
-    const nlohmann::json trace = nlohmann::json::parse(text);
-    if (trace.contains("otherData")) {
-      for (const auto& [key, value] : trace.at("otherData").items()) {
-        file.about.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
-      }
-    }
-    for (const nlohmann::json& e : trace.at("traceEvents")) {
-      const std::string phase = e.at("ph").get<std::string>();
-      if (!e.contains("pid")) continue;
-      const int pid = e.at("pid").get<int>();
-      if (phase == "M" && e.at("name") == "process_name") {
-        tracks[pid].rank = pid;
-        tracks[pid].name = e.at("args").at("name").get<std::string>();
-      } else if (phase == "X") {
-        tracks[pid].rank = pid;
-        tracks[pid].events.push_back(tracedEvent(e, path));
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(detail::concat("'", path, "' is not a ppstage trace: ", e.what()));
-  }
-  const bool has_events = std::any_of(tracks.begin(), tracks.end(),
-                                      [](const auto& t) { return !t.second.events.empty(); });
-  PPSTAGE_CHECK(has_events, "'", path, "' is not a ppstage trace: it has no events");
-  for (auto& [pid, track] : tracks) {
-    std::stable_sort(
-        track.events.begin(), track.events.end(),
-        [](const TracedEvent& a, const TracedEvent& b) { return a.start_us < b.start_us; });
-    file.ranks.push_back(std::move(track));
-  }
-  return file;
 }
 
 }  // namespace ppstage

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/json_integer.h"
 #include "ppstage/core/statistics.h"
 
 namespace ppstage {
@@ -123,19 +124,19 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     // Files written before the mode moved into `compile` have it at the top.
     m.compile.mode = json.contains("compile") ? json.at("compile").value("mode", "")
                                               : json.value("compile_mode", "");
-    m.stages = json.value("stages", 1);
-    m.pp = json.value("pp", 1);
-    m.dp = json.value("dp", 1);
-    m.tp = json.value("tp", 1);
-    m.microbatches = json.value("microbatches", 1);
+    m.stages = jsonIntegerOr(json, "stages", 1, source);
+    m.pp = jsonIntegerOr(json, "pp", 1, source);
+    m.dp = jsonIntegerOr(json, "dp", 1, source);
+    m.tp = jsonIntegerOr(json, "tp", 1, source);
+    m.microbatches = jsonIntegerOr(json, "microbatches", 1, source);
     m.params_dir = json.value("params_dir", "");
     for (const nlohmann::json& loss : json.at("losses")) {
       m.losses.push_back(loss.is_null() ? std::nan("") : loss.get<double>());
     }
     const nlohmann::json& final_loss = json.at("final_loss");
     m.final_loss = final_loss.is_null() ? std::nan("") : final_loss.get<double>();
-    m.first_step = json.value("first_step", 0LL);
-    m.skipped_steps = json.value("skipped_steps", 0LL);
+    m.first_step = jsonIntegerOr<int64_t>(json, "first_step", 0, source);
+    m.skipped_steps = jsonIntegerOr<int64_t>(json, "skipped_steps", 0, source);
     if (json.contains("resumed_from") && json.at("resumed_from").is_string()) {
       m.resumed_from = json.at("resumed_from").get<std::string>();
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/json_integer.h"
 
 namespace ppstage {
 
@@ -111,8 +112,8 @@ json unitJson(const UnitCost& unit) {
 UnitCost unitOf(const json& in, size_t sizes) {
   UnitCost unit;
   unit.path = in.at("path").get<std::string>();
-  unit.param_bytes = in.at("param_bytes").get<int64_t>();
-  unit.trainable_elements = in.at("trainable_elements").get<int64_t>();
+  unit.param_bytes = jsonIntegerAt(in, "param_bytes", "");
+  unit.trainable_elements = jsonIntegerAt(in, "trainable_elements", "");
   unit.activation_bytes = in.at("activation_bytes").get<std::vector<double>>();
   unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
   unit.backward_peak_bytes = in.at("backward_peak_bytes").get<std::vector<double>>();
@@ -160,14 +161,16 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     const json in = json::parse(text);
     PPSTAGE_CHECK(in.is_object() && in.contains("ppstage_cost_profile"),
                   "not a ppstage cost profile (no \"ppstage_cost_profile\" version)");
-    p.version = in.at("ppstage_cost_profile").get<int>();
+    p.version = jsonIntegerAt<int>(in, "ppstage_cost_profile", "");
     PPSTAGE_CHECK(p.version == 1, "version ", p.version, " is not one this ppstage reads (1)");
     p.model = in.at("model").get<std::string>();
     p.compile_mode = in.at("compile_mode").get<std::string>();
     p.precision = in.at("precision").get<std::string>();
-    p.batch_size = in.at("batch_size").get<int64_t>();
-    p.tokens_per_sample = in.at("tokens_per_sample").get<int64_t>();
-    p.microbatch_sizes = in.at("microbatch_sizes").get<std::vector<int64_t>>();
+    p.batch_size = jsonIntegerAt(in, "batch_size", "");
+    p.tokens_per_sample = jsonIntegerAt(in, "tokens_per_sample", "");
+    for (const json& size : in.at("microbatch_sizes")) {
+      p.microbatch_sizes.push_back(jsonInteger(size, "microbatch_sizes", ""));
+    }
     p.optimizer_s_per_element = in.at("optimizer_s_per_element").get<double>();
     p.state_bytes_per_element = in.at("state_bytes_per_element").get<double>();
     p.link_latency_s = in.at("link_latency_s").get<double>();

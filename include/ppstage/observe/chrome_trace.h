@@ -63,5 +63,7 @@ struct TraceFile {
 // be read or is not such a trace (no complete events, an unknown category, a missing arg).
 // The whole file is parsed in memory.
 TraceFile readChromeTrace(const std::string& path);
+// The same for a trace's text; `path` only names it in errors.
+TraceFile parseChromeTrace(const std::string& text, const std::string& path);
 
 }  // namespace ppstage
