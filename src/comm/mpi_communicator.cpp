@@ -272,6 +272,8 @@ void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
     flat.buffer = flat.buffer.to(wireType(flat.buffer.scalar_type())).contiguous();
     try {
       ringAllReduceSum(*this, flat.buffer);
+    } catch (const PeerFailedError&) {
+      throw;  // not this all-reduce's failure: Note [Failure reports]
     } catch (const CommError& e) {
       throw CommError(detail::concat(e.what(), " (in an all-reduce of ", flat.tensors.size(),
                                      " tensors over ", size_, " ranks)"));
