@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,9 @@ nlohmann::json rankJson(const RankMetrics& r) {
                          {"specializations_per_graph", r.specializations_per_graph},
                          {"max_step_rss_mb", r.max_step_rss_mb},
                          {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
+                         {"tensor_growth_mb_per_100_steps", r.tensor_growth_mb_per_100_steps},
+                         {"open_fds_start", r.open_fds_start},
+                         {"open_fds_end", r.open_fds_end},
                          {"action_costs_s", perKindJson(r.action_s)},
                          {"tail_s", r.tail_s},
                          {"wait_s", perKindJson(r.wait_s)},
@@ -171,6 +175,16 @@ double currentRssMb() {
   long long pages = 0, resident = 0;
   if (!(statm >> pages >> resident)) return 0;
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+int openFileDescriptors() {
+  std::error_code error;
+  int count = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end;
+       it.increment(error)) {
+    ++count;
+  }
+  return error ? -1 : count - 1;  // less the iterator's own descriptor of the folder
 }
 
 size_t growthSteps(size_t steps) {

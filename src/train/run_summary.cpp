@@ -50,6 +50,9 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
   mine.specializations_per_graph = static_cast<double>(stats.specializations_per_graph);
   mine.max_step_rss_mb = *std::max_element(record.rss_mb.begin(), record.rss_mb.end());
   mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
+  mine.tensor_growth_mb_per_100_steps = growthPer100Steps(record.tensor_mb);
+  mine.open_fds_start = record.open_fds_start;
+  mine.open_fds_end = openFileDescriptors();
   mine.fusion_groups = static_cast<double>(stats.fusion_groups);
   mine.differentiable_graphs = static_cast<double>(stats.differentiable_graphs);
   for (const ActionKind kind : PerCompute<double>::kinds()) {
@@ -86,6 +89,9 @@ void addRanks(const Topology& topology, const RunRecord& record,
     rm.specializations_per_graph = static_cast<long long>(theirs.specializations_per_graph);
     rm.max_step_rss_mb = theirs.max_step_rss_mb;
     rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
+    rm.tensor_growth_mb_per_100_steps = theirs.tensor_growth_mb_per_100_steps;
+    rm.open_fds_start = static_cast<long long>(theirs.open_fds_start);
+    rm.open_fds_end = static_cast<long long>(theirs.open_fds_end);
     rm.action_s = theirs.action_s;
     rm.tail_s = theirs.tail_s;
     rm.wait_s = theirs.wait_s;
@@ -308,6 +314,8 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   if (!result.microbatch_lengths.empty()) microbatch_lengths.push_back(result.microbatch_lengths);
   padded_tokens.push_back(result.padded_tokens);
   rss_mb.push_back(result.rss_mb);
+  tensor_mb.push_back(result.tensor_mb);
+  if (rss_mb.size() == 1) open_fds_start = openFileDescriptors();
   if (busy_s.empty()) busy_s.assign(result.reduced.busy_s.size(), 0.0);
   for (size_t r = 0; r < busy_s.size(); ++r) busy_s[r] += result.reduced.busy_s[r];
   const StepReduce& reduced = result.reduced;

@@ -33,7 +33,9 @@ struct RunRecord {
   std::vector<int64_t> tokens, padded_tokens;  // StepResult's, every step
   // Where micro-batches differ in length: every step's, this replica's (StepResult's).
   std::vector<std::vector<int64_t>> microbatch_lengths;
-  std::vector<double> rss_mb;  // this rank's, after every step
+  std::vector<double> rss_mb;     // this rank's, after every step
+  std::vector<double> tensor_mb;  // the same for its tensor bytes
+  int open_fds_start = -1;        // this rank's open file descriptors after the first step
   // Mean seconds of an F, B, I or W action in each step after the first (the first
   // includes warm-up: allocation, profiling runs); their medians resist the machine's spikes.
   PerCompute<std::vector<double>> action_s;

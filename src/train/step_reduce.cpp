@@ -33,6 +33,9 @@ void forEachSummaryNumber(Summary& s, Field field) {
   field(s.specializations_per_graph);
   field(s.max_step_rss_mb);
   field(s.rss_growth_mb_per_100_steps);
+  field(s.tensor_growth_mb_per_100_steps);
+  field(s.open_fds_start);
+  field(s.open_fds_end);
   field(s.fusion_groups);
   field(s.differentiable_graphs);
   for (auto& seconds : s.action_s) field(seconds);

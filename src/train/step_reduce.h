@@ -60,6 +60,9 @@ struct RankSummary {
   double specializations_per_graph = 0;
   double max_step_rss_mb = 0;
   double rss_growth_mb_per_100_steps = 0;
+  double tensor_growth_mb_per_100_steps = 0;
+  double open_fds_start = -1;
+  double open_fds_end = -1;
   double fusion_groups = 0;
   double differentiable_graphs = 0;
   // Medians over the steps after the first: the rank's mean F, B, I, W seconds (0 for a

@@ -289,6 +289,7 @@ StepResult StepRunner::run(int64_t step) {
   result.tp_s = tp ? tp->seconds() - tp_s_before : 0;
   result.tp_all_reduces = tp ? tp->calls() - tp_calls_before : 0;
   result.rss_mb = currentRssMb();
+  result.tensor_mb = static_cast<double>(tensorBytesNow()) / (1 << 20);
   result.tokens = data.tokens;
   result.padded_tokens = data.padded_tokens;
   result.microbatch_lengths = data.lengths;

@@ -48,6 +48,7 @@ struct StepResult {
   double seconds = 0;    // wall time of the step on this rank
   double bubble = 0;     // idle over (ranks x step time)
   double rss_mb = 0;     // this rank's resident memory after the step
+  double tensor_mb = 0;  // and its tensor bytes (the counting allocator's; 0 without it)
   StepReduce reduced;    // the all-reduced numbers (costs, busy time, compile counts)
   // False when the loss or the gradient norm was NaN or inf: the optimizer did not step,
   // and `nonfinite` says where it first appeared ("the loss of micro-batch 3 (stage 1) is

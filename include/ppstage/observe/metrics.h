@@ -30,6 +30,13 @@ struct RankMetrics {
   // steps after warm-up (growthPer100Steps).
   double max_step_rss_mb = 0;
   double rss_growth_mb_per_100_steps = 0;
+  // Tensor bytes allocated after every step (the counting allocator's; 0 without it): the
+  // growth per 100 steps after warm-up, as for resident memory.
+  double tensor_growth_mb_per_100_steps = 0;
+  // File descriptors open after the first step and after the last (-1: unknown): a run
+  // that leaks them (a file per checkpoint, per trace) shows the difference.
+  long long open_fds_start = -1;
+  long long open_fds_end = -1;
   // This rank's mean F, B, I, W seconds (0 for a kind it does not run) and its tail after
   // its actions (gradient sync, all-reduce, optimizer): medians over the steps after the
   // first.
@@ -149,6 +156,8 @@ double peakRssMb();
 bool resetPeakRss();
 // Resident set size now, in MB (/proc/self/statm); 0 where unavailable.
 double currentRssMb();
+// File descriptors this process has open now (/proc/self/fd); -1 where unavailable.
+int openFileDescriptors();
 // Steps that pay for compiling: a profiling executor profiles a graph on its first run,
 // optimizes the forward (autodiff subgraphs) on the second and their backward graphs on
 // the third. With several micro-batches, or blocks sharing an executor, all of it falls in
