@@ -47,8 +47,8 @@ std::string failureSummary(const std::vector<FailureReport>& reports, int world_
   if (ranks.size() == 1) {
     return detail::concat("rank ", ranks[0], " of ", world_size, " failed: ", cause);
   }
-  return detail::concat("ranks ", rankList(ranks), " of ", world_size, " failed; the first: ",
-                        cause);
+  return detail::concat("ranks ", rankList(ranks), " of ", world_size,
+                        " failed; the first: ", cause);
 }
 
 std::string encodeFailureReport(const FailureReport& report) {

@@ -35,10 +35,10 @@ TracedEvent tracedEvent(const nlohmann::json& e, const std::string& path) {
   const nlohmann::json& args = e.at("args");
   t.step = jsonIntegerAt(args, "step", path);
   if (hasAction(t.kind)) {
-    t.action =
-        parseAction(detail::concat(jsonIntegerAt<int>(args, "stage", path), args.at("kind").get<std::string>(),
-                                   jsonIntegerAt<int>(args, "microbatch", path)),
-                    path);
+    t.action = parseAction(
+        detail::concat(jsonIntegerAt<int>(args, "stage", path), args.at("kind").get<std::string>(),
+                       jsonIntegerAt<int>(args, "microbatch", path)),
+        path);
   }
   t.start_us = e.at("ts").get<double>();
   t.end_us = t.start_us + e.at("dur").get<double>();

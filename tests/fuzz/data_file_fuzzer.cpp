@@ -39,8 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                  "tensors.pt"};
   const uint8_t choice = data[0];
   ppstage::DataConfig config;
-  config.path = ppstage::fuzz::writeScratch(kNames[choice & 3],
-                                            ppstage::fuzz::textOf(data + 1, size - 1));
+  config.path =
+      ppstage::fuzz::writeScratch(kNames[choice & 3], ppstage::fuzz::textOf(data + 1, size - 1));
   if ((choice & 3) == 2) config.targets = config.path;
   config.token_dtype = choice & 4 ? ppstage::TokenDtype::kUint32 : ppstage::TokenDtype::kUint16;
   if (choice & 8) {
