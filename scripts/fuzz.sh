@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh                  every target, 600 s each (the issue's 10 minutes)
 #   scripts/fuzz.sh 60 config trace  60 s each, only these targets
 #
-# Targets: schedule_csv config manifest message_tag boundary_spec trace data_file.
+# Targets: PPSTAGE_FUZZ_TARGETS of cmake/ppstage_fuzz_targets.cmake.
 # New inputs go to build-fuzz/corpus/<target> (seeded from tests/fuzz/corpus/<target>); a
 # finding is written to build-fuzz/findings/<target>/ (crash-*, leak-*, timeout-*, oom-*)
 # and the run of that target fails. Fix it, then copy the input into
@@ -19,7 +19,8 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(schedule_csv config manifest message_tag boundary_spec trace data_file)
+  read -r -a targets <<< "$(sed -n 's/^set(PPSTAGE_FUZZ_TARGETS \(.*\))$/\1/p' \
+    cmake/ppstage_fuzz_targets.cmake)"
 fi
 
 PPSTAGE_FUZZ_DEPS=1 scripts/install-deps.sh

@@ -16,9 +16,9 @@
 # the end than after the first step, drift beyond 5%, or a resume that is not bitwise.
 #
 #   scripts/soak.sh                    2,000 steps, every run (about 90 minutes here)
-#   scripts/soak.sh 300 none zb-h1     300 steps, only these runs (none, stage, block: 1F1B
+#   scripts/soak.sh 400 none zb-h1     400 steps, only these runs (none, stage, block: 1F1B
 #                                      in that compile mode; zb-h1: ZB-H1, compile none)
-#   PPSTAGE_SOAK_CONFIG=configs/gpt-tiny.ini scripts/soak.sh 300    another model
+#   PPSTAGE_SOAK_CONFIG=configs/gpt-tiny.ini scripts/soak.sh 400    another model
 # Not part of CTest. Runs the build in build/ (scripts/test.sh makes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."

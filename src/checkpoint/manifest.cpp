@@ -61,13 +61,14 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
     m.seed = jsonIntegerAt(json, "seed", source);
     m.batch_size = jsonIntegerAt(json, "batch_size", source);
     m.samples_seen = jsonIntegerAt(json, "samples_seen", source);
+    PPSTAGE_CHECK(json.at("random_keys").is_object(), source, ": 'random_keys' is not an object");
     for (const auto& [name, key] : json.at("random_keys").items()) {
       m.random_keys[name] = jsonInteger(key, "random_keys." + name, source);
     }
     const nlohmann::json& l = json.at("layout");
     m.layout.pp = jsonIntegerAt<int>(l, "pp", source);
     m.layout.dp = jsonIntegerAt<int>(l, "dp", source);
-    m.layout.tp = jsonIntegerOr(l, "tp", 1, source);  // older checkpoints: none
+    m.layout.tp = jsonIntegerOr<int>(l, "tp", 1, source);  // older checkpoints: none
     m.layout.stages = jsonIntegerAt<int>(l, "stages", source);
     m.layout.stages_per_rank = jsonIntegerAt<int>(l, "stages_per_rank", source);
     m.layout.microbatches = jsonIntegerAt<int>(l, "microbatches", source);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ppstage/comm/agreement.h"
-#include "ppstage/comm/failure_reports.h"
+#include "ppstage/comm/failure_channel.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/text.h"
 
@@ -40,10 +40,10 @@ double secondsSinceEpoch() {
 [[noreturn]] void endFailedJob(const Failure& failure, bool peer_failed) {
   const int rank = mpiWorldRank();
   const FailureReport mine{rank, failure.exit_code, secondsSinceEpoch(), failure.message};
-  if (!peer_failed) printErrorLine(detail::concat("[rank ", rank, "] ", failure.message));
+  if (!peer_failed) printErrorLine(rankPrefixed(rank, failure.message));
   if (rank != 0) {
     sendFailureReport(mine);
-    std::this_thread::sleep_for(2 * kReportGrace);  // rank 0 ends the job meanwhile
+    std::this_thread::sleep_for(kFailedRankWait);  // rank 0 ends the job meanwhile
     MPI_Abort(MPI_COMM_WORLD, failure.exit_code);
   }
   std::vector<FailureReport> reports = collectFailureReports(kReportGrace);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/failure_channel.h"
 #include "ppstage/comm/failure_reports.h"
 
 namespace ppstage {
@@ -33,6 +34,8 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
     fn();
   } catch (const JobError&) {
     throw;  // already agreed
+  } catch (const PeerFailedError&) {
+    throw;  // another rank failed: rank 0 sums up (Note [Failure reports])
   } catch (...) {
     Failure failure = failureOf(std::current_exception());
     message = std::move(failure.message);
@@ -58,12 +61,10 @@ void runAgreed(Communicator& comm, const std::function<void()>& fn) {
                                 [&](const auto& r) { return r.message == messages[failed]; });
   if (same) {  // one line says it all: a bad option every rank parsed, or one rank's failure
     const std::string& line = messages[failed];
-    throw JobError(failed == 0 ? line : "[rank " + std::to_string(failed) + "] " + line, exit_code,
-                   comm.rank() == 0);
+    throw JobError(failed == 0 ? line : rankPrefixed(failed, line), exit_code, comm.rank() == 0);
   }
   // Different failures: each failed rank prints its own, rank 0 the summary after its own.
-  JobError error(detail::concat("[rank ", comm.rank(), "] ", messages[comm.rank()]), exit_code,
-                 code != 0);
+  JobError error(rankPrefixed(comm.rank(), messages[comm.rank()]), exit_code, code != 0);
   if (comm.rank() == 0) error.setSummary(failureSummary(reports, comm.size()));
   throw error;
 }

@@ -14,9 +14,9 @@ namespace {
 
 constexpr const char* kMagic = "ppstage-boundary";
 constexpr int kVersion = 2;
-// No tensor has a dimension near this many elements per sample or token; refusing larger
-// coefficients keeps their sums, and the sizes of any sane micro-batch, far from overflow.
-constexpr int64_t kMaxCoefficient = int64_t{1} << 40;
+// No tensor has a dimension near this many elements per sample or token. With coefficients
+// at most this, their sums cannot overflow, nor DimSpec::at() for b * (L + 1) below 2^31.
+constexpr int64_t kMaxCoefficient = int64_t{1} << 31;
 
 // "16b", "-L", "3": one term of a dim's text (a zero coefficient gives no term).
 void addTerm(std::string& text, int64_t coefficient, const char* variable) {
@@ -55,6 +55,8 @@ DimSpec parseDim(const std::string& text) {
     pos = end == std::string::npos ? text.size() : end;
     const size_t variable = term.find_first_of("bL");
     const std::string number = term.substr(0, variable);
+    PPSTAGE_CHECK(variable != std::string::npos || (number != "+" && number != "-"),
+                  "malformed dimension '", text, "': a sign with no term after it");
     int64_t coefficient = 1;
     if (number == "-") {
       coefficient = -1;

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "flat_buffers.h"
-#include "ppstage/comm/failure_reports.h"
+#include "ppstage/comm/failure_channel.h"
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/comm/ring_all_reduce.h"
 #include "ppstage/core/all_reduce_buckets.h"
@@ -93,7 +93,12 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     }
     if (now > next_report_check) {  // Note [Failure reports]
       next_report_check = now + kReportCheck;
-      if (handle.reports_to_here && failureReportWaiting()) {
+      bool reported = false;
+      if (handle.reports_to_here) {
+        std::lock_guard<std::mutex> lock(handle.mutex);  // Note [MPI thread level]
+        reported = failureReportWaiting();
+      }
+      if (reported) {
         throw PeerFailedError(detail::concat("rank ", mpiWorldRank(), " ", what(),
                                              ": another rank reported a failure"));
       }

@@ -4,7 +4,7 @@
 #include <mpi.h>
 
 #include "ppstage/comm/communicator.h"
-#include "ppstage/comm/failure_reports.h"
+#include "ppstage/comm/failure_channel.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -23,12 +23,12 @@ MpiSession::MpiSession() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  openFailureChannel();
+  failure_channel_ = std::make_unique<FailureChannel>();
 }
 
 MpiSession::~MpiSession() {
   if (!mpiActive()) return;
-  closeFailureChannel();
+  failure_channel_.reset();
   MPI_Finalize();
 }
 

@@ -14,10 +14,6 @@
 namespace ppstage {
 namespace {
 
-bool hasAction(TraceKind kind) {
-  return kind == TraceKind::kCompute || kind == TraceKind::kPost || kind == TraceKind::kWait;
-}
-
 // printf into `out`: a line of one event is far below the buffer's size.
 template <typename... Args>
 void appendFormatted(std::string& out, const char* format, Args... args) {

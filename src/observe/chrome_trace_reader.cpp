@@ -1,6 +1,8 @@
 // See include/ppstage/observe/chrome_trace.h: the reader `ppstage timeline` uses, and the
 // track names both sides use, apart from the writer so that they build (and are fuzzed)
 // without a communicator.
+#include "ppstage/observe/chrome_trace.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -9,14 +11,9 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/json_integer.h"
-#include "ppstage/observe/chrome_trace.h"
 
 namespace ppstage {
 namespace {
-
-bool hasAction(TraceKind kind) {
-  return kind == TraceKind::kCompute || kind == TraceKind::kPost || kind == TraceKind::kWait;
-}
 
 TraceKind kindOfCategory(const std::string& cat, const std::string& path) {
   for (TraceKind k :

@@ -128,19 +128,19 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     // Files written before the mode moved into `compile` have it at the top.
     m.compile.mode = json.contains("compile") ? json.at("compile").value("mode", "")
                                               : json.value("compile_mode", "");
-    m.stages = jsonIntegerOr(json, "stages", 1, source);
-    m.pp = jsonIntegerOr(json, "pp", 1, source);
-    m.dp = jsonIntegerOr(json, "dp", 1, source);
-    m.tp = jsonIntegerOr(json, "tp", 1, source);
-    m.microbatches = jsonIntegerOr(json, "microbatches", 1, source);
+    m.stages = jsonIntegerOr<int>(json, "stages", 1, source);
+    m.pp = jsonIntegerOr<int>(json, "pp", 1, source);
+    m.dp = jsonIntegerOr<int>(json, "dp", 1, source);
+    m.tp = jsonIntegerOr<int>(json, "tp", 1, source);
+    m.microbatches = jsonIntegerOr<int>(json, "microbatches", 1, source);
     m.params_dir = json.value("params_dir", "");
     for (const nlohmann::json& loss : json.at("losses")) {
       m.losses.push_back(loss.is_null() ? std::nan("") : loss.get<double>());
     }
     const nlohmann::json& final_loss = json.at("final_loss");
     m.final_loss = final_loss.is_null() ? std::nan("") : final_loss.get<double>();
-    m.first_step = jsonIntegerOr<int64_t>(json, "first_step", 0, source);
-    m.skipped_steps = jsonIntegerOr<int64_t>(json, "skipped_steps", 0, source);
+    m.first_step = jsonIntegerOr(json, "first_step", 0, source);
+    m.skipped_steps = jsonIntegerOr(json, "skipped_steps", 0, source);
     if (json.contains("resumed_from") && json.at("resumed_from").is_string()) {
       m.resumed_from = json.at("resumed_from").get<std::string>();
     }

@@ -16,6 +16,10 @@ const char* toString(TraceKind kind) {
   return "?";
 }
 
+bool hasAction(TraceKind kind) {
+  return kind == TraceKind::kCompute || kind == TraceKind::kPost || kind == TraceKind::kWait;
+}
+
 std::string eventName(const TraceEvent& event) {
   switch (event.kind) {
     case TraceKind::kCompute:

@@ -147,6 +147,16 @@ TEST(Metrics, CompileTimeIsTheWarmUpStepsOverAsManySteadySteps) {
   EXPECT_NEAR(growthPer100Steps(rss), 50.0, 1e-9);
 }
 
+TEST(Metrics, OpenFileDescriptorsCountAFileWhileItIsOpen) {
+  const int before = openFileDescriptors();
+  ASSERT_GT(before, 2);  // at least stdin, stdout and stderr
+  FILE* file = std::fopen("/proc/self/status", "r");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(openFileDescriptors(), before + 1);
+  std::fclose(file);
+  EXPECT_EQ(openFileDescriptors(), before);
+}
+
 TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {
   std::vector<std::string> messages(3);
   std::vector<int> codes(3), reporters(3);

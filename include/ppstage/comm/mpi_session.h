@@ -12,7 +12,11 @@
 // itself (single copy), so the sender need not be inside MPI.
 #pragma once
 
+#include <memory>
+
 namespace ppstage {
+
+class FailureChannel;
 
 class MpiSession {
  public:
@@ -30,6 +34,7 @@ class MpiSession {
  private:
   int rank_ = 0;
   int size_ = 1;
+  std::unique_ptr<FailureChannel> failure_channel_;  // freed before MPI_Finalize
 };
 
 // True between MPI_Init and MPI_Finalize.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "ppstage/core/error.h"
 
@@ -37,10 +38,11 @@ T jsonIntegerAt(const nlohmann::json& object, const char* key, const std::string
   return jsonInteger<T>(object.at(key), key, source);
 }
 
-// The same, or `fallback` when `object` has no `key`.
+// The same, or `fallback` when `object` has no `key`. T is never taken from `fallback`: a
+// literal 0 must not make an int64 field an int.
 template <typename T = int64_t>
-T jsonIntegerOr(const nlohmann::json& object, const char* key, T fallback,
-                const std::string& source) {
+T jsonIntegerOr(const nlohmann::json& object, const char* key,
+                const std::common_type_t<T>& fallback, const std::string& source) {
   return object.contains(key) ? jsonIntegerAt<T>(object, key, source) : fallback;
 }
 

@@ -29,6 +29,8 @@ enum class TraceKind : uint8_t {
 // "compute", "post", "wait", "gradient_sync", "all_reduce", "optimizer", "tp": the Chrome
 // trace's category of the event.
 const char* toString(TraceKind kind);
+// Whether events of this kind are of one action (compute, post, wait): they carry it.
+bool hasAction(TraceKind kind);
 
 struct TraceEvent {
   TraceKind kind = TraceKind::kCompute;
