@@ -25,8 +25,7 @@ constexpr size_t kMaxMessageBytes = 1024;
 MPI_Comm open_channel = MPI_COMM_NULL;
 
 double secondsSinceEpoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

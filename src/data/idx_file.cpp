@@ -64,6 +64,8 @@ NamedArray readIdx(const std::string& path, const std::string& name) {
   int64_t count = 1;
   for (size_t d = 0; d < dims; ++d) {
     shape.push_back(bigEndian32(bytes, 4 + 4 * d));
+    // A size of 0 holds nothing, and its strides over the other sizes may not fit int64.
+    PPSTAGE_CHECK(shape.back() > 0, where, " has a size of 0 in its header (found by tests/fuzz)");
     PPSTAGE_CHECK(!__builtin_mul_overflow(count, shape.back(), &count), where,
                   " has sizes too large to be a file");
   }
@@ -71,7 +73,9 @@ NamedArray readIdx(const std::string& path, const std::string& name) {
   PPSTAGE_CHECK(bytes.size() - offset == static_cast<size_t>(count), where, " has ",
                 bytes.size() - offset, " bytes of values; its header says ", count);
   at::Tensor values = at::empty(shape, at::kByte);
-  std::memcpy(values.data_ptr<uint8_t>(), bytes.data() + offset, static_cast<size_t>(count));
+  if (count > 0) {  // an empty tensor's data pointer may be null (found by tests/fuzz)
+    std::memcpy(values.data_ptr<uint8_t>(), bytes.data() + offset, static_cast<size_t>(count));
+  }
   if (dims == 1) return {name, values.to(at::kLong)};
   // Images: (N, H, W) bytes -> (N, 1, H, W) in [0, 1], as torchvision's ToTensor gives them.
   if (dims == 3) values = values.unsqueeze(1);

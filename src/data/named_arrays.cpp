@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/text.h"
 
 namespace ppstage {
 namespace {
@@ -55,6 +56,10 @@ std::unique_ptr<Dataset> arrayDataset(std::vector<NamedArray> arrays, const std:
                   "); every tensor needs one entry per sample");
   }
   PPSTAGE_CHECK(first.values.size(0) > 0, source, " holds no samples");
+  for (const NamedArray& a : arrays) {  // a size of 0 past the first (found by tests/fuzz)
+    PPSTAGE_CHECK(a.values.numel() > 0, source, ": '", a.name, "' has samples of shape ",
+                  shapeText(a.values.sizes().slice(1).vec()), ", which hold no values");
+  }
   return std::make_unique<ArrayDataset>(std::move(arrays), source);
 }
 

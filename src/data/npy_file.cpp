@@ -129,6 +129,9 @@ NamedArray readNpy(const std::string& path, const std::string& name) {
   const at::ScalarType dtype = dtypeOf(header.descr, where, widen);
   PPSTAGE_CHECK(!header.shape.empty(), where, " holds a scalar; samples go along the first ",
                 "dimension");
+  for (int64_t d : header.shape) {  // 0 holds nothing; the strides may not fit int64
+    PPSTAGE_CHECK(d > 0, where, " holds no values: its shape is ", shapeText(header.shape));
+  }
   const size_t item = widen ? (dtype == at::kInt ? 2 : 4) : at::elementSize(dtype);
   size_t bytes = item;
   for (int64_t d : header.shape) {
