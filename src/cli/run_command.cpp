@@ -31,15 +31,11 @@ void printErrorLine(std::string message) {
   std::cerr.flush();
 }
 
-double secondsSinceEpoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // Ends an MPI job that failed on this rank, or (`peer_failed`, rank 0 only) on a rank that
 // reported it: Note [Failure reports].
 [[noreturn]] void endFailedJob(const Failure& failure, bool peer_failed) {
   const int rank = mpiWorldRank();
-  const FailureReport mine{rank, failure.exit_code, secondsSinceEpoch(), failure.message};
+  const FailureReport mine = failureReportNow(rank, failure.exit_code, failure.message);
   if (!peer_failed) printErrorLine(rankPrefixed(rank, failure.message));
   if (rank != 0) {
     sendFailureReport(mine);

@@ -24,10 +24,6 @@ constexpr size_t kMaxMessageBytes = 1024;
 // The open channel's communicator; MPI_COMM_NULL when none is open.
 MPI_Comm open_channel = MPI_COMM_NULL;
 
-double secondsSinceEpoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 FailureChannel::FailureChannel() : handle_(std::make_unique<Handle>()) {
@@ -91,7 +87,7 @@ std::vector<FailureReport> collectFailureReports(std::chrono::milliseconds grace
     try {
       reports.push_back(decodeFailureReport(bytes));
     } catch (const Error& e) {  // dated on arrival: it cannot claim to be the first
-      reports.push_back({status.MPI_SOURCE, 1, secondsSinceEpoch(), e.what()});
+      reports.push_back(failureReportNow(status.MPI_SOURCE, 1, e.what()));
     }
   }
   return reports;

@@ -2,12 +2,19 @@
 #include "ppstage/comm/failure_reports.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <sstream>
+#include <utility>
 
 #include "ppstage/core/error.h"
 
 namespace ppstage {
+
+FailureReport failureReportNow(int rank, int exit_code, std::string message) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return {rank, exit_code, std::chrono::duration<double>(now).count(), std::move(message)};
+}
 namespace {
 
 constexpr const char* kMagic = "ppstage-failure-1";

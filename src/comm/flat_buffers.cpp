@@ -25,26 +25,27 @@ std::vector<std::vector<at::Tensor>> bucketsByDtype(const std::vector<at::Tensor
   for (const at::Tensor& t : tensors) {
     auto& buckets = by_dtype[t.scalar_type()];
     int64_t& bytes = filled[t.scalar_type()];
-    const int64_t element = summedElementBytes(t);
-    if (max_bytes <= 0 || !t.is_contiguous()) {
-      const int64_t size = t.numel() * element;
+    // The dtype's last bucket, or a new one when it has no room for `size` more bytes.
+    const auto bucketWithRoom = [&](int64_t size) -> std::vector<at::Tensor>& {
       if (buckets.empty() || (max_bytes > 0 && bytes + size > max_bytes)) {
         buckets.emplace_back();
         bytes = 0;
       }
-      buckets.back().push_back(t);
+      return buckets.back();
+    };
+    const int64_t element = summedElementBytes(t);
+    if (max_bytes <= 0 || !t.is_contiguous()) {
+      const int64_t size = t.numel() * element;
+      bucketWithRoom(size).push_back(t);
       bytes += size;
       continue;
     }
     const at::Tensor row = t.view({-1});
     for (int64_t begin = 0; begin < row.numel() || (begin == 0 && row.numel() == 0);) {
-      if (buckets.empty() || bytes + element > max_bytes) {
-        buckets.emplace_back();
-        bytes = 0;
-      }
+      std::vector<at::Tensor>& bucket = bucketWithRoom(element);
       const int64_t count =
           std::min(row.numel() - begin, std::max<int64_t>(1, (max_bytes - bytes) / element));
-      buckets.back().push_back(count == row.numel() ? t : row.narrow(0, begin, count));
+      bucket.push_back(count == row.numel() ? t : row.narrow(0, begin, count));
       bytes += count * element;
       begin += std::max<int64_t>(count, 1);
     }

@@ -2,6 +2,7 @@
 // the summary line, the report's wire format, and agreed setup failures that differ.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,21 @@ TEST(FailureReports, AReportReadsBackFromItsBytes) {
   EXPECT_EQ(got.message, sent.message);
   EXPECT_THROW(decodeFailureReport("hello"), Error);
   EXPECT_THROW(decodeFailureReport("ppstage-failure-1\n1\n"), Error);
+}
+
+TEST(FailureReports, AReportIsDatedByTheSystemClockWhenMade) {
+  const auto seconds = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const double before = seconds();
+  const FailureReport report = failureReportNow(3, 4, "disk full");
+  const double after = seconds();
+  EXPECT_EQ(report.rank, 3);
+  EXPECT_EQ(report.exit_code, 4);
+  EXPECT_EQ(report.message, "disk full");
+  EXPECT_GE(report.time_s, before);
+  EXPECT_LE(report.time_s, after);
 }
 
 // Each rank's JobError: what it prints (empty: nothing), the summary, the exit code.

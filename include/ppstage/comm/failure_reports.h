@@ -14,6 +14,9 @@ struct FailureReport {
   std::string message;
 };
 
+// `rank`'s report of `message`, dated now.
+FailureReport failureReportNow(int rank, int exit_code, std::string message);
+
 // "[rank 3] <message>": how every error line and summary names a rank.
 std::string rankPrefixed(int rank, const std::string& message);
 
