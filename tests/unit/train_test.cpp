@@ -17,6 +17,7 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/local_communicator.h"
+#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/embedded_text.h"
@@ -155,6 +156,19 @@ TEST(Metrics, OpenFileDescriptorsCountAFileWhileItIsOpen) {
   EXPECT_EQ(openFileDescriptors(), before + 1);
   std::fclose(file);
   EXPECT_EQ(openFileDescriptors(), before);
+}
+
+TEST(ComputeThreads, DenormalsAreFlushedToZero) {
+  const auto product = [](float a, float b) {
+    return (at::full({1}, a) * at::full({1}, b)).item<float>();
+  };
+  at::globalContext().setFlushDenormal(false);
+  ASSERT_GT(product(1e-30f, 1e-10f), 0.0f);  // 1e-40: a denormal
+  ASSERT_TRUE(flushDenormals());
+  EXPECT_EQ(product(1e-30f, 1e-10f), 0.0f);             // a denormal result is 0
+  EXPECT_EQ(product(1e-40f, 1e10f), 0.0f);              // and so is a denormal operand
+  EXPECT_EQ(product(1e-20f, 1e-10f), 1e-20f * 1e-10f);  // normal numbers are not touched
+  at::globalContext().setFlushDenormal(false);
 }
 
 TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {

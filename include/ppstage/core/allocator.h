@@ -11,8 +11,8 @@ namespace ppstage {
 void keepFreedMemoryForReuse();
 
 // Hands the heap's free memory back to the OS now (malloc_trim), so that resident memory
-// is what is in use: between runs measured one after another in one process. No-op off
-// glibc.
+// is what is in use: between runs measured one after another in one process, and after
+// each checkpoint save (train/checkpointer.cpp). No-op off glibc.
 void releaseFreedMemory();
 
 }  // namespace ppstage
