@@ -22,7 +22,8 @@
 #   scripts/soak.sh 400 none zb-h1     400 steps, only these runs (none, stage, block: 1F1B
 #                                      in that compile mode; zb-h1: ZB-H1, compile none)
 #   PPSTAGE_SOAK_CONFIG=configs/gpt-tiny.ini scripts/soak.sh 400    another model
-# Not part of CTest. Runs the build in build/ (scripts/test.sh makes it).
+# Each run's metrics.json and logs are kept in build/soak/<run>/ (PPSTAGE_SOAK_RESULTS sets
+# another folder). Not part of CTest. Runs the build in build/ (scripts/test.sh makes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -38,6 +39,9 @@ ppstage=$root/build/src/ppstage
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Each run's metrics (its step_time_s) and logs stay here for a second look.
+results=${PPSTAGE_SOAK_RESULTS:-$root/build/soak}
+mkdir -p "$results"
 
 train() {
   mpirun --oversubscribe -np 2 "$ppstage" train --config "$config" --train.threads 1 \
@@ -65,6 +69,8 @@ for run in "${runs[@]}"; do
   train "${flags[@]}" --checkpoint.dir "$dir/ck" --checkpoint.resume true \
     --output.params_dir "$dir/resumed" > "$dir/resumed.log" 2>&1 ||
     { echo "soak: the resume of $run failed:"; tail -5 "$dir/resumed.log"; exit 1; }
+  mkdir -p "$results/$run"
+  cp "$dir/metrics.json" "$dir/straight.log" "$dir/resumed.log" "$results/$run/"
   bitwise=no
   if grep -q "^resuming from .*step-$(printf %08d $((steps - 100)))" "$dir/resumed.log" &&
     diff -r "$dir/straight" "$dir/resumed" > /dev/null; then
