@@ -15,6 +15,7 @@ FailureReport failureReportNow(int rank, int exit_code, std::string message) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   return {rank, exit_code, std::chrono::duration<double>(now).count(), std::move(message)};
 }
+
 namespace {
 
 constexpr const char* kMagic = "ppstage-failure-1";
