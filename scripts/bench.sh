@@ -308,7 +308,7 @@ bench_schedules() {
   local round mode
   for round in $([[ -n ${PPSTAGE_BENCH_REPORT_ONLY:-} ]] || seq 1 "$rounds"); do
   if [[ $peer == 1 ]]; then
-    /usr/bin/python3 scripts/peers/gpt_1f1b_gloo.py --save "$dir/peer_gpt_small.pt" \
+    scripts/python scripts/peers/gpt_1f1b_gloo.py --save "$dir/peer_gpt_small.pt" \
       --steps "$steps" --json "$dir/r${round}_peer.json" > /dev/null
     mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train "${base[@]}" \
       --pipeline.stages 2 --pipeline.split_points layers.4 --pipeline.schedule 1f1b \
@@ -472,9 +472,9 @@ CPP
 bench_data() {
   local dir
   dir=$(mktemp -d)
-  /usr/bin/python3 scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
+  scripts/python scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
     "$dir/header" --val_fraction 0 > /dev/null
-  /usr/bin/python3 scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
+  scripts/python scripts/make_token_files.py src/data/corpus/jargon-file-4.4.7-excerpt.txt \
     "$dir/bare" --val_fraction 0 --bare > /dev/null
   local mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
   local train=(train --config configs/gpt-tiny.ini --train.steps 60 --output.log_every 0
@@ -488,7 +488,7 @@ bench_data() {
   done
   echo "| data | tokens/s (median of 3 rounds) | losses as the embedded text's |"
   echo "|---|---|---|"
-  /usr/bin/python3 - "$dir" <<'PY'
+  scripts/python - "$dir" <<'PY'
 import json, statistics, sys
 d = sys.argv[1]
 runs = {n: [json.load(open(f"{d}/{n}-{r}.json")) for r in (1, 2, 3)] for n in ("embedded", "tokens", "tokens-header")}
@@ -530,7 +530,7 @@ bench_precision() {
   done
   echo "| precision | peak tensor MB, rank 0 / 1 | activations MB, rank 0 / 1 | message at the cut, KiB per micro-batch | tokens/s | final loss (mean of last 10) |"
   echo "|---|---|---|---|---|---|"
-  /usr/bin/python3 - "$dir" <<'PY'
+  scripts/python - "$dir" <<'PY'
 import json, statistics, sys
 d = sys.argv[1]
 for name in ("fp32", "bf16"):
@@ -556,7 +556,7 @@ bench_seqlen() {
   local dir
   dir=$(mktemp -d)
   local mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
-  /usr/bin/python3 - src/data/corpus/jargon-file-4.4.7-excerpt.txt <<'PY'
+  scripts/python - src/data/corpus/jargon-file-4.4.7-excerpt.txt <<'PY'
 import sys
 text = open(sys.argv[1], "rb").read()
 lengths, begin, pos = [], None, 0
@@ -597,7 +597,7 @@ PY
         --data.seq_len_policy "$policy" "${extra[@]}" \
         --output.metrics_json "$dir/$mode-${name// /-}.json" > /dev/null
     done
-    /usr/bin/python3 - "$dir" "$mode" <<'PY'
+    scripts/python - "$dir" "$mode" <<'PY'
 import json, statistics, sys
 d, mode = sys.argv[1], sys.argv[2]
 names = ["fixed", "bucket", "variable"] + ([] if mode == "none" else ["variable dynamic"])
@@ -621,7 +621,7 @@ bench_tp() {
   for tp in 1 2 4; do
     "$ppstage" split --config configs/gpt-small.ini --pipeline.stages 1 --train.tp "$tp" --json \
       > "$dir/split-$tp.json"
-    /usr/bin/python3 - "$dir/split-$tp.json" "$tp" <<'PY'
+    scripts/python - "$dir/split-$tp.json" "$tp" <<'PY'
 import json, sys
 plan, tp = json.load(open(sys.argv[1])), int(sys.argv[2])
 if tp == 1:
@@ -646,7 +646,7 @@ PY
       "${mpirun[@]}" -np "$np" "$ppstage" train --config configs/gpt-small.ini --train.steps 30 \
         --output.log_every 0 --compile.mode "$mode" "${extra[@]}" \
         --output.metrics_json "$dir/run.json" > /dev/null
-      /usr/bin/python3 - "$dir/run.json" "$mode" "$name" <<'PY'
+      scripts/python - "$dir/run.json" "$mode" "$name" <<'PY'
 import json, sys
 m, mode, name = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 r = m["ranks"][0]

@@ -1,6 +1,6 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Generates the TorchScript fixtures under tests/fixtures (run with Debian's python3-torch:
-/usr/bin/python3 scripts/make_fixtures.py). The files are committed; rerun this only to
+scripts/python scripts/make_fixtures.py). The files are committed; rerun this only to
 change them. Each model is small (the whole folder stays well under 2 MB) and seeded.
 
   hf_gpt2.pt        scripted GPT-2 written the way Hugging Face writes it: Conv1D, _attn and
@@ -28,7 +28,7 @@ change them. Each model is small (the whole folder stays well under 2 MB) and se
   hf_gpt2_loss.pt   hf_gpt2 taking labels and returning its loss in a dict (--train.loss model)
 
   data/             data files in every format ppstage reads (data/data_files.h), written
-                    with `/usr/bin/python3 scripts/make_fixtures.py data` (which writes only
+                    with `scripts/python scripts/make_fixtures.py data` (which writes only
                     them): a small ResNet-style classifier and its images and labels as .npy,
                     torch.save and IDX files, token files with and without llm.c's header,
                     and two inputs (input_ids, attention_mask) with labels for hf_gpt2.pt

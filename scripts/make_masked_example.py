@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Makes the two-input example: a Hugging Face style GPT-2 that takes input_ids,
 attention_mask and labels and returns its loss (--train.loss model), and its data as
 torch.save dicts of the three, from the paragraphs of a text: byte-level ids (0-255), one
 paragraph per sample cut at --seq_len, padded with 0 (attention_mask 0, labels -100);
-the first 95% of the paragraphs to train.pt, the rest to val.pt. Needs python3-torch.
+the first 95% of the paragraphs to train.pt, the rest to val.pt. Needs torch (scripts/python runs the environment of scripts/install-deps.sh).
 
-  /usr/bin/python3 scripts/make_masked_example.py /usr/share/doc/jargon-text/jargon.txt.gz data/jargon-masked
+  scripts/python scripts/make_masked_example.py /usr/share/doc/jargon-text/jargon.txt.gz data/jargon-masked
   mpirun -np 2 ppstage train --config configs/gpt2-masked.ini
 """
 import argparse

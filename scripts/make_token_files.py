@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Makes the token files of a text, as the GPT data-preparation scripts do: byte-level tokens
 (ids 0-255, one per byte) as uint16, the first 95% to train.bin and the rest to val.bin,
 with llm.c's 256-int32 header (magic 20240520, version 1, token count) unless --bare.
 Standard library only.
 
-  /usr/bin/python3 scripts/make_token_files.py /usr/share/doc/jargon-text/jargon.txt.gz data/jargon
+  scripts/python scripts/make_token_files.py /usr/share/doc/jargon-text/jargon.txt.gz data/jargon
   mpirun -np 2 ppstage train --config configs/gpt-tokens.ini
 """
 import argparse

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checks `ppstage plan` against real runs (scripts/bench.sh plan; docs/benchmarks.md).
 
 Plans once (--json, many candidates), then trains the planner's top 5 and 5 others for

@@ -76,7 +76,7 @@ for run in "${runs[@]}"; do
     diff -r "$dir/straight" "$dir/resumed" > /dev/null; then
     bitwise=yes
   fi
-  /usr/bin/python3 - "$dir/metrics.json" "$run" "$bitwise" << 'PY' || status=1
+  scripts/python - "$dir/metrics.json" "$run" "$bitwise" << 'PY' || status=1
 import json, statistics, sys
 metrics = json.load(open(sys.argv[1]))
 run, bitwise = sys.argv[2], sys.argv[3]

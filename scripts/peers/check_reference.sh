@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PPSTAGE=${PPSTAGE:-build/src/ppstage}
 STEPS=${STEPS:-5}
-PYTHON=/usr/bin/python3  # Debian's python3-torch, the LibTorch ppstage links
+PYTHON=scripts/python  # the environment of scripts/install-deps.sh: the LibTorch ppstage links
 TOLERANCE=1e-4
 
 [[ -x "$PPSTAGE" ]] || { echo "check_reference: no ppstage binary at '$PPSTAGE' (set PPSTAGE)" >&2; exit 2; }

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """ppstage's built-in `gpt` (src/models/gpt.cpp, src/models/layers.cpp) as a PyTorch module.
 
 Same module paths and parameter names as the built-in model (wte, wpe, layers.N.{ln1, attn.qkv,
@@ -8,7 +8,7 @@ norm eps 1e-5, bias-free torch.linear head) and the same kind of init (N(0, 0.02
 embedding weights, zero biases, layer norm ones/zeros). Values differ from ppstage's own init,
 which draws from its own generator: to compare, ppstage trains the file this module saves.
 
-  /usr/bin/python3 scripts/peers/gpt.py --save /tmp/gpt_small.pt   # gpt-small, seed 0
+  scripts/python scripts/peers/gpt.py --save /tmp/gpt_small.pt   # gpt-small, seed 0
   mpirun -np 2 ppstage train --model.name /tmp/gpt_small.pt --model.seq_len 128 ...
 
 A model file takes token ids (int64, batch first); ppstage's example input for it is

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A hand-written 2-process 1F1B pipeline of ppstage's gpt in plain PyTorch on gloo: the peer
 that ppstage's own 1F1B is measured against (scripts/peers/check_reference.sh).
 
@@ -24,9 +24,9 @@ for bit, on the same machine and libraries):
             every parameter) (src/train/gradient_sync.cpp, step_runner.cpp, optimizer.cpp)
 
 Run (gpt-small, 5 steps; --save builds the model with --seed first and writes it there):
-  /usr/bin/python3 scripts/peers/gpt_1f1b_gloo.py --save /tmp/gpt_small.pt --steps 5 \
+  scripts/python scripts/peers/gpt_1f1b_gloo.py --save /tmp/gpt_small.pt --steps 5 \
       --json /tmp/peer.json
-  /usr/bin/python3 scripts/peers/gpt_1f1b_gloo.py --model /tmp/gpt_small.pt --steps 5
+  scripts/python scripts/peers/gpt_1f1b_gloo.py --model /tmp/gpt_small.pt --steps 5
 """
 import argparse
 import json

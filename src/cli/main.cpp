@@ -11,6 +11,7 @@
 
 #include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/software_stack.h"
 #include "run_command.h"
 
 namespace {
@@ -28,7 +29,13 @@ void printUsage(std::ostream& out) {
     out << "  " << command.name << std::string(width - std::strlen(command.name) + 2, ' ')
         << command.summary << "\n";
   }
-  out << "\n`ppstage <command> --help` lists a command's options.\n";
+  out << "\n`ppstage <command> --help` lists a command's options; `ppstage --version` the\n"
+         "LibTorch, CUDA, cuDNN and NCCL versions built against and loaded.\n";
+}
+
+// `ppstage --version`: this build and the libraries under it (core/software_stack.h).
+void printVersion(std::ostream& out) {
+  out << "ppstage " << PPSTAGE_VERSION << "\n" << ppstage::describe(ppstage::softwareStack());
 }
 
 // The command named `name`; throws ppstage::Error listing the commands otherwise.
@@ -56,6 +63,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     printUsage(std::cout);
+    return 0;
+  }
+  if (name == "--version") {
+    printVersion(std::cout);
     return 0;
   }
   return ppstage::cli::runCommand([&] { return findCommand(name).run(argc - 1, argv + 1); });

@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -241,6 +242,7 @@ void NcclCommunicator::abort(int exit_code) {
   if (impl_->comm != nullptr) ncclCommAbort(impl_->comm);
   impl_->comm = nullptr;
   impl_->bootstrap->abort(exit_code);
+  std::abort();  // not reached: every Communicator::abort ends the process or throws
 }
 
 }  // namespace ppstage

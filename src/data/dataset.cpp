@@ -319,8 +319,8 @@ DataRoles dataRolesOf(const Dataset& data, const DataConfig& config, bool offers
   }
   // A .npy file given as --data.targets is named after itself (npy_file.cpp).
   const std::string targets_file = std::filesystem::path(config.targets).stem().string();
-  for (const std::string name : {targets_file, std::string("labels"), std::string("label"),
-                                 std::string("targets"), std::string("target")}) {
+  for (const std::string& name : {targets_file, std::string("labels"), std::string("label"),
+                                  std::string("targets"), std::string("target")}) {
     if (target >= names.size()) target = static_cast<size_t>(find(name));
   }
   PPSTAGE_CHECK(target < names.size(), "the data gives ", listed, " and no target: name one ",

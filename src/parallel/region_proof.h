@@ -65,8 +65,8 @@ struct Rewrite {
   size_t input = 0;
   int element = 0;
   size_t parameter = 0;
-  TensorShard shard;
-  Sharding sharding;
+  TensorShard shard{};
+  Sharding sharding{};
 };
 
 // A region's plan: proven when `why` is empty.

@@ -2,6 +2,7 @@
 #include "ppstage/train/master_weights.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
 #include "ppstage/core/error.h"

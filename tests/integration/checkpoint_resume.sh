@@ -11,7 +11,7 @@
 #   - another model's checkpoint is refused with exit 2, naming the tensor;
 #   - export: one TorchScript file holding the trained tensors, whose forward equals the
 #     chained stages' (checked by ppstage, and by Python's torch.jit.load where
-#     python3-torch is installed).
+#     PPSTAGE_PYTHON has torch: CTest passes the environment of scripts/install-deps.sh).
 #
 # usage: checkpoint_resume.sh PPSTAGE "MPIEXEC ARGS"
 set -euo pipefail
@@ -69,7 +69,7 @@ rm -rf ck-sched/step-00000008
 train 2 "${sched[@]}" --checkpoint.dir ck-sched --checkpoint.resume true \
   --output.metrics_json resumed-sched.json --output.params_dir resumed-sched > /dev/null
 same bitwise-lr-schedule straight-sched.json resumed-sched.json 0
-/usr/bin/python3 - <<'PY' || fail "lr schedule: the resumed run's learning rates differ"
+"${PPSTAGE_PYTHON:-python3}" - <<'PY' || fail "lr schedule: the resumed run's learning rates differ"
 import json
 straight = json.load(open("straight-sched.json"))["learning_rates"]
 resumed = json.load(open("resumed-sched.json"))["learning_rates"]
@@ -134,8 +134,8 @@ echo "ok: another model refused ($(grep -m1 'ppstage: error' other.log))"
 "$ppstage" export --checkpoint.dir ck-adamw-resumed --out model.pt --example_out example.pt > export.log
 cat export.log
 grep -q "forward check: .* max abs diff 0$" export.log || fail "export: forward differs"
-if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
-  /usr/bin/python3 - <<'PY' || fail "export: python check"
+if "${PPSTAGE_PYTHON:-python3}" -c 'import torch' 2> /dev/null; then
+  "${PPSTAGE_PYTHON:-python3}" - <<'PY' || fail "export: python check"
 import glob, torch
 model = torch.jit.load("model.pt")
 state = model.state_dict()
@@ -153,7 +153,7 @@ assert diff <= 1e-6, diff
 print(f"ok: python loads model.pt: {len(saved)} tensors equal, forward max abs diff {diff}")
 PY
 else
-  echo "skip: python3-torch is not installed; the Python side of export is not checked"
+  echo "skip: no torch in ${PPSTAGE_PYTHON:-python3}; the Python side of export is not checked"
 fi
 # Export with other model options than the run's: refused as another model, with what to
 # give, not with an error of the split the checkpoint's layout asks for.

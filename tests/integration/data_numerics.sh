@@ -114,7 +114,7 @@ evaluated() {  # name, train options...
   "${mpiexec[@]}" -np 2 "$ppstage" train "${common[@]}" "$@" \
     --output.metrics_json "$work/plain.json" --output.params_dir "$work/plain" > "$work/plain.log" 2>&1 || { echo "FAILED: $name without eval"; tail -3 "$work/plain.log"; failed=1; return; }
   grep "^eval step" "$work/run.log" | sed "s/^/        $name: /"
-  if /usr/bin/python3 - "$work" <<'PY'; then echo "ok      $name: eval as one process, training bitwise as without eval"; else failed=1; fi
+  if "${PPSTAGE_PYTHON:-python3}" - "$work" <<'PY'; then echo "ok      $name: eval as one process, training bitwise as without eval"; else failed=1; fi
 import json, sys
 w = sys.argv[1]
 ref, run, plain = (json.load(open(f"{w}/{n}.json")) for n in ("ref", "run", "plain"))

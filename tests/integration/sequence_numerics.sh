@@ -31,7 +31,7 @@ failed=0
 
 # The largest relative difference of two runs' evaluation losses; fails above 1e-5.
 eval_losses_match() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
+  "${PPSTAGE_PYTHON:-python3}" - "$1" "$2" <<'PY'
 import json, sys
 ref, run = (json.load(open(p))["eval"] for p in sys.argv[1:3])
 assert len(ref) == len(run) > 0, f"{len(run)} evaluations, expected {len(ref)}"
@@ -70,7 +70,7 @@ done
 # Padding after a document is invisible to a causal model only: a bidirectional encoder
 # (torch.nn's, no mask) is warned about, a GPT is not; both on a token file of documents.
 fixtures=$(cd "$(dirname "$0")/.." && pwd)/fixtures
-/usr/bin/python3 - "$work/docs.bin" <<'PY'
+"${PPSTAGE_PYTHON:-python3}" - "$work/docs.bin" <<'PY'
 import random, struct, sys
 random.seed(1)
 tokens = []
@@ -98,7 +98,7 @@ done
 
 # The most executors one graph of any rank got, from a metrics JSON.
 specializations() {
-  /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["compile"]["specializations_per_graph"])' "$1"
+  "${PPSTAGE_PYTHON:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))["compile"]["specializations_per_graph"])' "$1"
 }
 tiny=(--model.name gpt --model.layers 2 --model.d_model 16 --model.heads 2
       --model.vocab_size 256 --model.seq_len 64 --train.batch_size 8 --train.threads 1

@@ -62,7 +62,7 @@ run "pp 2 x tp 2 x dp 2, zb-h1, block" 8 4 --train.tp 2 --train.dp 2 --pipeline.
 
 # The split report and the metrics say what was sharded and what the collectives cost.
 grep -q "layers.0.attn sharded" "$work/run.log" || { echo "FAILED: no sharded region in the log"; failed=1; }
-python3 - "$work/run.json" <<'PY' || failed=1
+"${PPSTAGE_PYTHON:-python3}" - "$work/run.json" <<'PY' || failed=1
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["tp"] == 2, m["tp"]
@@ -91,7 +91,7 @@ extra_run eval-ref 1 "${evaluation[@]}" --pipeline.stages 1
 extra_run eval-tp 4 "${evaluation[@]}" --train.tp 2 --compile.mode stage
 extra_run bf16-ref 1 "${bf16[@]}" --pipeline.stages 1
 extra_run bf16-tp 4 "${bf16[@]}" --train.tp 2 --compile.mode stage
-python3 - "$work" <<'PY' || failed=1
+"${PPSTAGE_PYTHON:-python3}" - "$work" <<'PY' || failed=1
 import json, sys
 d = sys.argv[1]
 ref, tp = (json.load(open(f"{d}/eval-{n}.json"))["eval"] for n in ("ref", "tp"))

@@ -23,9 +23,9 @@ struct InputSpec {
   // The named tensors: forward's arguments they feed, in forward's order, once bound
   // (bindInputs); before, a data file's fields on offer. Empty: one tensor, fed to
   // forward's first argument.
-  std::vector<std::string> names;
+  std::vector<std::string> names{};
   // When set, example inputs are the data's: `batch` samples of each of `names`.
-  std::function<std::vector<at::Tensor>(int64_t batch)> samples;
+  std::function<std::vector<at::Tensor>(int64_t batch)> samples{};
   // What set the shape, for error lines: "--model.input_shape/--model.input_dtype".
   std::string source =
       "--model.input_shape/--model.input_dtype, or by the first samples of a data file";

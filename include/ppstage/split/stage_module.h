@@ -51,7 +51,7 @@ struct StageParameter {
   bool random_key = false;            // see ModelParameter::random_key
   // Tensor parallelism (parallel/tensor_parallel.h): `value` is this rank's shard of the
   // model's tensor; not sharded (the default): the whole tensor.
-  TensorShard shard;
+  TensorShard shard{};
 };
 
 struct StageModule {
