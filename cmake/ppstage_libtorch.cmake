@@ -48,6 +48,13 @@ if(NOT Torch_FOUND)
                       "-DTorch_DIR (docs/build.md)")
 endif()
 
+# PyPI's torch builds with a newer GCC than the system's and its libtorch.so exports the
+# libstdc++ functions it linked in statically, std::filesystem's among them (pytorch#133437).
+# Called from our code, those copies crash (remove_all jumped to address 0). The loader binds
+# a symbol to the first library that has it in the binary's NEEDED order, so libstdc++ goes
+# before LibTorch on every link line.
+set(TORCH_LIBRARIES stdc++ ${TORCH_LIBRARIES})
+
 # The C++ standard LibTorch's headers need: its TorchConfig.cmake names it on the torch
 # target (17 for 2.0-2.12, 20 from 2.13 on). A LibTorch that needs more than this build
 # uses would fail in its headers, one error per translation unit: stop here instead.

@@ -707,10 +707,50 @@ def write_bad_data(out: str, images, labels):
     np.save(os.path.join(out, "out_of_range", "labels.npy"), (labels + 5).numpy())  # up to 14
 
 
+def write_references():
+    """references_<torch version>.pt: for every model fixture above, an example input and
+    the output of its forward in eval mode, computed by the torch that runs this. The one
+    committed was made by 1.13, which saved the fixtures; the test LoadedFixtures checks that
+    the LibTorch ppstage links loads each one and computes the same."""
+    entries = {}
+    for folder in (OUT, os.path.join(OUT, "real")):
+        with open(os.path.join(folder, "fixtures.json")) as f:
+            specs = json.load(f)
+        for name, spec in sorted(specs.items()):
+            path = os.path.join(folder, name)
+            model = torch.jit.load(path).eval()
+            gen = torch.Generator().manual_seed(0)
+            shape = [2] + spec["shape"][1:]  # a batch of two keeps the file small
+            if spec["dtype"] == "int64":
+                x = torch.randint(0, spec["vocab_size"], shape, generator=gen)
+            else:
+                x = torch.randn(shape, generator=gen)
+            with torch.no_grad():
+                try:
+                    y, again = model(x), model(x)
+                except Exception as e:  # an error-case fixture: loading is what is checked
+                    print(f"{name}: no reference ({str(e).splitlines()[0][:80]})")
+                    continue
+            y, again = (v if isinstance(v, torch.Tensor) else v[0] for v in (y, again))
+            if not torch.equal(y, again):  # swin: torchvision 0.14 drops out in eval too
+                print(f"{name}: no reference (its forward draws random numbers in eval mode)")
+                continue
+            key = os.path.relpath(path, OUT)
+            entries[key + ":input"] = x
+            entries[key + ":output"] = y
+    version = torch.__version__.split("+")[0].split("a")[0]
+    out = os.path.join(OUT, f"references_{version}.pt")
+    torch.save(entries, out)
+    print("wrote", len(entries) // 2, "references to", os.path.normpath(out))
+
+
 def main():
     import sys
     if sys.argv[1:] == ["data"]:
         write_data_fixtures()
+        return
+    if sys.argv[1:] == ["references"]:
+        write_references()
         return
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)

@@ -201,7 +201,7 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
   return captured;
 }
 
-// The cause in a capture's error ("\"mish_cpu\" not implemented for 'BFloat16' (aten::mish)"),
+// The cause in a capture's error ("\"cdist\" not implemented for 'BFloat16' (aten::cdist)"),
 // without what the example input was and where it came from.
 std::string causeOf(const std::string& error) {
   std::string cause = error;

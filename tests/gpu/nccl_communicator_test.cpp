@@ -3,11 +3,11 @@
 // and receives from itself in one NCCL group. Under mpirun with one GPU per rank the ring
 // test exchanges between ranks.
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
 #include "ppstage/comm/local_communicator.h"
 #include "ppstage/comm/nccl_communicator.h"
+#include "ppstage/core/software_stack.h"
 
 namespace ppstage {
 namespace {
@@ -21,7 +21,10 @@ std::unique_ptr<NcclCommunicator> selfCommunicator() {
 class NcclTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (c10::cuda::device_count() < 1) GTEST_SKIP() << "no CUDA device";
+    const SoftwareStack stack = softwareStack();
+    if (stack.cuda_devices < 1) {
+      GTEST_SKIP() << "no CUDA device visible: " << stack.no_device_reason;
+    }
   }
 };
 

@@ -26,6 +26,17 @@ Config fixtureConfig(const std::string& name) {
   return config;
 }
 
+std::vector<std::string> modelFixtures() {
+  std::vector<std::string> names;
+  for (const std::string folder : {"", "real/"}) {
+    std::ifstream file(fixturePath(folder + "fixtures.json"));
+    if (!file) throw std::runtime_error("cannot read " + folder + "fixtures.json");
+    const nlohmann::json models = nlohmann::json::parse(file);
+    for (const auto& entry : models.items()) names.push_back(folder + entry.key());
+  }
+  return names;
+}
+
 Config builtinConfig(const std::string& name, int64_t layers, bool tie_embeddings) {
   Config config;
   config.model.name = name;

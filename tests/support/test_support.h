@@ -16,6 +16,9 @@ std::string fixturePath(const std::string& name);
 // A config that loads fixture `name` with the example input recorded in fixtures.json.
 Config fixtureConfig(const std::string& name);
 
+// The TorchScript models of fixtures.json and real/fixtures.json: "unet.pt", "real/vit.pt".
+std::vector<std::string> modelFixtures();
+
 // A config for a small built-in model ("gpt" or "mlp").
 Config builtinConfig(const std::string& name, int64_t layers, bool tie_embeddings = true);
 

@@ -387,20 +387,20 @@ TEST(Precision, Bf16CapturesTheModelInBf16AndKeepsItsFp32Values) {
   }
 }
 
-// An op this LibTorch has no bf16 CPU kernel for (Mish, in 1.13): the model is captured in
-// fp32, and the reason names the op and its module.
+// An op this LibTorch has no bf16 CPU kernel for (cdist, in 1.13 and 2.11): the model is
+// captured in fp32, and the reason names the op and its module.
 TEST(Precision, Bf16FallsBackToFp32WhereAnOpHasNoBf16Kernel) {
   ScriptModuleBuilder builder;
   torch::jit::Module model = builder.make(
-      "WithMish",
+      "WithCdist",
       [](torch::jit::Module& m) {
         m.register_parameter("w", at::randn({8, 8}), false);
       },
       R"(
 def forward(self, x):
-    return torch.mish(torch.matmul(x, self.w))
+    return torch.cdist(torch.matmul(x, self.w), x)
 )");
-  const std::string path = ::testing::TempDir() + "/with_mish.pt";
+  const std::string path = ::testing::TempDir() + "/with_cdist.pt";
   model.save(path);
   Config config;
   config.model.name = path;
@@ -410,7 +410,7 @@ def forward(self, x):
   config.train.precision = Precision::kBf16;
   const CapturedModel captured = captureForSplit(config);
   EXPECT_EQ(captured.compute_dtype, at::kFloat);
-  EXPECT_NE(captured.precision_fallback.find("mish"), std::string::npos)
+  EXPECT_NE(captured.precision_fallback.find("cdist"), std::string::npos)
       << captured.precision_fallback;
   EXPECT_NE(captured.precision_fallback.find("BFloat16"), std::string::npos);
 }
