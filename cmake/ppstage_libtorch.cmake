@@ -41,7 +41,12 @@ if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND "$ENV{TORCH_CUDA_ARCH_LIST}" STREQUAL ""
   set(TORCH_CUDA_ARCH_LIST "9.0")  # Hopper (H100, H200)
 endif()
 
-find_package(Torch QUIET)
+cmake_policy(SET CMP0104 OLD)  # leave CMAKE_CUDA_ARCHITECTURES unset: LibTorch warns when it is set
+# Without a LibTorch the user names, only the environment's: not one that happens to be on the
+# system (Debian's libtorch-dev 1.13, say).
+if(Torch_DIR OR CMAKE_PREFIX_PATH OR NOT "$ENV{CMAKE_PREFIX_PATH}" STREQUAL "")
+  find_package(Torch QUIET)
+endif()
 if(NOT Torch_FOUND)
   message(FATAL_ERROR "ppstage: no LibTorch found: ${ppstage_venv_note}run "
                       "scripts/install-deps.sh, or name one with -DCMAKE_PREFIX_PATH or "

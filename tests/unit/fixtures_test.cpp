@@ -49,12 +49,12 @@ TEST(LoadedFixtures, EveryFixtureSavedBy113LoadsAndComputesWhat113Computed) {
     model.eval();
     at::NoGradGuard no_grad;
     c10::IValue out = model.forward({input->second});
-    const at::Tensor got = out.isTensor() ? out.toTensor() : out.toTupleRef().elements()[0].toTensor();
+    const at::Tensor got =
+        out.isTensor() ? out.toTensor() : out.toTupleRef().elements()[0].toTensor();
     const at::Tensor& want = references.at(name + ":output");
     ASSERT_EQ(got.sizes(), want.sizes()) << name;
     const double diff = test::maxRelDiff(got, want);
-    std::cout << name << ": loads, output " << want.sizes() << " within " << diff
-              << " of 1.13's\n";
+    std::cout << name << ": loads, output " << want.sizes() << " within " << diff << " of 1.13's\n";
     EXPECT_LE(diff, 1e-5) << name;
     ++compared;
   }

@@ -46,7 +46,8 @@ TEST(SoftwareStack, CudaAndNcclAreThoseBuiltAgainstOrSayWhyNot) {
   const StackComponent& nccl = component(stack, "NCCL");
 #if PPSTAGE_WITH_CUDA
   // The runtime's major version is what the code was compiled for; minors may move on.
-  EXPECT_EQ(cuda.loaded.substr(0, cuda.loaded.find('.')), cuda.built.substr(0, cuda.built.find('.')));
+  EXPECT_EQ(cuda.loaded.substr(0, cuda.loaded.find('.')),
+            cuda.built.substr(0, cuda.built.find('.')));
   const StackComponent& cudnn = component(stack, "cuDNN");
   EXPECT_EQ(cudnn.built.rfind(cudnn.loaded, 0), 0u) << cudnn.built << " vs " << cudnn.loaded;
 #else
