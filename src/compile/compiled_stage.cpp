@@ -51,10 +51,10 @@ std::optional<AutodiffInputs> autodiffInputs(const std::vector<c10::IValue>& arg
   AutodiffInputs autodiff;
   bool any = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    const bool requires = args[i].isTensor() && args[i].toTensor().requires_grad();
+    const bool needs_grad = args[i].isTensor() && args[i].toTensor().requires_grad();
     const torch::jit::Value* v = graph_inputs.at(i);
-    any = any || requires;
-    autodiff.requires_grad.push_back(requires);
+    any = any || needs_grad;
+    autodiff.requires_grad.push_back(needs_grad);
     autodiff.weight.push_back(v->node() == stage.param_node() && v->offset() >= num_inputs);
   }
   if (!any) return std::nullopt;

@@ -69,7 +69,10 @@ std::vector<std::vector<int>> Topology::stagesOfEveryRank() const {
 
 std::string Topology::describe() const {
   std::string stages;
-  for (int s : myStages()) stages += (stages.empty() ? "" : ",") + std::to_string(s);
+  for (int s : myStages()) {
+    if (!stages.empty()) stages += ',';
+    stages += std::to_string(s);
+  }
   const std::string tp =
       tp_ > 1 ? detail::concat(", tp rank ", tpRank(), " of ", tp_) : std::string();
   return detail::concat("rank ", rank(), " of ", worldSize(), ": pp rank ", ppRank(), " of ", pp_,

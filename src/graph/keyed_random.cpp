@@ -31,8 +31,12 @@
 // randn_like and randint_like become empty_like plus uniform_, normal_ or random_; the
 // dropout family (dropout, feature_dropout, alpha_dropout, feature_alpha_dropout, their
 // in-place forms, native_dropout) becomes ppstage's ops below, which compute what ATen's
-// CPU dropout computes, drawing from %g. Any other nondeterministic op is refused, and so is
-// an RNN's inter-layer dropout, which ATen draws inside one op.
+// CPU dropout computes, drawing from %g. scaled_dot_product_attention with dropout (what
+// nn.MultiheadAttention runs in training since torch 2.0) becomes its three parts, as ATen's
+// math kernel computes them: ppstage::attention_probs (softmax(q k^T scale + mask)), the keyed
+// ppstage::dropout of those, and a matmul with v. An op whose dropout probability is the
+// constant 0 draws nothing and stays. Any other nondeterministic op is refused, and so is an
+// RNN's inter-layer dropout, which ATen draws inside one op.
 //
 // The generator is made right before the top-level node holding the op, so that a random op
 // in a loop draws fresh numbers from one generator each iteration. On CPU it is an mt19937
@@ -47,6 +51,8 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/library.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -135,6 +141,31 @@ std::tuple<at::Tensor, at::Tensor> keyedNativeDropout(const at::Tensor& input, d
   return {input * mask * scale, mask.to(at::kBool)};
 }
 
+// softmax(q k^T scale + mask) over the keys, as ATen's math kernel of
+// scaled_dot_product_attention computes it: q and k each scaled by sqrt(scale) (default
+// 1 / sqrt(E)), a causal or boolean mask as -inf, a float mask added, and a row with every
+// key masked all zeros (_safe_softmax). (B..., L, E) x (B..., S, E) -> (B..., L, S).
+at::Tensor attentionProbs(const at::Tensor& query, const at::Tensor& key,
+                          const c10::optional<at::Tensor>& attn_mask, bool is_causal,
+                          c10::optional<double> scale) {
+  const double factor = std::sqrt(scale ? *scale : 1.0 / std::sqrt(double(query.size(-1))));
+  at::Tensor scores = at::matmul(query * factor, (key * factor).transpose(-2, -1));
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    TORCH_CHECK(!attn_mask.has_value() || !attn_mask->defined(),
+                "scaled_dot_product_attention: is_causal and an attn_mask together");
+    const at::Tensor keep =
+        at::ones({query.size(-2), key.size(-2)}, query.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), minus_inf);
+  }
+  if (attn_mask.has_value() && attn_mask->defined()) {
+    scores = attn_mask->scalar_type() == at::kBool
+                 ? scores.masked_fill(attn_mask->logical_not(), minus_inf)
+                 : scores + *attn_mask;
+  }
+  return at::_safe_softmax(scores, -1);
+}
+
 // Registered on first use rather than by a static constructor, which the linker drops from
 // static libraries. Catch-all kernels: autograd differentiates through the ATen ops inside.
 void registerKeyedOps() {
@@ -170,6 +201,10 @@ void registerKeyedOps() {
         "native_dropout(Tensor input, float p, bool? train, Generator? generator) -> "
         "(Tensor, Tensor)",
         &keyedNativeDropout);
+    lib->def(
+        "attention_probs(Tensor query, Tensor key, Tensor? attn_mask, bool is_causal, "
+        "float? scale) -> Tensor",
+        &attentionProbs);
     return lib;
   }();
   (void)library;
@@ -216,8 +251,21 @@ bool isRandomLike(const Node* node) {
          node->kind() == aten::randint_like;
 }
 
+// True for an op with a dropout probability argument that is the constant 0 (an LSTM's
+// dropout=0, scaled_dot_product_attention's dropout_p in eval code).
+bool dropsNothing(const Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (schema == nullptr) return false;
+  for (const char* name : {"dropout", "dropout_p", "p"}) {
+    const auto argument = schema->argumentIndexWithName(name);
+    if (argument && torch::jit::constant_as<double>(node->input(*argument)) == 0.0) return true;
+  }
+  return false;
+}
+
 // True for a node that would draw from the global generator.
 bool drawsGlobally(const Node* node) {
+  if (dropsNothing(node)) return false;
   if (dropoutOps().count(node->kind()) > 0 || isRandomLike(node)) return true;
   const int generator = generatorArgument(node);
   if (generator >= 0) return node->input(generator)->mustBeNone();
@@ -276,6 +324,12 @@ class RandomOpRewriter {
     Node* before = node->prev();
     torch::jit::WithInsertPoint guard(node);
     std::vector<Value*> keyed;
+    if (node->kind() == aten::scaled_dot_product_attention) {
+      keyed.push_back(keyedAttention(node, generator));
+      tagBetween(before, node, model_.callOf(node));
+      replace(node, keyed);
+      return;
+    }
     const auto dropout = dropoutOps().find(node->kind());
     if (dropout != dropoutOps().end()) {
       std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
@@ -312,6 +366,27 @@ class RandomOpRewriter {
                    "keyed form of it (no overload takes a generator: ", rootCause(errorMessage(e)),
                    ")");
     }
+  }
+
+  // scaled_dot_product_attention(q, k, v, mask, p, causal, scale, gqa) ->
+  // matmul(ppstage::dropout(ppstage::attention_probs(q, k, mask, causal, scale), p, true, g), v).
+  Value* keyedAttention(Node* node, Value* generator) {
+    const auto gqa = node->inputs().size() == 8 ? torch::jit::constant_as<bool>(node->input(7))
+                                                : c10::optional<bool>(false);
+    if (node->inputs().size() < 7 || gqa != false) {
+      PPSTAGE_FAIL("the model's aten::scaled_dot_product_attention at '", where(node),
+                   "' applies dropout with grouped-query attention (enable_gqa) or a schema "
+                   "ppstage does not know; ppstage cannot key its dropout: use dropout_p=0");
+    }
+    Node* probs = graph_.create(
+        c10::Symbol::fromQualString("ppstage::attention_probs"),
+        {node->input(0), node->input(1), node->input(3), node->input(5), node->input(6)});
+    probs->insertBefore(node)->output()->setType(c10::TensorType::get());
+    Node* dropped =
+        graph_.create(c10::Symbol::fromQualString("ppstage::dropout"),
+                      {probs->output(), node->input(4), graph_.insertConstant(true), generator});
+    dropped->insertBefore(node)->output()->setType(c10::TensorType::get());
+    return graph_.insert(aten::matmul, {dropped->output(), node->input(2)});
   }
 
   // rand_like(x, ...) -> empty_like(x, ...).uniform_(0, 1, generator); likewise randn_like

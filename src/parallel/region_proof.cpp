@@ -155,7 +155,7 @@ class Prover {
   bool shardParameter(Value* v, int dim, int parts, const Node* user) {
     const size_t first = stage_.inputs.size();
     if (v->node()->kind() != prim::Param || v->offset() < first) {
-      return fail("'" + v->debugName() + "' is not a parameter of the stage");
+      return fail(detail::concat("'", v->debugName(), "' is not a parameter of the stage"));
     }
     const StageParameter& p = stage_.parameters.at(v->offset() - first);
     const bool tied = std::any_of(p.model_parameters.begin(), p.model_parameters.end(),
@@ -281,8 +281,8 @@ bool Prover::visit(Node* n) {
       meta(x) != nullptr && s.dim == static_cast<int>(meta(x)->sizes.size()) - 1) {
     return visitLinear(n, x, s);  // h @ W_down: row-parallel
   }
-  if (kindIn(n, {"aten::matmul", "aten::bmm", "aten::baddbmm",
-                 "aten::scaled_dot_product_attention"})) {
+  if (kindIn(n, {"aten::matmul", "aten::bmm", "aten::baddbmm", "aten::scaled_dot_product_attention",
+                 "ppstage::attention_probs"})) {
     return visitMatmul(n);
   }
   if (kindIn(n, {"aten::linear", "aten::addmm", "aten::mm"})) return visitLinear(n, x, s);
@@ -415,12 +415,14 @@ bool Prover::visitElementwise(Node* n, Value* x, const Sharding& s) {
 // matmul/bmm over batch dims: a shard along a batch dim (attention's heads) stays one; a
 // shard of the rows of the first operand too. Contracting over the sharded dim would need
 // the row-parallel sum: not proven here. scaled_dot_product_attention: q, k, v sharded
-// along one batch dim.
+// along one batch dim; ppstage::attention_probs (its keyed form's softmax(q k^T), see
+// graph/keyed_random.cpp): q and k.
 bool Prover::visitMatmul(Node* n) {
   const TensorMeta* out = meta(n->output());
   if (out == nullptr) return fail("no recorded shape for " + name(n) + "'s output");
   const int rank = static_cast<int>(out->sizes.size());
   const bool attention = kindIn(n, {"aten::scaled_dot_product_attention"});
+  const bool probs = kindIn(n, {"ppstage::attention_probs"});
   // The multiplied operands; baddbmm's input 0 and attention's mask are added.
   const std::vector<size_t> operands = attention                    ? std::vector<size_t>{0, 1, 2}
                                        : n->kind() == aten::baddbmm ? std::vector<size_t>{1, 2}
@@ -433,7 +435,7 @@ bool Prover::visitMatmul(Node* n) {
     if (s == nullptr) continue;
     const int r = static_cast<int>(meta(v)->sizes.size());
     const bool batch = s->dim < r - 2;
-    const bool rows = pos == 0 && !attention && s->dim == r - 2;
+    const bool rows = pos == 0 && !attention && !probs && s->dim == r - 2;
     if (!batch && !rows) return fail(name(n) + " contracting or mixing the sharded dim");
     const int d = rows ? rank - 2 : s->dim + rank - r;
     if (out_dim >= 0 && (d != out_dim || s->parts != parts)) {

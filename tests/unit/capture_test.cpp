@@ -1,5 +1,6 @@
 // graph::capture: inlining with full module paths, parameter lifting, forward signatures.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -335,6 +336,60 @@ def forward(self, x):
   EXPECT_EQ(keys, (std::vector<std::string>{"drop#random_key", "drop#random_key.1"}));
   const at::Tensor out = runWith(graph, at::ones({64}), {});
   EXPECT_FALSE(at::equal(out[0], out[1]));
+}
+
+// nn.MultiheadAttention in training, as torch 2.x scripts it: scaled_dot_product_attention
+// with dropout, which draws inside the op. Capture splits it into its softmax, a keyed
+// dropout and the product with v; a dropout probability of 0 leaves it as it is.
+const char* kAttention = R"(
+def forward(self, x):
+    q = x * 0.5
+    a = torch.scaled_dot_product_attention(q, x, x, None, 0.5, True)
+    b = torch.scaled_dot_product_attention(q, x, x, None, 0.0, False)
+    return a + b
+)";
+
+TEST(KeyedRandom, AttentionDropoutBecomesSoftmaxKeyedDropoutAndProduct) {
+  const ModelGraph graph = captureModel(scripted(kAttention));
+  EXPECT_EQ(countKind(graph.graph->block(), "aten::scaled_dot_product_attention"), 1);  // p = 0
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::attention_probs"), 1);
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::dropout"), 1);
+  const at::Tensor x = at::randn({2, 3, 6, 4});
+  at::manual_seed(1);
+  const at::Tensor first = runWith(graph, x, {7, 3, 2});
+  at::manual_seed(2);
+  EXPECT_TRUE(at::equal(runWith(graph, x, {7, 3, 2}), first));
+  EXPECT_FALSE(at::equal(runWith(graph, x, {7, 3, 1}), first));  // another micro-batch
+}
+
+// ppstage::attention_probs, then the product with v, is what scaled_dot_product_attention
+// computes, with every kind of mask.
+TEST(KeyedRandom, AttentionProbsAreThoseOfScaledDotProductAttention) {
+  captureModel(scripted(kAttention));  // registers ppstage's ops
+  static const auto probs =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("ppstage::attention_probs", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&,
+                            bool, c10::optional<double>)>();
+  const at::Tensor q = at::randn({2, 4, 5, 8}), k = at::randn({2, 4, 7, 8}),
+                   v = at::randn({2, 4, 7, 8});
+  const at::Tensor bool_mask = at::rand({5, 7}) > 0.3;
+  const at::Tensor float_mask = at::randn({2, 1, 5, 7});
+  struct Case {
+    c10::optional<at::Tensor> mask;
+    bool causal;
+    c10::optional<double> scale;
+  };
+  for (const Case& c :
+       {Case{c10::nullopt, false, c10::nullopt}, Case{bool_mask, false, 0.3},
+        Case{float_mask, false, c10::nullopt}, Case{c10::nullopt, true, c10::nullopt}}) {
+    const at::Tensor want =
+        at::scaled_dot_product_attention(q, k, v, c.mask, 0.0, c.causal, c.scale);
+    const at::Tensor got = at::matmul(probs.call(q, k, c.mask, c.causal, c.scale), v);
+    EXPECT_LE(test::maxRelDiff(got, want), 1e-5)
+        << "causal " << c.causal << " mask " << c.mask.has_value() << " scale "
+        << c.scale.has_value();
+  }
 }
 
 }  // namespace

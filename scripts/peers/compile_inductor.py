@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""torch.compile (inductor, CPU) of a whole pipeline stage against each block compiled alone:
+the PyTorch side of ppstage's stage-vs-block comparison (scripts/bench.sh peers).
+
+The stage is the last of gpt-small cut in two (scripts/peers/gpt.py; layers 4-7, ln_f and the
+tied head, as ppstage's stage 1 at --pipeline.split_points layers.4), trained on one
+micro-batch of 2 x 128 tokens (batch 16 in M = 8) with cross-entropy and SGD, in one process
+with one intra-op thread. Three ways, each in a fresh process so that no compiled code is
+shared between them:
+
+  eager   no compilation
+  stage   torch.compile(stage): one graph for the whole stage
+  block   torch.compile(block) for each of the four blocks, the rest eager: identical blocks
+          share compiled code where dynamo's cache lets them
+
+For each: the first step's time (compilation included), the steady step (median of the
+steps after the first two) and, for the compiled ones, how many graphs dynamo compiled.
+
+  scripts/python scripts/peers/compile_inductor.py --steps 12
+
+prints one JSON object per way.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt  # noqa: E402
+from pipelining_gloo import StageModule  # noqa: E402
+
+WAYS = ["eager", "stage", "block"]
+
+
+def measure(way: str, steps: int, seed: int) -> dict:
+    torch.set_num_threads(1)
+    config = gpt.GPTConfig()
+    model = gpt.build_gpt(config, seed)
+    half = config.layers // 2
+    stage = StageModule(model, half, config.layers, is_first=False, is_last=True)
+    runner = stage
+    if way == "stage":
+        runner = torch.compile(stage)
+    elif way == "block":
+        for i, block in enumerate(stage.layers):
+            stage.layers[i] = torch.compile(block)
+    optimizer = torch.optim.SGD(stage.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, config.seq_len, config.d_model, generator=gen)
+    target = torch.randint(config.vocab_size, (2, config.seq_len), generator=gen)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        logits = runner(x)
+        loss = F.cross_entropy(logits.reshape(-1, config.vocab_size), target.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - start)
+    result = {"way": way, "first_step_s": times[0],
+              "steady_step_ms": 1000 * statistics.median(times[2:]), "loss": float(loss)}
+    if way != "eager":
+        from torch._dynamo.utils import counters
+        result["graphs_compiled"] = int(counters["stats"]["unique_graphs"])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--way", choices=WAYS, help="run this way here (the driver's child)")
+    args = parser.parse_args()
+    if args.way:
+        print(json.dumps(measure(args.way, args.steps, args.seed)), flush=True)
+        return
+    for way in WAYS:
+        started = time.perf_counter()
+        out = subprocess.run([sys.executable, __file__, "--way", way, "--steps", str(args.steps),
+                              "--seed", str(args.seed)], capture_output=True, text=True)
+        if out.returncode != 0:
+            lines = out.stderr.strip().splitlines() or ["no output"]
+            print(json.dumps({"way": way, "ok": False, "error": lines[-1]}), flush=True)
+            continue
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result["process_s"] = time.perf_counter() - started
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
