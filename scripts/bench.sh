@@ -55,6 +55,19 @@
 #                              pp 2, 1F1B M 8), each compile mode: median step, tokens/s,
 #                              tensor bytes held at a step's start per rank, and the share of
 #                              the step spent in TP all-reduces (the metrics' tp_s)
+#   scripts/bench.sh peers     ppstage against PyTorch's own: torch.distributed.pipelining's
+#                              six schedules on gloo (scripts/peers/pipelining_gloo.py) and
+#                              ppstage's five in each compile mode, on gpt-small as
+#                              scripts/peers/gpt.py saves it (batch 16 x 128, M 8, SGD,
+#                              2 processes, one thread each), in alternating rounds
+#                              (PPSTAGE_BENCH_ROUNDS, 2); then torch.compile (inductor) of
+#                              stage 1 whole against each block alone
+#                              (scripts/peers/compile_inductor.py) beside ppstage's modes
+#   scripts/bench.sh libtorch  the same ppstage on LibTorch 1.13 and 2.11, alternating:
+#                              PPSTAGE_BENCH_OLD names the build of 1.13 (ppstage at
+#                              aab600a, the last that builds on it: docs/benchmarks.md
+#                              says how); gpt-small in one process, pp 2 with 1F1B and
+#                              ZB-V, and compare-compile's compile time and step per mode
 # Build first (scripts/test.sh or scripts/demo.sh); PPSTAGE_BUILD_DIR as there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -690,7 +703,87 @@ bench_plan() {
   rm -rf "$dir"
 }
 
+bench_peers() {
+  local steps=${PPSTAGE_BENCH_STEPS:-8} rounds=${PPSTAGE_BENCH_ROUNDS:-2}
+  local dir=/tmp/ppstage_bench_peers
+  mkdir -p "$dir"
+  rm -f "$dir"/r*
+  scripts/python scripts/peers/gpt.py --save "$dir/gpt_small.pt" > /dev/null
+  local base=(--model.name "$dir/gpt_small.pt" --model.seq_len 128 --model.vocab_size 256
+              --data.path synthetic --train.batch_size 16 --train.seed 0 --train.optimizer sgd
+              --train.lr 0.01 --train.grad_clip 0 --train.steps "$steps" --train.threads 1
+              --output.log_every 0 --pipeline.microbatches 8)
+  local round mode schedule
+  for round in $(seq 1 "$rounds"); do
+    scripts/python scripts/peers/pipelining_gloo.py --steps "$steps" > "$dir/r${round}_torch.jsonl"
+    for mode in none stage block; do
+      for schedule in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
+        local layout=(--pipeline.stages 2 --pipeline.split_points layers.4)
+        [[ $schedule == interleaved-1f1b ]] && layout=(--pipeline.stages 4)
+        [[ $schedule == zb-v ]] && layout=(--pipeline.stages 4 --pipeline.placement v)
+        mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train "${base[@]}" \
+          "${layout[@]}" --pipeline.schedule "$schedule" --compile.mode "$mode" \
+          --output.metrics_json "$dir/r${round}_${schedule}_$mode.json" > /dev/null
+      done
+    done
+    scripts/python scripts/peers/compile_inductor.py > "$dir/r${round}_inductor.jsonl"
+  done
+  scripts/python scripts/peers/peers_table.py "$dir"
+}
+
+# One binary's figures for bench_libtorch: gpt-small in one process, at pp 2 with 1F1B and
+# ZB-V, and compare-compile; $1 the ppstage binary, $2 the file prefix.
+libtorch_runs() {
+  local bin=$1 out=$2 steps=${PPSTAGE_BENCH_STEPS:-12}
+  local base=(--config configs/gpt-small.ini --train.steps "$steps" --train.threads 1
+              --output.log_every 0)
+  "$bin" train "${base[@]}" --pipeline.stages 1 --pipeline.microbatches 1 \
+    --output.metrics_json "${out}_one.json" > /dev/null
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" train "${base[@]}" --pipeline.stages 2 \
+    --pipeline.schedule 1f1b --pipeline.microbatches 8 --output.metrics_json "${out}_1f1b.json" \
+    > /dev/null
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" train "${base[@]}" --pipeline.stages 4 \
+    --pipeline.placement v --pipeline.schedule zb-v --pipeline.microbatches 8 \
+    --output.metrics_json "${out}_zbv.json" > /dev/null
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" compare-compile --config configs/gpt-small.ini \
+    --train.steps "$steps" --train.threads 1 --json > "${out}_compile.json"
+}
+
+bench_libtorch() {
+  local old=${PPSTAGE_BENCH_OLD:?PPSTAGE_BENCH_OLD: the build directory of ppstage on LibTorch 1.13}
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-3} dir=/tmp/ppstage_bench_libtorch round
+  mkdir -p "$dir"
+  rm -f "$dir"/r*
+  for round in $(seq 1 "$rounds"); do
+    libtorch_runs "$old/src/ppstage" "$dir/r${round}_old"
+    libtorch_runs "$ppstage" "$dir/r${round}_new"
+  done
+  python3 - "$dir" "$rounds" <<'PY'
+import json, statistics, sys
+dir, rounds = sys.argv[1], int(sys.argv[2])
+med = statistics.median
+load = lambda r, side, name: json.load(open(f"{dir}/r{r}_{side}_{name}.json"))
+steady = lambda m: med(m["step_time_s"][1:])
+rows = [("gpt-small, one process, step s", lambda r, s: steady(load(r, s, "one"))),
+        ("pp 2, 1F1B (M 8), step s", lambda r, s: steady(load(r, s, "1f1b"))),
+        ("pp 2, ZB-V (4 stages, V), step s", lambda r, s: steady(load(r, s, "zbv")))]
+for mode in ("none", "stage", "block"):
+    pick = lambda r, s, mode=mode: next(m for m in load(r, s, "compile")["modes"] if m["mode"] == mode)
+    rows.append((f"compare-compile {mode}: compile time s", lambda r, s, p=pick: p(r, s)["compile_time_s"]))
+    rows.append((f"compare-compile {mode}: step s", lambda r, s, p=pick: p(r, s)["step_time_s"]))
+print(f"| run | LibTorch 1.13 | LibTorch 2.11 | 2.11 / 1.13 |")
+print("|---|---|---|---|")
+for name, get in rows:
+    old = [get(r, "old") for r in range(1, rounds + 1)]
+    new = [get(r, "new") for r in range(1, rounds + 1)]
+    ratio = med(n / o for n, o in zip(new, old))
+    print(f"| {name} | {med(old):.3f} | {med(new):.3f} | {ratio:.2f} |")
+PY
+}
+
 case "$what" in
+  peers) bench_peers ;;
+  libtorch) bench_libtorch ;;
   plan) bench_plan ;;
   split) bench_split ;;
   tp) bench_tp ;;
@@ -706,6 +799,6 @@ case "$what" in
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh plan|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh peers|libtorch|plan|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

@@ -10,8 +10,14 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 build=${PPSTAGE_BUILD_DIR:-build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPPSTAGE_BUILD_TESTS=ON >/dev/null
+mkdir -p "$build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPPSTAGE_BUILD_TESTS=ON > "$build/configure.log" ||
+  { cat "$build/configure.log"; exit 1; }
+grep -- "-- ppstage:" "$build/configure.log"  # LibTorch, CUDA, cuDNN, NCCL, devices
 cmake --build "$build" -j "${PPSTAGE_JOBS:-2}" --target ppstage
+echo
+echo "$ ppstage --version"
+"$build/src/ppstage" --version
 
 metrics=$(mktemp --suffix=.json)
 trap 'rm -f "$metrics"' EXIT

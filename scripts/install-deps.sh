@@ -82,7 +82,7 @@ install_torch_venv() {
   fi
   echo "install-deps: downloading ${python_packages[*]} into $venv" \
     "(about 2.7 GB with torch's nvidia-* CUDA 13.0 wheels; once per machine)"
-  "${pip[@]}" install --progress-bar on "${python_packages[@]}" ||
+  "${pip[@]}" install --progress-bar on --no-cache-dir "${python_packages[@]}" ||
     die "pip install ${python_packages[*]} into $venv failed"
   "$venv/bin/python" -c 'import torch, torchvision' || die "the new environment $venv cannot import torch"
   echo "${python_packages[*]}" >"$complete_mark"

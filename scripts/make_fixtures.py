@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates the TorchScript fixtures under tests/fixtures (scripts/python
 scripts/make_fixtures.py: the torch 2.11 and torchvision 0.26 of scripts/install-deps.sh).
-The files are committed; rerun this only to change them. Each model is small (the whole
-folder stays well under 2 MB) and seeded.
+The files are committed; rerun this only to change them. Each model is small (under 0.5 MB;
+the whole folder, data included, about 4 MB) and seeded.
 
 Most were saved by torch 1.13 (Debian's python3-torch and python3-torchvision 0.14) and are
 kept as they are: 2.11 loads them and computes what 1.13 did (tests/unit/fixtures_test.cpp).
