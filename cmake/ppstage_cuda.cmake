@@ -37,17 +37,18 @@ if(PPSTAGE_CUDA_ENABLED AND NOT PPSTAGE_WITH_NCCL STREQUAL "OFF")
   set(ppstage_nccl_note "no NCCL found")
   foreach(root $ENV{NCCL_ROOT} ${TORCH_INSTALL_PREFIX}/../nvidia/nccl ${CUDAToolkit_LIBRARY_ROOT}
                /usr/local/cuda)
-    if(EXISTS ${root}/include/nccl.h)
-      find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl NAMES_PER_DIR
-                   PATHS ${root} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
-      if(NCCL_LIBRARY)
-        get_filename_component(NCCL_INCLUDE_DIR ${root}/include ABSOLUTE)
-        set(NCCL_INCLUDE_DIR ${NCCL_INCLUDE_DIR} CACHE PATH "nccl.h's folder")
-        break()
-      endif()
+    unset(ppstage_nccl_library CACHE)  # searched again in each root, never kept from before
+    find_library(ppstage_nccl_library NAMES libnccl.so.2 nccl NAMES_PER_DIR
+                 PATHS ${root} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+    if(EXISTS ${root}/include/nccl.h AND ppstage_nccl_library)
+      get_filename_component(ppstage_nccl_include ${root}/include ABSOLUTE)
+      set(NCCL_INCLUDE_DIR ${ppstage_nccl_include} CACHE PATH "nccl.h's folder" FORCE)
+      set(NCCL_LIBRARY ${ppstage_nccl_library} CACHE FILEPATH "libnccl of the same NCCL" FORCE)
+      break()
     endif()
   endforeach()
-  if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+  unset(ppstage_nccl_library CACHE)
+  if(ppstage_nccl_include)
     set(PPSTAGE_NCCL_ENABLED ON)
   endif()
 elseif(PPSTAGE_WITH_NCCL STREQUAL "OFF")
@@ -61,10 +62,10 @@ endif()
 # What is built against, for the configure output.
 message(STATUS "ppstage: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}), C++${CMAKE_CXX_STANDARD}")
 if(PPSTAGE_CUDA_ENABLED)
-  ppstage_header_version(${TORCH_INSTALL_PREFIX}/../nvidia/cudnn/include/cudnn_version.h
+  ppstage_header_version("${TORCH_INSTALL_PREFIX}/../nvidia/cudnn/include/cudnn_version.h"
                          CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL ppstage_cudnn_version)
   if(NOT ppstage_cudnn_version)
-    ppstage_header_version(${CUDAToolkit_INCLUDE_DIRS}/cudnn_version.h
+    ppstage_header_version("${CUDAToolkit_BIN_DIR}/../include/cudnn_version.h"
                            CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL ppstage_cudnn_version)
   endif()
   if(NOT ppstage_cudnn_version)
@@ -84,7 +85,7 @@ else()
   message(STATUS "ppstage: CUDA no (LibTorch built without it)")
 endif()
 if(PPSTAGE_NCCL_ENABLED)
-  ppstage_header_version(${NCCL_INCLUDE_DIR}/nccl.h NCCL_MAJOR NCCL_MINOR NCCL_PATCH
+  ppstage_header_version("${NCCL_INCLUDE_DIR}/nccl.h" NCCL_MAJOR NCCL_MINOR NCCL_PATCH
                          ppstage_nccl_version)
   message(STATUS "ppstage: NCCL communicator ON: NCCL ${ppstage_nccl_version} (${NCCL_LIBRARY})")
 else()

@@ -1,13 +1,19 @@
-# LibTorch for ppstage: where it comes from, and whether its C++ standard fits ours.
+# LibTorch for ppstage: where it comes from, and whether it fits this build.
 #
 # Where from, in this order:
-#  1. a LibTorch the user names: -DTorch_DIR=<dir with TorchConfig.cmake>, or a
-#     -DCMAKE_PREFIX_PATH (or the environment's CMAKE_PREFIX_PATH) that holds one;
+#  1. a LibTorch the user names: -DTorch_DIR=<dir with TorchConfig.cmake> (or the
+#     environment's Torch_DIR), or a CMAKE_PREFIX_PATH (variable or environment) holding one;
 #  2. the Python environment scripts/install-deps.sh makes (PPSTAGE_VENV, default
-#     ~/.cache/ppstage/torch-2.11.0): its torch wheel's torch.utils.cmake_prefix_path.
-# Sets Torch_VERSION and the targets of find_package(Torch).
+#     ~/.cache/ppstage/torch-<version> as scripts/torch-env.sh says): its torch wheel's
+#     torch.utils.cmake_prefix_path.
+# Never one that merely sits in a system folder (Debian's libtorch-dev 1.13, say).
+# Sets Torch_VERSION, TORCH_INSTALL_PREFIX, TORCH_LIBRARIES and PPSTAGE_PYTHON (the Python
+# the tests check with: the one beside LibTorch when it came from a Python environment).
 
-set(PPSTAGE_TORCH_VERSION 2.11.0)  # what scripts/install-deps.sh installs and CI tests
+# The pin and the environment's default, read from the one place that declares them.
+file(STRINGS ${PROJECT_SOURCE_DIR}/scripts/torch-env.sh ppstage_pin
+     REGEX "^PPSTAGE_TORCH_VERSION=")
+string(REGEX REPLACE "^PPSTAGE_TORCH_VERSION=" "" PPSTAGE_TORCH_VERSION "${ppstage_pin}")
 if(DEFINED ENV{PPSTAGE_VENV})
   set(ppstage_default_venv $ENV{PPSTAGE_VENV})
 else()
@@ -16,9 +22,20 @@ endif()
 set(PPSTAGE_VENV ${ppstage_default_venv} CACHE PATH
     "Python environment whose torch wheel provides LibTorch (made by scripts/install-deps.sh)")
 
-# The environment's LibTorch comes after any the user names, before the system's.
+if(NOT Torch_DIR AND DEFINED ENV{Torch_DIR})
+  set(Torch_DIR $ENV{Torch_DIR})
+endif()
+# A Torch_DIR an earlier configure took from another environment is found again.
+if(Torch_DIR AND PPSTAGE_TORCH_FROM_VENV AND NOT PPSTAGE_TORCH_FROM_VENV STREQUAL PPSTAGE_VENV)
+  unset(Torch_DIR CACHE)
+  unset(Torch_DIR)
+endif()
+
+# The environment's LibTorch comes after every one the user names: the user's
+# CMAKE_PREFIX_PATH variable, then the environment variable, then the environment's torch.
 set(ppstage_venv_note "")
 if(NOT Torch_DIR)
+  list(APPEND CMAKE_PREFIX_PATH $ENV{CMAKE_PREFIX_PATH})
   if(EXISTS ${PPSTAGE_VENV}/bin/python)
     execute_process(
       COMMAND ${PPSTAGE_VENV}/bin/python -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
@@ -26,7 +43,6 @@ if(NOT Torch_DIR)
       ERROR_QUIET RESULT_VARIABLE ppstage_venv_result)
     if(ppstage_venv_result EQUAL 0)
       list(APPEND CMAKE_PREFIX_PATH ${ppstage_venv_prefix})
-      set(ppstage_venv_python ${PPSTAGE_VENV}/bin/python)
     else()
       set(ppstage_venv_note "${PPSTAGE_VENV}/bin/python cannot import torch; ")
     endif()
@@ -35,22 +51,67 @@ if(NOT Torch_DIR)
   endif()
 endif()
 
+# The root (with lib/ and share/) of the LibTorch find_package will take: Torch_DIR's, else
+# the first CMAKE_PREFIX_PATH entry holding a TorchConfig.cmake (a LibTorch folder, or a
+# wheel's torch/share/cmake); "" when there is none.
+function(ppstage_first_libtorch_root out)
+  set(roots "")
+  if(Torch_DIR)
+    list(APPEND roots ${Torch_DIR}/../../..)
+  endif()
+  foreach(prefix ${CMAKE_PREFIX_PATH})
+    if(EXISTS ${prefix}/share/cmake/Torch/TorchConfig.cmake)
+      list(APPEND roots ${prefix})
+    elseif(EXISTS ${prefix}/Torch/TorchConfig.cmake)
+      list(APPEND roots ${prefix}/../..)
+    endif()
+  endforeach()
+  set(root "")
+  if(roots)
+    list(GET roots 0 root)
+  endif()
+  set(${out} "${root}" PARENT_SCOPE)
+endfunction()
+
+# A CUDA LibTorch's CMake files need the CUDA toolkit's nvcc (on PATH, in CUDA_HOME or
+# /usr/local/cuda) and stop with a page of errors without it: say so in one line first.
+ppstage_first_libtorch_root(ppstage_torch_root)
+if(ppstage_torch_root AND EXISTS ${ppstage_torch_root}/lib/libtorch_cuda.so)
+  find_program(PPSTAGE_NVCC nvcc HINTS ENV CUDA_HOME PATH_SUFFIXES bin PATHS /usr/local/cuda/bin)
+  if(NOT PPSTAGE_NVCC)
+    get_filename_component(ppstage_torch_root ${ppstage_torch_root} ABSOLUTE)
+    message(FATAL_ERROR "ppstage: the LibTorch in ${ppstage_torch_root} is a CUDA build, whose "
+                        "CMake files need the CUDA toolkit's nvcc: install the toolkit "
+                        "(/usr/local/cuda, or set CUDA_HOME), or name a CPU LibTorch")
+  endif()
+endif()
+
 # LibTorch's CUDA build looks for every CUDA architecture on a machine without a GPU and then
 # warns; ppstage compiles no CUDA kernels of its own, so name the GPUs it is run on.
 if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND "$ENV{TORCH_CUDA_ARCH_LIST}" STREQUAL "")
   set(TORCH_CUDA_ARCH_LIST "9.0")  # Hopper (H100, H200)
 endif()
-
 cmake_policy(SET CMP0104 OLD)  # leave CMAKE_CUDA_ARCHITECTURES unset: LibTorch warns when it is set
-# Without a LibTorch the user names, only the environment's: not one that happens to be on the
-# system (Debian's libtorch-dev 1.13, say).
-if(Torch_DIR OR CMAKE_PREFIX_PATH OR NOT "$ENV{CMAKE_PREFIX_PATH}" STREQUAL "")
-  find_package(Torch QUIET)
+
+if(Torch_DIR OR CMAKE_PREFIX_PATH)
+  find_package(Torch QUIET NO_CMAKE_SYSTEM_PATH)
 endif()
 if(NOT Torch_FOUND)
   message(FATAL_ERROR "ppstage: no LibTorch found: ${ppstage_venv_note}run "
                       "scripts/install-deps.sh, or name one with -DCMAKE_PREFIX_PATH or "
                       "-DTorch_DIR (docs/build.md)")
+endif()
+if(Torch_VERSION VERSION_LESS PPSTAGE_TORCH_VERSION)
+  message(FATAL_ERROR "ppstage: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}) is older "
+                      "than ${PPSTAGE_TORCH_VERSION}, the oldest ppstage builds with: run "
+                      "scripts/install-deps.sh, or name a newer one (docs/build.md)")
+endif()
+if(DEFINED ppstage_venv_result)  # this configure searched: remember where Torch_DIR came from
+  set(ppstage_from "")
+  if(ppstage_venv_prefix AND Torch_DIR MATCHES "^${ppstage_venv_prefix}")
+    set(ppstage_from ${PPSTAGE_VENV})
+  endif()
+  set(PPSTAGE_TORCH_FROM_VENV "${ppstage_from}" CACHE INTERNAL "the environment Torch_DIR is from")
 endif()
 
 # PyPI's torch builds with a newer GCC than the system's and its libtorch.so exports the
@@ -78,8 +139,18 @@ if(ppstage_torch_std GREATER CMAKE_CXX_STANDARD)
 endif()
 
 # The Python the tests run their checks with (json, NumPy, and torch to judge an exported
-# model): the environment's where it has torch. Tests that need torch skip without it.
-if(NOT ppstage_venv_python)
-  find_program(ppstage_venv_python python3)
+# model): the one of the environment LibTorch came from (site-packages/torch is
+# <env>/lib/pythonX.Y/site-packages/torch), else the default environment's, else python3.
+# Tests that need torch skip without it.
+get_filename_component(ppstage_env_of_torch ${TORCH_INSTALL_PREFIX}/../../../.. ABSOLUTE)
+set(ppstage_python "")
+foreach(candidate ${ppstage_env_of_torch}/bin/python ${PPSTAGE_VENV}/bin/python)
+  if(EXISTS ${candidate})
+    set(ppstage_python ${candidate})
+    break()
+  endif()
+endforeach()
+if(NOT ppstage_python)
+  find_program(ppstage_python python3)
 endif()
-set(PPSTAGE_PYTHON ${ppstage_venv_python} CACHE FILEPATH "Python for the tests' checks")
+set(PPSTAGE_PYTHON ${ppstage_python} CACHE FILEPATH "Python for the tests' checks" FORCE)

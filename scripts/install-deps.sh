@@ -34,15 +34,16 @@ if [[ "${PPSTAGE_FUZZ_DEPS:-0}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi
 
+# Installs those of its arguments (Debian package names) that are missing.
 install_apt_packages() {
   local missing=() p
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed'; then
       missing+=("$p")
     fi
   done
   if ((${#missing[@]} == 0)); then
-    echo "install-deps: all ${#packages[@]} Debian packages present"
+    echo "install-deps: all $# Debian packages present"
     return
   fi
   echo "install-deps: installing ${missing[*]}"
@@ -69,8 +70,7 @@ install_torch_venv() {
   local python=${PPSTAGE_BASE_PYTHON:-python3}
   command -v "$python" >/dev/null || die "no $python to create $venv with (set PPSTAGE_BASE_PYTHON)"
   if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
-    packages=(python3-venv)
-    install_apt_packages
+    install_apt_packages python3-venv
   fi
   mkdir -p "$(dirname "$venv")"
   "$python" -m venv "$venv" || die "$python -m venv $venv failed"
@@ -89,5 +89,5 @@ install_torch_venv() {
   echo "install-deps: LibTorch $torch_version installed in $venv ($(du -sh "$venv" | cut -f1))"
 }
 
-install_apt_packages
+install_apt_packages "${packages[@]}"
 install_torch_venv

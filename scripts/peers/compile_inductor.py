@@ -52,7 +52,8 @@ def measure(way: str, steps: int, seed: int) -> dict:
             stage.layers[i] = torch.compile(block)
     optimizer = torch.optim.SGD(stage.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(2, config.seq_len, config.d_model, generator=gen)
+    # The activation stage 0 sends: its gradient is computed, as a pipeline stage must.
+    x = torch.randn(2, config.seq_len, config.d_model, generator=gen, requires_grad=True)
     target = torch.randint(config.vocab_size, (2, config.seq_len), generator=gen)
     times = []
     for _ in range(steps):
@@ -62,9 +63,10 @@ def measure(way: str, steps: int, seed: int) -> dict:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        x.grad = None
         times.append(time.perf_counter() - start)
     result = {"way": way, "first_step_s": times[0],
-              "steady_step_ms": 1000 * statistics.median(times[2:]), "loss": float(loss)}
+              "steady_step_ms": 1000 * statistics.median(times[2:] or times), "loss": float(loss)}
     if way != "eager":
         from torch._dynamo.utils import counters
         result["graphs_compiled"] = int(counters["stats"]["unique_graphs"])
@@ -88,7 +90,11 @@ def main() -> None:
             lines = out.stderr.strip().splitlines() or ["no output"]
             print(json.dumps({"way": way, "ok": False, "error": lines[-1]}), flush=True)
             continue
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        lines = out.stdout.strip().splitlines()
+        if not lines:
+            print(json.dumps({"way": way, "ok": False, "error": "no output"}), flush=True)
+            continue
+        result = json.loads(lines[-1])
         result["process_s"] = time.perf_counter() - started
         print(json.dumps(result), flush=True)
 

@@ -17,7 +17,15 @@ import os
 import statistics
 import sys
 
-med = statistics.median
+def med(values):
+    """The median, or None for no values (a run that failed in every round)."""
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def ratio_text(value):
+    return "n/a" if value is None else f"{value:.2f}"
+
 TORCH_ORDER = ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
                "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV"]
 PPSTAGE_ORDER = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v"]
@@ -52,7 +60,7 @@ def main(dir):
         ms = med(run["ms_per_step"] for run in runs)
         ratio = med(anchor[r] / run["ms_per_step"] for r, run in zip(rounds, runs) if anchor[r])
         print(f"| torch.distributed.pipelining | {name} | eager | {runs[0]['stages_per_rank']} "
-              f"| {ms:.0f} | {ratio:.2f} |")
+              f"| {ms:.0f} | {ratio_text(ratio)} |")
     for mode in MODES:
         for schedule in PPSTAGE_ORDER:
             paths = [f"{dir}/{r}_{schedule}_{mode}.json" for r in rounds]
@@ -61,8 +69,9 @@ def main(dir):
             metrics = [json.load(open(p)) for p in paths]
             ms = [steady_ms(m) for m in metrics]
             ratio = med(anchor[r] / x for r, x in zip(rounds, ms) if anchor[r])
-            per_rank = 1 if schedule in ("gpipe", "1f1b", "zb-h1") else 2
-            print(f"| ppstage | {schedule} | {mode} | {per_rank} | {med(ms):.0f} | {ratio:.2f} |")
+            per_rank = len(metrics[0]["ranks"][0]["stages"])
+            print(f"| ppstage | {schedule} | {mode} | {per_rank} | {med(ms):.0f} | "
+                  f"{ratio_text(ratio)} |")
     inductor_paths = [f"{dir}/{r}_inductor.jsonl" for r in rounds]
     if not all(os.path.exists(p) for p in inductor_paths):
         return

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt  # noqa: E402  (this folder's gpt.py)
-from gpt_1f1b_gloo import sample_tokens  # noqa: E402  (ppstage's synthetic samples)
+from gpt_1f1b_gloo import step_microbatches  # noqa: E402  (ppstage's synthetic samples)
 
 SCHEDULES = ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
              "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV"]
@@ -83,7 +83,8 @@ def stage_indices(name: str, rank: int) -> list:
 
 
 def run_rank(rank: int, args, name: str, port: int, out_dir: str) -> None:
-    os.sched_setaffinity(0, {rank % os.cpu_count()})
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=RANKS)
@@ -104,6 +105,7 @@ def run_rank(rank: int, args, name: str, port: int, out_dir: str) -> None:
 def train(rank: int, args, name: str) -> dict:
     from torch.distributed import pipelining
     config = gpt.GPTConfig()
+    args.vocab_size, args.seq_len = config.vocab_size, config.seq_len  # for step_microbatches
     model = gpt.build_gpt(config, args.seed)  # every rank the same initial parameters
     indices = stage_indices(name, rank)
     num_stages = RANKS * len(indices)
@@ -128,10 +130,7 @@ def train(rank: int, args, name: str) -> dict:
                 schedule_class(stages, n_microbatches=args.microbatches, loss_fn=loss_fn))
     times, losses = [], []
     for step in range(args.steps):
-        first = step * args.batch_size
-        tokens = torch.stack([sample_tokens(args.data_seed, first + i, config.vocab_size,
-                                            config.seq_len) for i in range(args.batch_size)])
-        inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+        inputs, targets = (torch.cat(part).contiguous() for part in step_microbatches(args, step))
         dist.barrier()
         start = time.perf_counter()
         step_losses = []

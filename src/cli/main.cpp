@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version") {
-    printVersion(std::cout);
-    return 0;
+    return ppstage::cli::runCommand([] {
+      printVersion(std::cout);
+      return 0;
+    });
   }
   return ppstage::cli::runCommand([&] { return findCommand(name).run(argc - 1, argv + 1); });
 }

@@ -61,16 +61,15 @@ void addCuda(SoftwareStack& stack) {
   int driver = 0;
   const bool have_runtime = cudaRuntimeGetVersion(&runtime) == cudaSuccess;
   cudaDriverGetVersion(&driver);  // 0 without a driver
-  std::string file = loadedLibrary("libcudart.so");
-  file += driver > 0 ? "; driver " + cudaVersionText(driver) : "; no CUDA driver";
   stack.components.push_back({"CUDA runtime", cudaVersionText(CUDART_VERSION),
-                              have_runtime ? cudaVersionText(runtime) : kNone, file});
+                              have_runtime ? cudaVersionText(runtime) : kNone,
+                              loadedLibrary("libcudart.so"),
+                              driver > 0 ? "driver " + cudaVersionText(driver) : "no CUDA driver"});
   const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
   const bool cudnn = hooks.compiledWithCuDNN();
-  stack.components.push_back(
-      {"cuDNN", cudnn ? cudnnVersionText(hooks.versionCuDNN()) + " (LibTorch's)" : kNone,
-       cudnn ? cudnnVersionText(hooks.versionRuntimeCuDNN()) : kNone,
-       loadedLibrary("libcudnn.so")});
+  stack.components.push_back({"cuDNN", cudnn ? cudnnVersionText(hooks.versionCuDNN()) : kNone,
+                              cudnn ? cudnnVersionText(hooks.versionRuntimeCuDNN()) : kNone,
+                              loadedLibrary("libcudnn.so"), "built against by LibTorch"});
   const cudaError_t error = cudaGetDeviceCount(&stack.cuda_devices);
   if (error != cudaSuccess) {
     stack.cuda_devices = 0;
@@ -79,7 +78,7 @@ void addCuda(SoftwareStack& stack) {
 }
 #else
 void addCuda(SoftwareStack& stack) {
-  stack.components.push_back({"CUDA runtime", kNone, kNone, "LibTorch built without CUDA"});
+  stack.components.push_back({"CUDA runtime", kNone, kNone, "", "LibTorch built without CUDA"});
   stack.no_device_reason = "LibTorch built without CUDA";
 }
 #endif
@@ -89,14 +88,14 @@ void addNccl(SoftwareStack& stack) {
   int loaded = 0;
   ncclGetVersion(&loaded);
   int copies = 0;
-  std::string file = loadedLibrary("libnccl.so", &copies);
-  if (copies > 1) file += " (and " + std::to_string(copies - 1) + " more: two NCCLs loaded)";
-  stack.components.push_back(
-      {"NCCL", ncclVersionText(NCCL_VERSION_CODE), ncclVersionText(loaded), file});
+  const std::string file = loadedLibrary("libnccl.so", &copies);
+  stack.components.push_back({"NCCL", ncclVersionText(NCCL_VERSION_CODE), ncclVersionText(loaded),
+                              file,
+                              copies > 1 ? std::to_string(copies) + " NCCL libraries loaded" : ""});
 }
 #else
 void addNccl(SoftwareStack& stack) {
-  stack.components.push_back({"NCCL", kNone, kNone, "the NCCL communicator is not built"});
+  stack.components.push_back({"NCCL", kNone, kNone, "", "the NCCL communicator is not built"});
 }
 #endif
 
@@ -120,11 +119,8 @@ std::string ncclVersionText(int version) {
 
 SoftwareStack softwareStack() {
   SoftwareStack stack;
-  const std::string built = std::to_string(TORCH_VERSION_MAJOR) + "." +
-                            std::to_string(TORCH_VERSION_MINOR) + "." +
-                            std::to_string(TORCH_VERSION_PATCH);
   stack.components.push_back(
-      {"LibTorch", built, loadedTorchVersion(), loadedLibrary("libtorch_cpu.so")});
+      {"LibTorch", TORCH_VERSION, loadedTorchVersion(), loadedLibrary("libtorch_cpu.so"), ""});
   addCuda(stack);
   addNccl(stack);
   return stack;
@@ -132,15 +128,15 @@ SoftwareStack softwareStack() {
 
 std::string describe(const SoftwareStack& stack) {
   std::ostringstream out;
-  auto row = [&](const std::string& a, const std::string& b, const std::string& c,
-                 const std::string& d) {
-    out << "  " << a << std::string(a.size() < 14 ? 14 - a.size() : 1, ' ') << b
-        << std::string(b.size() < 22 ? 22 - b.size() : 1, ' ') << c
-        << std::string(c.size() < 10 ? 10 - c.size() : 1, ' ') << d << "\n";
+  auto padded = [](const std::string& text, size_t width) {
+    return text + std::string(text.size() < width ? width - text.size() : 1, ' ');
   };
-  row("", "built against", "loaded", "from");
-  for (const StackComponent& c : stack.components) row(c.name, c.built, c.loaded, c.file);
-  out << "  CUDA devices  ";
+  out << "  " << padded("", 14) << padded("built against", 15) << padded("loaded", 10) << "from\n";
+  for (const StackComponent& c : stack.components) {
+    out << "  " << padded(c.name, 14) << padded(c.built, 15) << padded(c.loaded, 10) << c.file
+        << (c.note.empty() || c.file.empty() ? "" : "; ") << c.note << "\n";
+  }
+  out << "  " << padded("CUDA devices", 14);
   if (stack.cuda_devices > 0) {
     out << stack.cuda_devices << " visible\n";
   } else {

@@ -142,28 +142,33 @@ std::tuple<at::Tensor, at::Tensor> keyedNativeDropout(const at::Tensor& input, d
 }
 
 // softmax(q k^T scale + mask) over the keys, as ATen's math kernel of
-// scaled_dot_product_attention computes it: q and k each scaled by sqrt(scale) (default
-// 1 / sqrt(E)), a causal or boolean mask as -inf, a float mask added, and a row with every
-// key masked all zeros (_safe_softmax). (B..., L, E) x (B..., S, E) -> (B..., L, S).
+// scaled_dot_product_attention computes it: half and bfloat16 inputs in float32, q and k each
+// scaled by sqrt(|scale|) (default scale 1 / sqrt(E); a negative one negates q), a causal or
+// boolean mask as -inf, a float mask added, and a row whose keys are all masked all zeros
+// (_safe_softmax); returned in the inputs' dtype. (B..., L, E) x (B..., S, E) -> (B..., L, S).
 at::Tensor attentionProbs(const at::Tensor& query, const at::Tensor& key,
                           const c10::optional<at::Tensor>& attn_mask, bool is_causal,
                           c10::optional<double> scale) {
-  const double factor = std::sqrt(scale ? *scale : 1.0 / std::sqrt(double(query.size(-1))));
-  at::Tensor scores = at::matmul(query * factor, (key * factor).transpose(-2, -1));
+  const bool reduced = query.scalar_type() == at::kHalf || query.scalar_type() == at::kBFloat16;
+  const at::Tensor q = reduced ? query.to(at::kFloat) : query;
+  const at::Tensor k = reduced ? key.to(at::kFloat) : key;
+  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  const double root = std::sqrt(std::abs(s));
+  at::Tensor scores = at::matmul(q * (s < 0 ? -root : root), (k * root).transpose(-2, -1));
   const double minus_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
     TORCH_CHECK(!attn_mask.has_value() || !attn_mask->defined(),
                 "scaled_dot_product_attention: is_causal and an attn_mask together");
     const at::Tensor keep =
-        at::ones({query.size(-2), key.size(-2)}, query.options().dtype(at::kBool)).tril();
+        at::ones({query.size(-2), key.size(-2)}, q.options().dtype(at::kBool)).tril();
     scores = scores.masked_fill(keep.logical_not(), minus_inf);
   }
   if (attn_mask.has_value() && attn_mask->defined()) {
     scores = attn_mask->scalar_type() == at::kBool
                  ? scores.masked_fill(attn_mask->logical_not(), minus_inf)
-                 : scores + *attn_mask;
+                 : scores + attn_mask->to(scores.scalar_type());
   }
-  return at::_safe_softmax(scores, -1);
+  return at::_safe_softmax(scores, -1).to(query.scalar_type());
 }
 
 // Registered on first use rather than by a static constructor, which the linker drops from
@@ -251,25 +256,31 @@ bool isRandomLike(const Node* node) {
          node->kind() == aten::randint_like;
 }
 
-// True for an op with a dropout probability argument that is the constant 0 (an LSTM's
-// dropout=0, scaled_dot_product_attention's dropout_p in eval code).
+// True for an op whose dropout probability argument is the constant 0.0 (an LSTM's
+// dropout=0, scaled_dot_product_attention's dropout_p in eval code): it draws nothing.
 bool dropsNothing(const Node* node) {
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (schema == nullptr) return false;
   for (const char* name : {"dropout", "dropout_p", "p"}) {
     const auto argument = schema->argumentIndexWithName(name);
-    if (argument && torch::jit::constant_as<double>(node->input(*argument)) == 0.0) return true;
+    if (!argument) continue;
+    const auto value = torch::jit::toIValue(node->input(*argument));
+    if (value && value->isDouble() && value->toDouble() == 0.0) return true;
   }
   return false;
 }
 
 // True for a node that would draw from the global generator.
 bool drawsGlobally(const Node* node) {
-  if (dropsNothing(node)) return false;
-  if (dropoutOps().count(node->kind()) > 0 || isRandomLike(node)) return true;
-  const int generator = generatorArgument(node);
-  if (generator >= 0) return node->input(generator)->mustBeNone();
-  return node->isNondeterministic();
+  bool draws = false;
+  if (dropoutOps().count(node->kind()) > 0 || isRandomLike(node)) {
+    draws = true;
+  } else if (const int generator = generatorArgument(node); generator >= 0) {
+    draws = node->input(generator)->mustBeNone();
+  } else {
+    draws = node->isNondeterministic();
+  }
+  return draws && !dropsNothing(node);
 }
 
 class RandomOpRewriter {
@@ -324,14 +335,10 @@ class RandomOpRewriter {
     Node* before = node->prev();
     torch::jit::WithInsertPoint guard(node);
     std::vector<Value*> keyed;
+    const auto dropout = dropoutOps().find(node->kind());
     if (node->kind() == aten::scaled_dot_product_attention) {
       keyed.push_back(keyedAttention(node, generator));
-      tagBetween(before, node, model_.callOf(node));
-      replace(node, keyed);
-      return;
-    }
-    const auto dropout = dropoutOps().find(node->kind());
-    if (dropout != dropoutOps().end()) {
+    } else if (dropout != dropoutOps().end()) {
       std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
       inputs.push_back(generator);
       Node* op = graph_.create(dropout->second, inputs, node->outputs().size());

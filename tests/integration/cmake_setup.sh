@@ -2,13 +2,16 @@
 # Bad set-ups stop the configure with one line that says what is wrong (docs/build.md):
 #   - a LibTorch whose headers need C++20 (2.13) under the C++17 build: names both;
 #   - PPSTAGE_WITH_NCCL=ON with a CPU-only LibTorch;
+#   - a LibTorch older than the pinned one (Debian's 1.13);
+#   - a CUDA LibTorch on a machine without nvcc;
 #   - no LibTorch at all: the environment named does not exist.
 # The LibTorch configs are stand-ins (tests/cmake/fake_torch_*): each configure stops
 # before anything is built.
 #
-# usage: cmake_setup.sh SOURCE_DIR
+# usage: cmake_setup.sh CMAKE SOURCE_DIR
 set -euo pipefail
-source_dir=$1
+cmake=$1
+source_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -17,7 +20,7 @@ failed=0
 expect_refusal() {
   local name=$1 text=$2
   shift 2
-  if cmake -S "$source_dir" -B "$work/$name" "$@" > "$work/$name.log" 2>&1; then
+  if "$cmake" -S "$source_dir" -B "$work/$name" "$@" > "$work/$name.log" 2>&1; then
     echo "FAILED: $name: the configure succeeded"
     failed=1
     return
@@ -36,6 +39,11 @@ expect_refusal cxx20 "LibTorch 2.13.0 ($source_dir/tests/cmake/fake_torch_2.13) 
   -DTorch_DIR="$source_dir/tests/cmake/fake_torch_2.13"
 expect_refusal nccl_on_cpu "PPSTAGE_WITH_NCCL=ON, but LibTorch has no CUDA" \
   -DTorch_DIR="$source_dir/tests/cmake/fake_torch_cpu" -DPPSTAGE_WITH_NCCL=ON
+expect_refusal older "LibTorch 1.13.1 ($source_dir/tests/cmake/fake_torch_1.13) is older than 2.11.0" \
+  -DTorch_DIR="$source_dir/tests/cmake/fake_torch_1.13"
+PATH=/usr/bin:/bin CUDA_HOME= expect_refusal no_nvcc \
+  "the LibTorch in $source_dir/tests/cmake/fake_torch_cuda is a CUDA build, whose CMake files need the CUDA toolkit's nvcc" \
+  -DCMAKE_PREFIX_PATH="$source_dir/tests/cmake/fake_torch_cuda" "-DCMAKE_IGNORE_PATH=/usr/local/cuda/bin;/usr/local/bin"
 PPSTAGE_VENV=$work/no-such-env CMAKE_PREFIX_PATH= expect_refusal no_libtorch \
   "no LibTorch found: $work/no-such-env does not exist; run scripts/install-deps.sh" \
   -DPPSTAGE_VENV="$work/no-such-env"

@@ -362,6 +362,16 @@ TEST(KeyedRandom, AttentionDropoutBecomesSoftmaxKeyedDropoutAndProduct) {
   EXPECT_FALSE(at::equal(runWith(graph, x, {7, 3, 1}), first));  // another micro-batch
 }
 
+// Arguments named like a dropout probability that are ints or None are not one (norm's p).
+TEST(KeyedRandom, OpsWithAnotherKindOfPAreLeftAlone) {
+  const ModelGraph graph = captureModel(scripted(R"(
+def forward(self, x):
+    return x * torch.norm(x, 2) + torch.dropout(x, 0.0, True)
+)"));
+  EXPECT_EQ(countKind(graph.graph->block(), "ppstage::keyed_generator"), 0);
+  EXPECT_EQ(countKind(graph.graph->block(), "aten::norm"), 1);
+}
+
 // ppstage::attention_probs, then the product with v, is what scaled_dot_product_attention
 // computes, with every kind of mask.
 TEST(KeyedRandom, AttentionProbsAreThoseOfScaledDotProductAttention) {

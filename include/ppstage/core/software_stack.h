@@ -15,6 +15,7 @@ struct StackComponent {
   std::string built;   // the version built against; "-" where not built in
   std::string loaded;  // the version loaded in this process; "-" where none is
   std::string file;    // the shared library it was loaded from, where known
+  std::string note;    // what else to know: "LibTorch's", "no CUDA driver", "not built"
 };
 
 struct SoftwareStack {
