@@ -86,6 +86,19 @@ if(ppstage_torch_root AND EXISTS ${ppstage_torch_root}/lib/libtorch_cuda.so)
   endif()
 endif()
 
+# TorchConfig.cmake finds libtorch, libc10 and libc10_cuda with find_library, whose PATHS come
+# after the system folders: with Debian's libtorch-dev installed it took Debian's libc10 beside
+# the wheel's libtorch_cpu, two c10s in one process (a crash at load). Each is looked up in
+# the LibTorch's own lib/ first, and checked after.
+if(ppstage_torch_root)
+  foreach(entry "TORCH_LIBRARY;torch" "c10_LIBRARY;c10" "C10_CUDA_LIBRARY;c10_cuda")
+    list(GET entry 0 variable)
+    list(GET entry 1 name)
+    unset(${variable} CACHE)
+    find_library(${variable} ${name} PATHS ${ppstage_torch_root}/lib NO_DEFAULT_PATH)
+  endforeach()
+endif()
+
 # LibTorch's CUDA build looks for every CUDA architecture on a machine without a GPU and then
 # warns; ppstage compiles no CUDA kernels of its own, so name the GPUs it is run on.
 if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND "$ENV{TORCH_CUDA_ARCH_LIST}" STREQUAL "")
@@ -101,6 +114,18 @@ if(NOT Torch_FOUND)
                       "scripts/install-deps.sh, or name one with -DCMAKE_PREFIX_PATH or "
                       "-DTorch_DIR (docs/build.md)")
 endif()
+get_filename_component(ppstage_torch_lib ${TORCH_INSTALL_PREFIX}/lib REALPATH)
+foreach(library ${TORCH_LIBRARY} ${c10_LIBRARY})
+  if(NOT EXISTS ${library})
+    continue()
+  endif()
+  get_filename_component(ppstage_library_dir ${library} DIRECTORY)
+  get_filename_component(ppstage_library_dir ${ppstage_library_dir} REALPATH)
+  if(NOT ppstage_library_dir STREQUAL ppstage_torch_lib)
+    message(FATAL_ERROR "ppstage: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}) found "
+                        "${library}, another LibTorch's: set -DTorch_DIR to its share/cmake/Torch")
+  endif()
+endforeach()
 if(Torch_VERSION VERSION_LESS PPSTAGE_TORCH_VERSION)
   message(FATAL_ERROR "ppstage: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}) is older "
                       "than ${PPSTAGE_TORCH_VERSION}, the oldest ppstage builds with: run "

@@ -9,14 +9,10 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/torch_save.h"
 
 namespace ppstage {
 namespace {
-
-std::string toBytes(const c10::IValue& value) {
-  const std::vector<char> bytes = torch::jit::pickle_save(value);
-  return std::string(bytes.begin(), bytes.end());
-}
 
 c10::Dict<std::string, at::Tensor> toDict(const TensorDict& tensors) {
   c10::Dict<std::string, at::Tensor> dict;
@@ -26,12 +22,12 @@ c10::Dict<std::string, at::Tensor> toDict(const TensorDict& tensors) {
 
 }  // namespace
 
-std::string pickleTensors(const TensorDict& tensors) { return toBytes(toDict(tensors)); }
+std::string pickleTensors(const TensorDict& tensors) { return torchSaveBytes(toDict(tensors)); }
 
 std::string pickleStates(const StateDict& states) {
   c10::Dict<std::string, c10::Dict<std::string, at::Tensor>> dict;
   for (const auto& [path, state] : states) dict.insert(path, toDict(state));
-  return toBytes(dict);
+  return torchSaveBytes(dict);
 }
 
 CheckpointReader::CheckpointReader(std::string dir, Manifest manifest)

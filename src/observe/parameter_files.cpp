@@ -11,6 +11,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/torch_save.h"
 
 namespace ppstage {
 
@@ -21,9 +22,8 @@ void writeParameterFile(const std::string& dir, int rank,
   PPSTAGE_CHECK(!ec, "cannot create --output.params_dir '", dir, "': ", ec.message());
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [path, tensor] : params) dict.insert(path, tensor.detach().contiguous());
-  const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
   writeFileAtomically(dir + "/params-rank" + std::to_string(rank) + ".pt",
-                      std::string(bytes.begin(), bytes.end()));
+                      torchSaveBytes(c10::IValue(dict)));
 }
 
 std::map<std::string, at::Tensor> readParameterFiles(const std::string& dir) {
