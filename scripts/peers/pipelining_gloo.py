@@ -149,7 +149,7 @@ def train(rank: int, args, name: str) -> dict:
         optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - start)
         if step_losses:
-            losses.append(float(torch.stack(step_losses).mean()))
+            losses.append(float(torch.stack(step_losses).detach().mean()))
     return {"stages_per_rank": len(indices), "losses": losses,
             "ms_per_step": 1000 * statistics.median(times[1:] if len(times) > 1 else times)}
 

@@ -12,10 +12,10 @@ namespace ppstage {
 
 std::string torchSaveBytes(const c10::IValue& value) {
   std::vector<char> pickled;
-  torch::jit::Pickler pickler([&](const char* bytes, size_t size) {
-    pickled.insert(pickled.end(), bytes, bytes + size);
-  }, /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
-     /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t size) { pickled.insert(pickled.end(), bytes, bytes + size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
   pickler.protocol();
   pickler.pushIValue(value);
   pickler.stop();
