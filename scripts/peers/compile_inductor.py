@@ -13,8 +13,9 @@ shared between them:
   block   torch.compile(block) for each of the four blocks, the rest eager: identical blocks
           share compiled code where dynamo's cache lets them
 
-For each: the first step's time (compilation included), the steady step (median of the
-steps after the first two) and, for the compiled ones, how many graphs dynamo compiled.
+For each: the first step's time (compilation included, from cold: inductor's caches on disk
+are off), the steady step (median of the steps after the first two) and, for the compiled
+ones, how many graphs dynamo compiled.
 
   scripts/python scripts/peers/compile_inductor.py --steps 12
 
@@ -26,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -84,8 +86,13 @@ def main() -> None:
         return
     for way in WAYS:
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, "--way", way, "--steps", str(args.steps),
-                              "--seed", str(args.seed)], capture_output=True, text=True)
+        # A cold compile each time: inductor's caches on disk would otherwise serve later runs.
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_FX_GRAPH_CACHE="0",
+                       TORCHINDUCTOR_AUTOGRAD_CACHE="0")
+            out = subprocess.run([sys.executable, __file__, "--way", way, "--steps",
+                                  str(args.steps), "--seed", str(args.seed)],
+                                 capture_output=True, text=True, env=env)
         if out.returncode != 0:
             lines = out.stderr.strip().splitlines() or ["no output"]
             print(json.dumps({"way": way, "ok": False, "error": lines[-1]}), flush=True)

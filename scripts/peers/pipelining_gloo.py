@@ -180,8 +180,10 @@ def run_schedule(args, name: str, port: int) -> dict:
                 results.append(json.load(f))
     failed = [r for r in results if not r["ok"]]
     if failed:
-        return {"schedule": name, "ok": False, "error": failed[0]["error"],
-                "traceback": failed[0].get("traceback", "")}
+        # The cause, not a peer's "Connection closed by peer" after the cause ended its rank.
+        cause = min(failed, key=lambda r: "Connection closed" in r["error"])
+        return {"schedule": name, "ok": False, "error": cause["error"],
+                "traceback": cause.get("traceback", "")}
     return {"schedule": name, "ok": True, "stages_per_rank": results[0]["stages_per_rank"],
             "ms_per_step": max(r["ms_per_step"] for r in results),
             "losses": next(r["losses"] for r in results if r["losses"])}
