@@ -17,6 +17,23 @@ if(TARGET torch_cuda)
   set(PPSTAGE_CUDA_ENABLED ON)
 endif()
 
+# The CUDA LibTorch was built for: "13.0" from a wheel's torch/version.py or a LibTorch
+# folder's build-version ("2.11.0+cu130"); "" when neither says.
+function(ppstage_torch_cuda_version out)
+  set(version "")
+  if(EXISTS ${TORCH_INSTALL_PREFIX}/version.py)
+    file(STRINGS ${TORCH_INSTALL_PREFIX}/version.py line REGEX "^cuda[:=]")
+    string(REGEX MATCH "'([0-9]+\\.[0-9]+)'" _ "${line}")
+    set(version ${CMAKE_MATCH_1})
+  elseif(EXISTS ${TORCH_INSTALL_PREFIX}/build-version)
+    file(READ ${TORCH_INSTALL_PREFIX}/build-version line)
+    if(line MATCHES "\\+cu([0-9]+)([0-9])")
+      set(version ${CMAKE_MATCH_1}.${CMAKE_MATCH_2})
+    endif()
+  endif()
+  set(${out} "${version}" PARENT_SCOPE)
+endfunction()
+
 # "MAJOR.MINOR.PATCH" from `header`'s #defines of the three names; "" if it has none.
 function(ppstage_header_version header major minor patch out)
   set(version "")
@@ -71,8 +88,19 @@ if(PPSTAGE_CUDA_ENABLED)
   if(NOT ppstage_cudnn_version)
     set(ppstage_cudnn_version "not found")
   endif()
-  message(STATUS "ppstage: CUDA ${CUDAToolkit_VERSION} (${CUDAToolkit_BIN_DIR}), "
-                 "cuDNN ${ppstage_cudnn_version}")
+  # ppstage links the toolkit's CUDA runtime, LibTorch its own: one libcudart.so.<major>
+  # serves both only when the majors agree.
+  ppstage_torch_cuda_version(ppstage_torch_cuda)
+  if(ppstage_torch_cuda)
+    string(REGEX MATCH "^[0-9]+" ppstage_torch_cuda_major ${ppstage_torch_cuda})
+    if(NOT ppstage_torch_cuda_major EQUAL CUDAToolkit_VERSION_MAJOR)
+      message(FATAL_ERROR "ppstage: LibTorch ${Torch_VERSION} was built for CUDA "
+                          "${ppstage_torch_cuda}, the toolkit in ${CUDAToolkit_BIN_DIR} is CUDA "
+                          "${CUDAToolkit_VERSION}: install the toolkit of the same major version")
+    endif()
+  endif()
+  message(STATUS "ppstage: CUDA toolkit ${CUDAToolkit_VERSION} (${CUDAToolkit_BIN_DIR}), "
+                 "LibTorch built for CUDA ${ppstage_torch_cuda}, cuDNN ${ppstage_cudnn_version}")
   # How many devices this machine shows, from the CUDA runtime itself.
   try_run(ppstage_devices_run ppstage_devices_compiled ${CMAKE_BINARY_DIR}/cuda_device_count
           ${PROJECT_SOURCE_DIR}/cmake/cuda_device_count.cpp LINK_LIBRARIES CUDA::cudart

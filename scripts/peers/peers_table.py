@@ -91,7 +91,8 @@ def main(dir):
             print(f"| torch | {labels[way]} | failed: {runs[0].get('error')} | | |")
             continue
         graphs = runs[0].get("graphs_compiled", "")
-        print(f"| torch (inductor) | {labels[way]} | {med(x['first_step_s'] for x in runs):.2f} | "
+        runtime = "torch" if way == "eager" else "torch (inductor)"
+        print(f"| {runtime} | {labels[way]} | {med(x['first_step_s'] for x in runs):.2f} | "
               f"{med(x['steady_step_ms'] for x in runs):.1f} | {graphs} |")
     for mode in MODES:
         paths = [f"{dir}/{r}_1f1b_{mode}.json" for r in rounds]

@@ -181,7 +181,8 @@ def run_schedule(args, name: str, port: int) -> dict:
     failed = [r for r in results if not r["ok"]]
     if failed:
         # The cause, not a peer's "Connection closed by peer" after the cause ended its rank.
-        cause = min(failed, key=lambda r: "Connection closed" in r["error"])
+        cause = min(failed, key=lambda r: "Connection closed" in r["error"]
+                    or "Connection reset" in r["error"])
         return {"schedule": name, "ok": False, "error": cause["error"],
                 "traceback": cause.get("traceback", "")}
     return {"schedule": name, "ok": True, "stages_per_rank": results[0]["stages_per_rank"],
