@@ -11,7 +11,7 @@
 # the tests check with: the one beside LibTorch when it came from a Python environment).
 
 # The pin and the environment's default, read from the one place that declares them.
-file(STRINGS ${PROJECT_SOURCE_DIR}/scripts/torch-env.sh ppstage_pin
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../scripts/torch-env.sh ppstage_pin
      REGEX "^PPSTAGE_TORCH_VERSION=")
 string(REGEX REPLACE "^PPSTAGE_TORCH_VERSION=" "" PPSTAGE_TORCH_VERSION "${ppstage_pin}")
 if(DEFINED ENV{PPSTAGE_VENV})
