@@ -753,31 +753,47 @@ bench_libtorch() {
   local old=${PPSTAGE_BENCH_OLD:?PPSTAGE_BENCH_OLD: the build directory of ppstage on LibTorch 1.13}
   local rounds=${PPSTAGE_BENCH_ROUNDS:-3} dir=/tmp/ppstage_bench_libtorch round
   mkdir -p "$dir"
-  rm -f "$dir"/r*
-  for round in $(seq 1 "$rounds"); do
-    libtorch_runs "$old/src/ppstage" "$dir/r${round}_old"
-    libtorch_runs "$ppstage" "$dir/r${round}_new"
-  done
+  # PPSTAGE_BENCH_REPORT_ONLY=1: the table again from the last runs' files.
+  if [[ -z ${PPSTAGE_BENCH_REPORT_ONLY:-} ]]; then
+    rm -f "$dir"/r*
+    for round in $(seq 1 "$rounds"); do
+      libtorch_runs "$old/src/ppstage" "$dir/r${round}_old"
+      libtorch_runs "$ppstage" "$dir/r${round}_new"
+    done
+  fi
   python3 - "$dir" "$rounds" <<'PY'
 import json, statistics, sys
 dir, rounds = sys.argv[1], int(sys.argv[2])
 med = statistics.median
 load = lambda r, side, name: json.load(open(f"{dir}/r{r}_{side}_{name}.json"))
 steady = lambda m: med(m["step_time_s"][1:])
-rows = [("gpt-small, one process, step s", lambda r, s: steady(load(r, s, "one"))),
-        ("pp 2, 1F1B (M 8), step s", lambda r, s: steady(load(r, s, "1f1b"))),
-        ("pp 2, ZB-V (4 stages, V), step s", lambda r, s: steady(load(r, s, "zbv")))]
+peak = lambda m: max(r["peak_rss_mb"] for r in m["ranks"])
+rows = [("gpt-small, one process: step s", lambda r, s: steady(load(r, s, "one"))),
+        ("gpt-small, one process: peak RSS MB", lambda r, s: peak(load(r, s, "one"))),
+        ("pp 2, 1F1B (M 8): step s", lambda r, s: steady(load(r, s, "1f1b"))),
+        ("pp 2, 1F1B (M 8): peak RSS MB (the larger rank)", lambda r, s: peak(load(r, s, "1f1b"))),
+        ("pp 2, ZB-V (4 stages, V): step s", lambda r, s: steady(load(r, s, "zbv")))]
 for mode in ("none", "stage", "block"):
     pick = lambda r, s, mode=mode: next(m for m in load(r, s, "compile")["modes"] if m["mode"] == mode)
     rows.append((f"compare-compile {mode}: compile time s", lambda r, s, p=pick: p(r, s)["compile_time_s"]))
     rows.append((f"compare-compile {mode}: step s", lambda r, s, p=pick: p(r, s)["step_time_s"]))
-print(f"| run | LibTorch 1.13 | LibTorch 2.11 | 2.11 / 1.13 |")
+    rows.append((f"compare-compile {mode}: fusion groups", lambda r, s, p=pick: p(r, s)["fusion_groups"]))
+print(f"{rounds} rounds, each running both in turn; medians over the rounds, and the median "
+      "of the rounds' ratios")
+print()
+print("| run | LibTorch 1.13 | LibTorch 2.11 | 2.11 / 1.13 |")
 print("|---|---|---|---|")
 for name, get in rows:
     old = [get(r, "old") for r in range(1, rounds + 1)]
     new = [get(r, "new") for r in range(1, rounds + 1)]
-    ratio = med(n / o for n, o in zip(new, old))
-    print(f"| {name} | {med(old):.3f} | {med(new):.3f} | {ratio:.2f} |")
+    ratios = [n / o for n, o in zip(new, old) if o]
+    ratio = "%.2f" % med(ratios) if ratios else "n/a"
+    print(f"| {name} | {med(old):.3f} | {med(new):.3f} | {ratio} |")
+same = all(load(r, "old", "compile")["modes"][i]["final_loss"] ==
+           load(r, "new", "compile")["modes"][i]["final_loss"]
+           for r in range(1, rounds + 1) for i in range(3))
+print()
+print("compare-compile's final losses, 1.13 against 2.11: " + ("bitwise equal in every mode and round" if same else "differ"))
 PY
 }
 

@@ -1,4 +1,4 @@
-# A stand-in for LibTorch 2.13's TorchConfig.cmake, for tests/integration/cmake_setup.sh:
+# A stand-in for LibTorch 2.13's TorchConfig.cmake, for tests/integration/bad_setup.sh:
 # a CPU LibTorch whose headers need C++20, as 2.13's do. Nothing is built against it.
 set(TORCH_INSTALL_PREFIX ${CMAKE_CURRENT_LIST_DIR})
 add_library(torch INTERFACE IMPORTED)

@@ -1,5 +1,5 @@
 # A stand-in for a CPU-only LibTorch 2.11's TorchConfig.cmake (no torch_cuda target), for
-# tests/integration/cmake_setup.sh. Nothing is built against it.
+# tests/integration/bad_setup.sh. Nothing is built against it.
 set(TORCH_INSTALL_PREFIX ${CMAKE_CURRENT_LIST_DIR})
 add_library(torch INTERFACE IMPORTED)
 set_target_properties(torch PROPERTIES CXX_STANDARD 17)

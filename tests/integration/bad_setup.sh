@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Bad set-ups stop the configure with one line that says what is wrong (docs/build.md):
+# Bad set-ups end with one line that says what is wrong (docs/build.md). The configure:
 #   - a LibTorch whose headers need C++20 (2.13) under the C++17 build: names both;
 #   - PPSTAGE_WITH_NCCL=ON with a CPU-only LibTorch;
 #   - a LibTorch older than the pinned one (Debian's 1.13);
 #   - a CUDA LibTorch on a machine without nvcc;
 #   - no LibTorch at all: the environment named does not exist.
 # The LibTorch configs are stand-ins (tests/cmake/fake_torch_*): each configure stops
-# before anything is built.
+# before anything is built. And scripts/install-deps.sh with no network and no environment,
+# in a network namespace of its own (skipped where one cannot be made).
 #
-# usage: cmake_setup.sh CMAKE SOURCE_DIR
+# usage: bad_setup.sh CMAKE SOURCE_DIR
 set -euo pipefail
 cmake=$1
 source_dir=$2
@@ -47,4 +48,21 @@ PATH=/usr/bin:/bin CUDA_HOME= expect_refusal no_nvcc \
 PPSTAGE_VENV=$work/no-such-env CMAKE_PREFIX_PATH= expect_refusal no_libtorch \
   "no LibTorch found: $work/no-such-env does not exist; run scripts/install-deps.sh" \
   -DPPSTAGE_VENV="$work/no-such-env"
+# No network to PyPI, no environment: one line, before anything is downloaded.
+netns=ppstage-offline-$$
+if ip netns add "$netns" 2> /dev/null; then
+  if err=$(ip netns exec "$netns" env PPSTAGE_VENV="$work/offline-env" \
+    "$source_dir/scripts/install-deps.sh" 2>&1 > /dev/null); then
+    echo "FAILED: offline: install-deps succeeded"
+    failed=1
+  elif [[ $(wc -l <<< "$err") != 1 || $err != "install-deps: error: PyPI cannot be reached"* ]]; then
+    echo "FAILED: offline: expected one line 'install-deps: error: PyPI cannot be reached ...', got: $err"
+    failed=1
+  else
+    echo "ok      offline: $err"
+  fi
+  ip netns del "$netns"
+else
+  echo "skip    offline: no network namespace can be made here (ip netns add needs root)"
+fi
 exit $failed
