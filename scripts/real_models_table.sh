@@ -29,7 +29,8 @@ PY
 import json, sys
 plan = json.load(sys.stdin)
 print(len(plan["units"]), " / ".join(", ".join(s["modules"]) for s in plan["stages"]).replace(" ", "~"))')
-  diffs=$(bash "$root/tests/integration/real_model_numerics.sh" "$ppstage" "$mpiexec" \
+  diffs=$(REAL_MODEL_TP_SHARDED=any \
+      bash "$root/tests/integration/real_model_numerics.sh" "$ppstage" "$mpiexec" \
       --model.name "$file" "${input[@]}" |
     sed -n 's/^ok *1f1b pp=2 compile=\([a-z]*\): [0-9]* steps, max rel diff \([^ ]*\).*/\2/p' |
     sed 's/^0.00e+00$/0/' | paste -sd/ | sed 's#/# / #g')
