@@ -35,7 +35,7 @@
 #                              hand-written one it replaced (from git history), 3 rounds
 #   scripts/bench.sh balance   --pipeline.balance time against params on gpt-small with
 #                              vocab 4096 and 16384 at pp 2 (1F1B, M 8): step of each and
-#                              the stage-time imbalance of both plans, in rounds (3)
+#                              the predicted step of both cuts and the cut, in rounds (3)
 #   scripts/bench.sh train     step time of gpt-tiny and gpt-small: one process (full batch)
 #                              against mpirun -np 2 with 1F1B (best median of 3 rounds)
 #   scripts/bench.sh data      data files: gpt-tiny at pp 2 on the embedded text against the
@@ -414,8 +414,8 @@ bench_balance() {
   local steps=${PPSTAGE_BENCH_STEPS:-10} rounds=${PPSTAGE_BENCH_ROUNDS:-3}
   local dir=/tmp/ppstage_bench_balance vocab balance round
   mkdir -p "$dir"
-  echo "| vocab | round | params: step s | time: step s | time / params | imbalance by params | imbalance by time |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| vocab | round | params: step s | time: step s | time / params | predicted by params | predicted by time | time's cut |"
+  echo "|---|---|---|---|---|---|---|---|"
   for vocab in 4096 16384; do
     for round in $(seq 1 "$rounds"); do
       for balance in params time; do
@@ -429,10 +429,11 @@ bench_balance() {
 import json, re, sys
 dir, vocab, round = sys.argv[1:]
 step = lambda b: json.load(open(f"{dir}/{vocab}_{b}_{round}.json"))["measured_step_s"]
-line = [l for l in open(f"{dir}/{vocab}_time_{round}.log") if "stage-time imbalance" in l][0]
-before, after = re.findall(r"([0-9.]+) balanced by params, ([0-9.]+) now", line)[0]
-print("| %s | %s | %.3f | %.3f | %.3f | %s | %s |" % (vocab, round, step("params"), step("time"),
-      step("time") / step("params"), before, after))
+line = [l for l in open(f"{dir}/{vocab}_time_{round}.log") if "pipeline.balance time:" in l][0]
+cut, after, before = re.findall(
+    r"cut at (\S+), predicted step ([0-9.]+) s \(balanced by params: ([0-9.]+) s\)", line)[0]
+print("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s |" % (vocab, round, step("params"),
+      step("time"), step("time") / step("params"), before, after, cut))
 PY
     done
   done

@@ -39,7 +39,7 @@ CostProfile costProfileOf(const Config& config, int ranks, Communicator* world) 
   if (!config.plan.costs.empty()) {
     return readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
   }
-  CostProfile profile = measureCostProfileOnRanks(config, ranks, world);
+  CostProfile profile = measureCostProfileOnRanks(config, nullptr, ranks, world);
   if (!config.plan.save_costs.empty() && (world == nullptr || world->rank() == 0)) {
     writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
   }

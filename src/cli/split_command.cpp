@@ -3,7 +3,9 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +14,8 @@
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/plan_report.h"
-#include "ppstage/train/time_balance.h"
+#include "ppstage/train/auto_plan.h"
+#include "ppstage/train/captured_run.h"
 
 namespace ppstage::cli {
 
@@ -41,6 +44,29 @@ nlohmann::json tensorParallelJson(int64_t tp, const std::vector<TpStageReport>& 
   return {{"tp", tp}, {"stages", stages}};
 }
 
+// The ranks of a job of `config`'s stages: one pipeline rank per --pipeline.stages_per_rank
+// stages, times the replicas and the tensor-parallel ranks.
+int jobRanks(const Config& config) {
+  const int64_t stages = std::max<int64_t>(config.pipeline.stages, 1);
+  const int64_t pp = std::max<int64_t>(stages / config.pipeline.stages_per_rank, 1);
+  return static_cast<int>(pp * config.train.dp * config.train.tp);
+}
+
+// {"schedule", "dp", "pp", "stages_per_rank", "microbatches", "split_points",
+// "predicted_step_s", "params_predicted_step_s", "costs"}
+nlohmann::json timeCutJson(const TimeCut& cut) {
+  const PlanCandidate& c = cut.chosen;
+  return {{"schedule", c.schedule},
+          {"dp", c.dp},
+          {"pp", c.pp},
+          {"stages_per_rank", c.stages_per_rank},
+          {"microbatches", c.microbatches},
+          {"split_points", cut.split_points},
+          {"predicted_step_s", c.step_s},
+          {"params_predicted_step_s", cut.params_step_s},
+          {"costs", cut.costs}};
+}
+
 }  // namespace
 
 int splitMain(int argc, const char* const* argv) {
@@ -50,7 +76,9 @@ int splitMain(int argc, const char* const* argv) {
   addModelOptions(options, config.model);
   addStageCountOption(options, config.pipeline);
   addSplitOptions(options, config.pipeline);
+  addScheduleOptions(options, config.pipeline);
   addTrainOptions(options, config.train);
+  addCompileOptions(options, config.compile);
   po::options_description output("Output");
   output.add_options()("json", po::bool_switch(&json),
                        "print the plan as JSON (stages with index, modules, num_params, "
@@ -63,13 +91,23 @@ int splitMain(int argc, const char* const* argv) {
       "estimated FLOPs and the tensors crossing its boundaries (shapes for\n"
       "--train.batch_size), then the parameters tied across stages. With --train.tp N,\n"
       "the regions tensor parallelism shards in each stage (and why the others stay\n"
-      "replicated), the parameters sharded, and the all-reduces per micro-batch.";
+      "replicated), the parameters sharded, and the all-reduces per micro-batch.\n\n"
+      "--pipeline.balance time measures the model's units in this process, in\n"
+      "--compile.mode, as `ppstage plan` does, and takes the planner's cut for the job's\n"
+      "schedule, micro-batches and layout (--pipeline.stages / --pipeline.stages_per_rank\n"
+      "pipeline ranks, times --train.dp and --train.tp); it prints the predicted step.";
   if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
   validate(config.model);
   validate(config.pipeline);
   validate(config.train);
+  validate(config.compile);
 
-  ModelSplit split = splitModelMeasuringTime(config);
+  CapturedRun run = captureRun(config);
+  std::optional<TimeCut> time_cut;
+  if (balancesByTime(config.pipeline)) {
+    time_cut = cutByTime(config, run, jobRanks(config), nullptr);
+  }
+  ModelSplit split = splitCaptured(std::move(run.model), config.pipeline);
   // --train.tp: what the tensor-parallel pass makes of each stage, as its first rank holds it.
   std::vector<TpStageReport> tp_reports;
   if (config.train.tp > 1) {
@@ -82,9 +120,11 @@ int splitMain(int argc, const char* const* argv) {
     nlohmann::json plan = nlohmann::json::parse(planToJson(split));
     if (!tp_reports.empty())
       plan["tensor_parallel"] = tensorParallelJson(config.train.tp, tp_reports);
+    if (time_cut) plan["time_balance"] = timeCutJson(*time_cut);
     std::cout << plan.dump(2) << std::endl;
     return 0;
   }
+  if (time_cut) std::cout << timeCutText(*time_cut) << "\n";
   printPlanTable(std::cout, split);
   if (tp_reports.empty()) return 0;
   std::cout << "\ntensor parallelism: tp " << config.train.tp

@@ -3,8 +3,10 @@
 
 #include <sstream>
 
+#include "ppstage/core/batch_layout.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage {
 
@@ -28,6 +30,20 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
   std::vector<std::string> points;
   for (size_t start : candidate.stage_starts) points.push_back(profile.units.at(start).path);
   return points;
+}
+
+PlanCandidate candidateOf(const Config& config, const Topology& pipeline) {
+  PlanCandidate c;
+  c.schedule = config.pipeline.schedule;
+  c.dp = pipeline.dpSize();
+  c.pp = pipeline.ppSize();
+  c.stages_per_rank = pipeline.stagesPerRank();
+  c.placement = pipeline.placement();
+  c.microbatches =
+      scheduleOptionsFor(config.pipeline, pipeline.numStages(), pipeline.stagesPerRank())
+          .microbatches;
+  c.microbatch_size = batchLayout(config.train.batch_size, c.dp, c.microbatches).microbatch_size;
+  return c;
 }
 
 void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& config) {

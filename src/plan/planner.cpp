@@ -299,6 +299,24 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
   }
 }
 
+// Candidates with more stages keep their balanced cut: refining simulates the schedule
+// again for every boundary moved.
+constexpr int kMostStagesRefined = 16;
+
+// `c` simulated under its cut's `costs`, then its cut refined (refineCut) where it has 2 to
+// kMostStagesRefined stages. Throws ppstage::Error when its schedule refuses it.
+PlanCandidate simulateAndRefine(const CostProfile& profile, PlanCandidate c,
+                                const StageCosts& costs, const ScheduleRegistry& registry,
+                                double budget) {
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
+  const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
+  fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
+  if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
+    refineCut(profile, schedule, pipeline, budget, c);
+  }
+  return c;
+}
+
 // A candidate before simulation: its layout, its stages' costs and its bounds.
 struct Pending {
   PlanCandidate candidate;
@@ -393,7 +411,6 @@ class Enumerator {
 // The search over the enumerated candidates (Note [Planning a pipeline]).
 constexpr int kSearchWidth = 10;
 // Cuts of more stages are kept as balanced: refining costs a simulation per boundary move.
-constexpr int kMostStagesRefined = 16;
 
 class Search {
  public:
@@ -464,14 +481,8 @@ class Search {
   std::optional<PlanCandidate> simulate(const Pending& p) {
     ++plan_.simulated;
     try {
-      PlanCandidate c = p.candidate;
-      const PipelineSchedule schedule = buildSchedule(registry_, scheduleOptionsOf(c, *p.costs));
-      const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
-      fillPrediction(profile_, *p.costs, pipeline, schedule, schedule.simulation, c);
-      if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
-        refineCut(profile_, schedule, pipeline, request_.memory_budget_bytes, c);
-      }
-      return c;
+      return simulateAndRefine(profile_, p.candidate, *p.costs, registry_,
+                               request_.memory_budget_bytes);
     } catch (const Error& e) {
       ++plan_.refused;
       if (first_refusal_.empty()) first_refusal_ = p.candidate.label() + ": " + e.what();
@@ -497,13 +508,6 @@ class Search {
   double smallest_peak_ = kInfinity;
   std::vector<const Pending*> unsimulated_;
 };
-
-// The cut train makes by default (--pipeline.balance params): parameter bytes balanced.
-std::vector<size_t> paramsCut(const CostProfile& profile, int stages) {
-  std::vector<double> bytes;
-  for (const UnitCost& unit : profile.units) bytes.push_back(static_cast<double>(unit.param_bytes));
-  return balancedStarts(profile, bytes, stages);
-}
 
 // No configuration (Plan::default_config where the default cannot run).
 PlanCandidate absent() {
@@ -532,6 +536,20 @@ PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& re
 }
 
 }  // namespace
+
+std::vector<size_t> paramsCut(const CostProfile& profile, int stages) {
+  std::vector<double> bytes;
+  for (const UnitCost& unit : profile.units) bytes.push_back(static_cast<double>(unit.param_bytes));
+  return balancedStarts(profile, bytes, stages);
+}
+
+PlanCandidate cutFor(const CostProfile& profile, PlanCandidate c, const ScheduleRegistry& registry,
+                     double budget_bytes) {
+  const double size = static_cast<double>(c.microbatch_size);
+  c.stage_starts = c.stages() > 1 ? balancedCut(profile, c.stages(), size) : std::vector<size_t>{};
+  return simulateAndRefine(profile, c, stageCostsOf(profile, c.stage_starts, size), registry,
+                           budget_bytes);
+}
 
 PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
                                const ScheduleRegistry& registry) {

@@ -248,13 +248,10 @@ bool balancesByTime(const PipelineConfig& pipeline) {
   return pipeline.balance == Balance::kTime && pipeline.split_points.empty();
 }
 
-ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
-                         const UnitTimes* unit_times) {
-  PPSTAGE_INTERNAL_ASSERT(!balancesByTime(pipeline) || unit_times != nullptr,
-                          "balance by time needs the units' measured seconds");
+ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline) {
   Stopwatch watch;
   ModelSplit split;
-  split.plan = planStages(captured.graph, captured.shapes, pipeline, unit_times);
+  split.plan = planStages(captured.graph, captured.shapes, pipeline);
   split.timings = captured.timings;
   split.timings.plan_s = watch.lap();
   split.stages = extractStages(captured.graph, split.plan, captured.shapes);
@@ -271,9 +268,8 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
   return split;
 }
 
-ModelSplit splitModel(const Config& config, const UnitTimes* unit_times,
-                      const InputSpec* data_input) {
-  return splitCaptured(captureForSplit(config, data_input), config.pipeline, unit_times);
+ModelSplit splitModel(const Config& config, const InputSpec* data_input) {
+  return splitCaptured(captureForSplit(config, data_input), config.pipeline);
 }
 
 void releaseLoadedTensors(ModelSplit& split) {

@@ -147,15 +147,6 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
       << (split.plan.method == "split_points" ? "cut at the split points"
                                               : "balanced by " + split.plan.method)
       << "\n";
-  if (const auto& time = split.plan.time_balance) {
-    char line[300];
-    std::snprintf(line, sizeof line,
-                  "stage-time imbalance (slowest stage over the mean, measured): %.3f balanced "
-                  "by params, %.3f now; the schedule's predicted makespan %.3f s and %.3f s\n",
-                  time->params_imbalance, time->imbalance, time->params_predicted_s,
-                  time->predicted_s);
-    out << line;
-  }
   out << "\n";
   std::vector<std::vector<Cell>> rows;
   for (const StageModule& stage : split.stages) {
@@ -225,13 +216,6 @@ std::string planToJson(const ModelSplit& split) {
                            {"example_run", split.timings.shapes_s},
                            {"plan", split.timings.plan_s},
                            {"extract", split.timings.extract_s}}}};
-  if (const auto& time = split.plan.time_balance) {
-    plan["time_balance"] = {{"unit_seconds", time->unit_seconds},
-                            {"imbalance_before", time->params_imbalance},
-                            {"imbalance_after", time->imbalance},
-                            {"predicted_makespan_before_s", time->params_predicted_s},
-                            {"predicted_makespan_after_s", time->predicted_s}};
-  }
   return plan.dump(2);
 }
 

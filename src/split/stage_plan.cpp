@@ -152,20 +152,10 @@ std::vector<StageRange> partitioned(const std::vector<double>& costs, size_t sta
   return ranges;
 }
 
-// The slowest stage's cost over the mean stage's.
-double imbalanceOf(const std::vector<StageRange>& stages, const std::vector<double>& costs) {
-  double total = 0, slowest = 0;
-  for (const StageRange& s : stages) {
-    double sum = 0;
-    for (size_t u = s.first_unit; u < s.end_unit; ++u) sum += costs[u];
-    total += sum;
-    slowest = std::max(slowest, sum);
-  }
-  return total > 0 ? slowest * static_cast<double>(stages.size()) / total : 1;
-}
-
 StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
-                       const PipelineConfig& config, const UnitTimes* times) {
+                       const PipelineConfig& config) {
+  PPSTAGE_INTERNAL_ASSERT(config.balance != Balance::kTime,
+                          "balance by time is cut by the planner before the split (split points)");
   StagePlan plan;
   plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
@@ -173,42 +163,21 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
                 " but the model has only ", plan.units.size(), " splittable units (",
                 listPaths(plan.units), ")");
-  std::vector<double> params, flops;
+  std::vector<double> costs;
   for (const SplitUnit& unit : plan.units) {
-    params.push_back(static_cast<double>(unit.num_params));
-    flops.push_back(unit.flops);
+    costs.push_back(config.balance == Balance::kFlops ? unit.flops
+                                                      : static_cast<double>(unit.num_params));
   }
-  if (config.balance != Balance::kTime) {
-    plan.stages = partitioned(config.balance == Balance::kFlops ? flops : params, stages);
-    return plan;
-  }
-  PPSTAGE_INTERNAL_ASSERT(times != nullptr && times->seconds.size() == plan.units.size(),
-                          "balance by time needs every unit's measured seconds");
-  StagePlan::TimeBalance time;
-  time.unit_seconds = times->seconds;
-  const std::vector<StageRange> by_params = partitioned(params, stages);
-  plan.stages = partitioned(time.unit_seconds, stages);
-  time.params_imbalance = imbalanceOf(by_params, time.unit_seconds);
-  time.imbalance = imbalanceOf(plan.stages, time.unit_seconds);
-  if (times->predict_step) {
-    time.params_predicted_s = times->predict_step(by_params);
-    time.predicted_s = times->predict_step(plan.stages);
-  }
-  if (time.params_predicted_s > 0 && time.params_predicted_s < time.predicted_s) {
-    plan.stages = by_params;  // the slowest stage is not all the schedule waits on
-    time.imbalance = time.params_imbalance;
-    time.predicted_s = time.params_predicted_s;
-  }
-  plan.time_balance = std::move(time);
+  plan.stages = partitioned(costs, stages);
   return plan;
 }
 
 }  // namespace
 
 StagePlan planStages(const ModelGraph& model, const ValueShapes& shapes,
-                     const PipelineConfig& config, const UnitTimes* unit_times) {
+                     const PipelineConfig& config) {
   if (!config.split_points.empty()) return planAtSplitPoints(model, shapes, config);
-  return planBalanced(model, shapes, config, unit_times);
+  return planBalanced(model, shapes, config);
 }
 
 }  // namespace ppstage

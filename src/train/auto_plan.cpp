@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <ostream>
 
@@ -11,8 +12,8 @@
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/text.h"
 #include "ppstage/plan/plan_config.h"
-#include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/unit_costs.h"
@@ -22,6 +23,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// `fn` agreed over `world` (runAgreed), or run as it is in one process.
+void agreed(Communicator* world, const std::function<void()>& fn) {
+  if (world != nullptr) {
+    runAgreed(*world, fn);
+  } else {
+    fn();
+  }
+}
+
 void checkPlannable(const Config& config, int world) {
   PPSTAGE_CHECK(config.plan.ranks == 0 || config.plan.ranks == world,
                 "--pipeline.auto plans for the job's ", world, " ranks; --plan.ranks is ",
@@ -30,19 +40,21 @@ void checkPlannable(const Config& config, int world) {
                 "tensor parallelism (--train.tp ", config.train.tp, ")");
 }
 
-// The profile every rank plans with: read from --plan.costs, or measured on every rank
-// (measureCostProfileOnRanks). The same on every rank.
-CostProfile agreedProfile(const Config& config, Communicator& world) {
-  runAgreed(world, [&] { checkPlannable(config, world.size()); });
+// The profile a job of `ranks` ranks plans with: read from --plan.costs, or measured on
+// every rank of `world` (measureCostProfileOnRanks) and saved with --plan.save_costs. The
+// same on every rank.
+CostProfile agreedProfile(const Config& config, const CapturedRun& run, int ranks,
+                          Communicator* world) {
   if (config.plan.costs.empty()) {
-    CostProfile profile = measureCostProfileOnRanks(config, world.size(), &world);
-    if (world.rank() == 0 && !config.plan.save_costs.empty()) {
+    CostProfile profile = measureCostProfileOnRanks(config, &run, ranks, world);
+    const bool leader = world == nullptr || world->rank() == 0;
+    if (leader && !config.plan.save_costs.empty()) {
       writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
     }
     return profile;
   }
   std::optional<CostProfile> profile;
-  runAgreed(world, [&] {
+  agreed(world, [&] {
     profile = readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
     PPSTAGE_CHECK(
         profile->batch_size == config.train.batch_size && profile->model == config.model.name,
@@ -73,11 +85,20 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
   log << line;
 }
 
+// Where `profile`'s costs come from, for the log.
+std::string costsText(const Config& config, const CostProfile& profile) {
+  if (!config.plan.costs.empty()) return "read from --plan.costs '" + config.plan.costs + "'";
+  return "measured in compile mode " + profile.compile_mode + ", " + profile.precision +
+         ", links " + profile.links;
+}
+
 }  // namespace
 
-void planAutomatically(Config& config, Communicator& world, std::ostream& log) {
+void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
+                       std::ostream& log) {
   const Clock::time_point start = Clock::now();
-  const CostProfile profile = agreedProfile(config, world);
+  runAgreed(world, [&] { checkPlannable(config, world.size()); });
+  const CostProfile profile = agreedProfile(config, run, world.size(), &world);
   const double measure_s = secondsSince(start);
   std::optional<Plan> plan;
   const Clock::time_point planning = Clock::now();
@@ -90,6 +111,38 @@ void planAutomatically(Config& config, Communicator& world, std::ostream& log) {
   const double plan_s = secondsSince(planning);
   applyCandidate(plan->best.front(), profile, config);
   if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
+}
+
+TimeCut cutByTime(Config& config, const CapturedRun& run, int ranks, Communicator* world) {
+  PlanCandidate job;  // checked before the costs are measured
+  agreed(world, [&] { job = candidateOf(config, jobTopology(config, ranks)); });
+  TimeCut cut;
+  const Clock::time_point start = Clock::now();
+  const CostProfile profile = agreedProfile(config, run, ranks, world);
+  cut.measure_s = secondsSince(start);
+  cut.costs = costsText(config, profile);
+  agreed(world, [&] {
+    const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
+    cut.chosen = cutFor(profile, job, registry, config.plan.memory_mb * kBytesPerMB);
+    if (job.stages() > 1) job.stage_starts = paramsCut(profile, job.stages());
+    const PlanCandidate by_params = predictCandidate(profile, job, registry);
+    cut.params_step_s = by_params.step_s;
+    if (by_params.step_s < cut.chosen.step_s) cut.chosen = by_params;
+  });
+  cut.split_points = splitPointsOf(cut.chosen, profile);
+  config.pipeline.split_points = cut.split_points;
+  return cut;
+}
+
+std::string timeCutText(const TimeCut& cut) {
+  char figures[160];
+  std::snprintf(figures, sizeof figures,
+                "predicted step %.4f s (balanced by params: %.4f s); costs in %.1f s, ",
+                cut.chosen.step_s, cut.params_step_s, cut.measure_s);
+  const std::string points =
+      cut.split_points.empty() ? "nothing to cut" : joinText(cut.split_points, ",");
+  return "pipeline.balance time: " + cut.chosen.label() + " cut at " + points + ", " + figures +
+         cut.costs;
 }
 
 }  // namespace ppstage

@@ -15,6 +15,7 @@
 #include "evaluator.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
 #include "ppstage/observe/progress_line.h"
@@ -397,9 +398,18 @@ class TrainLoop {
 
 RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bool live_progress) {
   Config config = given;
-  if (config.pipeline.auto_plan) planAutomatically(config, world, log);
-  JobPlan plan = planJob(config, world);
+  setComputeThreads(computeThreads(config.train, world.size()));
+  std::optional<CapturedRun> run;  // the one capture of the training model on this rank
+  runAgreed(world, [&] { run.emplace(captureRun(config)); });
+  std::optional<TimeCut> time_cut;
+  if (config.pipeline.auto_plan) {
+    planAutomatically(config, *run, world, log);
+  } else if (balancesByTime(config.pipeline)) {
+    time_cut = cutByTime(config, *run, world.size(), &world);
+  }
+  JobPlan plan = planJob(config, std::move(*run), world);
   if (world.rank() == 0) {
+    if (time_cut) log << timeCutText(*time_cut) << "\n";
     printConfiguration(log, config, plan);
     printPlanTable(log, plan.model().split);
     log << std::endl;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "ppstage/comm/agreement.h"
@@ -18,12 +19,12 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/tensor_memory.h"
+#include "ppstage/runtime/loss.h"
 #include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/train/job_plan.h"
 #include "ppstage/train/optimizer.h"
-#include "ppstage/train/time_balance.h"
 
 namespace ppstage {
 
@@ -31,6 +32,40 @@ namespace {
 
 // Runs measured at each size (their median counts), after the warm-up ones.
 constexpr int kPlanProfileRuns = 5;
+
+// The training loss of the model's first output (the last unit computes it); empty: the
+// backward starts from ones.
+using UnitLoss = std::function<at::Tensor(const at::Tensor& output)>;
+
+// The run's loss of kind `kind` against placeholder targets (class 0, or zeros: the work is
+// the same).
+UnitLoss trainingLoss(LossKind kind) {
+  if (kind == LossKind::kModel) return [](const at::Tensor& output) { return output.sum(); };
+  return [kind](const at::Tensor& output) {
+    const at::Tensor target = kind == LossKind::kCrossEntropy
+                                  ? at::zeros(output.sizes().slice(0, output.dim() - 1), at::kLong)
+                                  : at::zeros_like(output);
+    return computeLoss(kind, output, target.detach());
+  };
+}
+
+// `model` cut into one stage per unit, in unit order. Throws ppstage::Error where a unit
+// boundary cannot be cut (extractStages: a value that is not a tensor, and cannot be
+// recomputed, would cross it).
+std::vector<StageModule> unitStages(const ModelGraph& model, const std::vector<SplitUnit>& units,
+                                    const ValueShapes& shapes) {
+  StagePlan per_unit;
+  per_unit.units = units;
+  per_unit.method = "units";
+  for (size_t u = 0; u < units.size(); ++u) per_unit.stages.push_back(StageRange{u, u + 1});
+  try {
+    return extractStages(model, per_unit, shapes);
+  } catch (const Error& e) {
+    throw Error(detail::concat("measuring the model's costs runs every unit on its own, and a ",
+                               "unit boundary cannot be cut: ", e.what(), "; balance by params ",
+                               "or flops, or give --pipeline.split_points"));
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -266,15 +301,12 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks) {
   return {1, std::min(largest, batch_size)};
 }
 
-CostProfile measureCostProfile(const Config& config, int ranks) {
-  const std::optional<DataFile> file = openDataFileOf(config);
-  const CapturedModel captured = captureForSplit(config, file ? &file->input : nullptr);
+CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int ranks) {
+  const CapturedModel& captured = run.model;
   const std::vector<SplitUnit> split_units = findUnits(captured.graph, captured.shapes);
-  const std::vector<StageModule> units =
-      unitStages(captured.graph, split_units, captured.shapes, "ppstage plan");
+  const std::vector<StageModule> units = unitStages(captured.graph, split_units, captured.shapes);
   CompiledUnits compiled = compileUnits(config, captured.graph, units);
-  const UnitLoss loss =
-      trainingLoss(runLossKind(config, file ? &*file : nullptr, captured.model.input));
+  const UnitLoss loss = trainingLoss(run.loss);
   CostProfile profile;
   profile.model = config.model.name;
   profile.compile_mode = toString(config.compile.mode);
@@ -335,16 +367,21 @@ CostProfile measureCostProfile(const Config& config, int ranks) {
 
 namespace ppstage {
 
-CostProfile measureCostProfileOnRanks(const Config& config, int ranks, Communicator* world) {
+CostProfile measureCostProfileOnRanks(const Config& config, const CapturedRun* run, int ranks,
+                                      Communicator* world) {
+  const auto measure = [&] {
+    if (run != nullptr) return measureCostProfile(config, *run, ranks);
+    return measureCostProfile(config, captureRun(config), ranks);
+  };
   if (world == nullptr || world->size() < 2) {
     setComputeThreads(computeThreads(config.train, ranks));
-    return measureCostProfile(config, ranks);
+    return measure();
   }
   const LinkCosts links = measureLinks(*world);
   std::string mine;
   runAgreed(*world, [&] {
     setComputeThreads(computeThreads(config.train, world->size()));
-    mine = costProfileToJson(measureCostProfile(config, ranks));
+    mine = costProfileToJson(measure());
   });
   std::vector<CostProfile> profiles;
   for (const std::string& text : allGatherStrings(*world, mine)) {

@@ -17,7 +17,6 @@
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_plan.h"
-#include "ppstage/train/time_balance.h"
 #include "support/error_of.h"
 #include "support/test_support.h"
 
@@ -233,95 +232,6 @@ TEST(Extract, RejectsAValueThatDependsOnTensorData) {
       errorOf([&] { extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes); });
   EXPECT_NE(error.find("depends on tensor data"), std::string::npos) << error;
   EXPECT_NE(error.find("stage 1"), std::string::npos) << error;
-}
-
-// Balance by time with given seconds: the DP over the measured costs (a slow head moves
-// the cut towards it), the imbalance before (the params plan's, with the same seconds) and
-// after, and the simulator's makespans, which the plan kept the better of.
-TEST(Balance, TimeBalanceCutsByMeasuredSecondsAndReportsTheImbalance) {
-  const Captured c = capture(test::builtinConfig("gpt", 4));
-  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
-  ASSERT_EQ(unitPaths(units).back(), "lm_head");
-  UnitSeconds seconds;
-  for (const SplitUnit& u : units) {  // layers cost 1 + 2, the head 3.5 + 7, the rest nothing
-    const bool layer = u.path.rfind("layers.", 0) == 0;
-    const double f = layer ? 1 : u.path == "lm_head" ? 3.5 : 0;
-    seconds.forward.push_back(f);
-    seconds.backward.push_back(2 * f);
-  }
-  PipelineConfig pipeline;
-  pipeline.stages = 2;
-  pipeline.microbatches = 4;
-  pipeline.balance = Balance::kTime;
-  const UnitTimes times = unitTimesOf(seconds, pipeline, Topology::forPipeline(2, 1));
-  const StagePlan plan = planStages(c.graph, c.shapes, pipeline, &times);
-  ASSERT_TRUE(plan.time_balance.has_value());
-  // wte, wpe, layers.0-3, ln_f, lm_head: the 4 layers (12 s) then the head (10.5 s) is the
-  // best cut, against a mean of 11.25 s; any plan the params balance makes is no better.
-  EXPECT_EQ(plan.units[plan.stages[1].first_unit].path, "ln_f");
-  EXPECT_NEAR(plan.time_balance->imbalance, 12.0 / 11.25, 1e-9);
-  EXPECT_GE(plan.time_balance->params_imbalance, plan.time_balance->imbalance - 1e-12);
-  EXPECT_GT(plan.time_balance->predicted_s, 0);
-  EXPECT_LE(plan.time_balance->predicted_s, plan.time_balance->params_predicted_s);
-  EXPECT_EQ(plan.method, "time");
-}
-
-// Measured on the real model: one positive forward time per unit, and a backward for
-// every unit with parameters.
-TEST(Balance, MeasuredUnitSecondsCoverEveryUnit) {
-  const Captured c = capture(test::builtinConfig("gpt", 2));
-  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
-  const UnitSeconds seconds =
-      measureUnitSeconds(c.graph, units, c.shapes, makeExampleInputs(c.model.input, 2, 0), {}, 1);
-  ASSERT_EQ(seconds.forward.size(), units.size());
-  ASSERT_EQ(seconds.backward.size(), units.size());
-  for (size_t u = 0; u < units.size(); ++u) {
-    EXPECT_GT(seconds.forward[u], 0) << units[u].path;
-    if (units[u].num_params > 0) EXPECT_GT(seconds.backward[u], 0) << units[u].path;
-  }
-}
-
-// The splitter keeps the time plan unless the predictor it is given says the params plan's
-// step is shorter, and without a predictor it keeps the time plan as it is.
-TEST(Balance, TimePlanGivesWayOnlyToAShorterPredictedStep) {
-  const Captured c = capture(test::builtinConfig("gpt", 4));
-  const std::vector<SplitUnit> units = findUnits(c.graph, c.shapes);
-  UnitTimes times;
-  for (const SplitUnit& u : units) times.seconds.push_back(u.path == "lm_head" ? 10.0 : 1.0);
-  PipelineConfig pipeline;
-  pipeline.stages = 2;
-  pipeline.balance = Balance::kTime;
-  const StagePlan by_time = planStages(c.graph, c.shapes, pipeline, &times);
-  EXPECT_EQ(by_time.units[by_time.stages[1].first_unit].path, "lm_head");
-  EXPECT_EQ(by_time.time_balance->predicted_s, 0);
-
-  pipeline.balance = Balance::kParams;
-  const StagePlan by_params = planStages(c.graph, c.shapes, pipeline);
-  ASSERT_NE(by_params.stages[1].first_unit, by_time.stages[1].first_unit);
-  pipeline.balance = Balance::kTime;
-  times.predict_step = [&](const std::vector<StageRange>& stages) {
-    return stages[1].first_unit == by_params.stages[1].first_unit ? 1.0 : 2.0;
-  };
-  const StagePlan kept = planStages(c.graph, c.shapes, pipeline, &times);
-  EXPECT_EQ(kept.stages[1].first_unit, by_params.stages[1].first_unit);
-  EXPECT_EQ(kept.time_balance->predicted_s, 1.0);
-  EXPECT_EQ(kept.time_balance->params_predicted_s, 1.0);
-  EXPECT_EQ(kept.time_balance->imbalance, kept.time_balance->params_imbalance);
-}
-
-// Units are timed on the micro-batch the run computes on: with --pipeline.stages 0 the
-// stages come from the job's ranks (2 here, so 4 micro-batches of 2 from a batch of 8),
-// not from the raw option (which gave 1 stage, 2 micro-batches of 4).
-TEST(Balance, UnitsAreTimedOnTheRunsMicroBatch) {
-  Config config = test::builtinConfig("gpt", 2);
-  config.train.batch_size = 8;
-  config.pipeline.stages = 0;
-  const CapturedModel captured = captureForSplit(config);
-  const Topology two_ranks = Topology::forJob(2, 1, 0, 1);
-  EXPECT_EQ(microBatchInputs(captured, config, two_ranks).at(0).size(0), 2);
-  config.train.dp = 2;
-  const Topology two_replicas = Topology::forJob(4, 2, 0, 1);
-  EXPECT_EQ(microBatchInputs(captured, config, two_replicas).at(0).size(0), 1);
 }
 
 }  // namespace

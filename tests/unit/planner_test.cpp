@@ -9,10 +9,12 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "ppstage/config/options.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
@@ -145,6 +147,32 @@ TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
   // flight on stage 0, each 2 units x 2 samples x 0.5 MB, and one unit's backward peak.
   EXPECT_NEAR(predicted.peak_bytes, 2 * (1e6 + 3e6) + 4 * (2 * 2 * 0.5e6) + 2 * 0.25e6, 1);
   EXPECT_NEAR(predicted.tokens_per_s, 16 / predicted.step_s, 1e-6);
+}
+
+// --pipeline.balance time's cut (cutFor) of one layout: a head four times as slow as a
+// layer pulls the cut past the params cut, and the cut found is the fastest of every
+// 2-stage cut, as the simulator predicts each.
+TEST(Planner, CutForFindsTheFastestCutOfItsLayout) {
+  const CostProfile profile = uniformProfile(8, 16, 1e-3, 0, /*last_weight=*/4);
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanCandidate c;
+  c.schedule = "1f1b";
+  c.pp = 2;
+  c.microbatches = 4;
+  c.microbatch_size = 4;
+  const PlanCandidate cut = cutFor(profile, c, registry);
+  ASSERT_EQ(cut.stage_starts.size(), 1u);
+  double fastest = std::numeric_limits<double>::infinity();
+  for (size_t start = 1; start < profile.units.size(); ++start) {
+    c.stage_starts = {start};
+    fastest = std::min(fastest, predictCandidate(profile, c, registry).step_s);
+  }
+  EXPECT_NEAR(cut.step_s, fastest, 1e-12);
+  const std::vector<size_t> by_params = paramsCut(profile, 2);
+  EXPECT_EQ(by_params, std::vector<size_t>{4});
+  EXPECT_GT(cut.stage_starts[0], by_params[0]);
+  c.stage_starts = by_params;
+  EXPECT_LT(cut.step_s, predictCandidate(profile, c, registry).step_s);
 }
 
 // The search stops early (Note [Planning a pipeline]); its best must be the best of all.
@@ -312,6 +340,26 @@ TEST(Planner, PlansSixtyFourRanksAndTwoHundredFiftySixMicrobatches) {
 
 // --write-config: the user's options, less what the plan chose, plus the choice; what
 // `train --config` parses into the same configuration applyCandidate makes.
+// A job's own candidate (what balance by time cuts): its micro-batches as the run resolves
+// them (twice the stages by default) and their size from a replica's share of the batch.
+TEST(PlanConfig, CandidateOfAJobCutsItsBatchAsTheRunDoes) {
+  Config config;
+  config.train.batch_size = 8;
+  PlanCandidate c = candidateOf(config, Topology::forJob(2, 1, 0, 1));
+  EXPECT_EQ(c.pp, 2);
+  EXPECT_EQ(c.microbatches, 4);
+  EXPECT_EQ(c.microbatch_size, 2);
+  config.train.dp = 2;
+  c = candidateOf(config, Topology::forJob(4, 2, 0, 1));
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.microbatch_size, 1);
+  config.train.batch_size = 6;
+  EXPECT_NE(errorOf([&] {
+              candidateOf(config, Topology::forJob(4, 2, 0, 1));
+            }).find("is not divisible by --train.dp 2 x --pipeline.microbatches 4"),
+            std::string::npos);
+}
+
 TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   const CostProfile profile = uniformProfile(8, 16);
   PlanCandidate c;

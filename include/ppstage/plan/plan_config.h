@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ppstage/config/config.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/plan/planner.h"
 
@@ -20,6 +21,12 @@ PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegis
 
 // The cut's split points: the module path of each stage's first unit after the first.
 std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile);
+
+// The candidate a run of `config` laid out as `pipeline` is (applyCandidate's inverse): its
+// schedule, dp, pipeline ranks, stages per rank, placement, micro-batches (as the run
+// resolves them) and their size; no cut. Throws ppstage::Error where the batch does not
+// divide into the replicas' micro-batches.
+PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
 // micro-batches, stages per rank, placement and train.dp.

@@ -94,6 +94,19 @@ struct Plan {
 Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
                   const ScheduleRegistry& registry);
 
+// `candidate`'s layout (schedule, dp, pipeline ranks, stages per rank, placement and
+// micro-batches) cut as the planner cuts each candidate (Note [Planning a pipeline]): its
+// units' F + B balanced at its micro-batch size, then, at 2 to 16 stages, each boundary
+// moved while the simulated step falls and the peak fits `budget_bytes` (0: no budget).
+// Returns the candidate with that cut and its prediction. What --pipeline.balance time
+// cuts by. Throws ppstage::Error when its schedule refuses it.
+PlanCandidate cutFor(const CostProfile& profile, PlanCandidate candidate,
+                     const ScheduleRegistry& registry, double budget_bytes = 0);
+
+// The cut --pipeline.balance params makes of `stages` stages: the units' parameter bytes
+// balanced (the stage_starts of a candidate).
+std::vector<size_t> paramsCut(const CostProfile& profile, int stages);
+
 // `candidate`'s prediction with the cut it holds (stage_starts; empty: balanced as the
 // planner balances), or with its stages' costs as they would be. Throws ppstage::Error
 // when its schedule refuses it.

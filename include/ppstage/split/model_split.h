@@ -87,14 +87,12 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input 
 std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t batch,
                                         uint64_t seed);
 
-// Cuts `captured` into stages as `pipeline` says (planStages; `unit_times` is required when
-// it balances by time) and finds the parameters tied across them.
-ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline,
-                         const UnitTimes* unit_times = nullptr);
+// Cuts `captured` into stages as `pipeline` says (planStages: at its split points, or
+// balanced by params or FLOPs) and finds the parameters tied across them.
+ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline);
 
 // captureForSplit, then splitCaptured.
-ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullptr,
-                      const InputSpec* data_input = nullptr);
+ModelSplit splitModel(const Config& config, const InputSpec* data_input = nullptr);
 
 // Once the stages hold their own copies, the loaded model's tensors go: the module, and the
 // values of the graph's parameters, which keep their shapes and dtypes on the meta device
@@ -102,7 +100,8 @@ ModelSplit splitModel(const Config& config, const UnitTimes* unit_times = nullpt
 // their values only for random keys (a scalar each); the module's code stays (`code`).
 void releaseLoadedTensors(ModelSplit& split);
 
-// Whether `pipeline` balances its stages by measured time (and so needs UnitTimes).
+// Whether `pipeline` balances its stages by measured time: the planner cuts them before
+// the split (train/auto_plan.h, cutByTime), into split points.
 bool balancesByTime(const PipelineConfig& pipeline);
 
 }  // namespace ppstage

@@ -13,10 +13,8 @@ namespace ppstage {
 void printPlanTable(std::ostream& out, const ModelSplit& split);
 
 // The same as JSON: {"model", "method", "input", "num_params", "units", "stages": [{"index",
-// "modules", "num_params", "flops", "inputs", "outputs", "parameters"}], "tied_parameters"},
-// and, balanced by time, "time_balance": {"unit_seconds", "imbalance_before" (the params
-// plan's stage-time imbalance), "imbalance_after", "predicted_makespan_before_s",
-// "predicted_makespan_after_s"}.
+// "modules", "num_params", "flops", "inputs", "outputs", "parameters"}], "tied_parameters",
+// "timings_s"}.
 std::string planToJson(const ModelSplit& split);
 
 }  // namespace ppstage

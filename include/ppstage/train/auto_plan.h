@@ -1,13 +1,21 @@
-// --pipeline.auto: `ppstage train` plans its own configuration before anything else
-// (plan/planner.h): every rank measures the links, rank 0 the model's units (the others
-// wait, so its timings are its own, as --pipeline.balance time does), every rank plans
-// from rank 0's profile (the same plan everywhere, no further agreement needed) and takes
-// the winner's layout, schedule, micro-batches and cut into its configuration.
+// The planner inside a run (plan/planner.h), on the cost profile of the run's own capture
+// (train/unit_costs.h: measured on every rank, or read from --plan.costs):
+//   --pipeline.auto           `ppstage train` takes the plan's layout, schedule,
+//                             micro-batches and cut (planAutomatically);
+//   --pipeline.balance time   `ppstage train` and `ppstage split` keep the job's layout,
+//                             schedule and micro-batches and take the planner's cut of
+//                             them (cutByTime, plan/planner.h cutFor).
+// Either way the choice is written into the configuration (split points and the rest), so
+// the split that follows cuts where the plan says and measures nothing itself.
 #pragma once
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include "ppstage/config/config.h"
+#include "ppstage/plan/planner.h"
+#include "ppstage/train/captured_run.h"
 
 namespace ppstage {
 
@@ -18,6 +26,27 @@ class Communicator;
 // the same JobError (comm/agreement.h) for a plan that cannot be made: --plan.ranks other
 // than the job's, tensor parallelism, a cost file of another batch, nothing that fits
 // --plan.memory_mb.
-void planAutomatically(Config& config, Communicator& world, std::ostream& log);
+void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
+                       std::ostream& log);
+
+// What --pipeline.balance time chose.
+struct TimeCut {
+  PlanCandidate chosen;      // the job's layout with the cut chosen, and its prediction
+  double params_step_s = 0;  // predicted for --pipeline.balance params' cut; 0: refused
+  std::vector<std::string> split_points;
+  std::string costs;     // where the costs come from ("measured in compile mode none over 2 ranks")
+  double measure_s = 0;  // measuring (or reading) the costs
+};
+
+// --pipeline.balance time for a job of `ranks` ranks laid out as `config` says: the cut
+// cutFor makes of the job's own layout, schedule and micro-batches (the params cut where
+// that predicts a shorter step), written into config.pipeline.split_points. Collective
+// over `world`; null: this process alone (`ppstage split`). Throws the same JobError on
+// every rank (ppstage::Error without `world`) for a layout the batch or the schedule
+// refuses, a unit boundary that cannot be cut to measure, or a cost file of another model.
+TimeCut cutByTime(Config& config, const CapturedRun& run, int ranks, Communicator* world);
+
+// One line for logs: the cut, its predicted step against the params cut's, and the costs.
+std::string timeCutText(const TimeCut& cut);
 
 }  // namespace ppstage

@@ -14,6 +14,7 @@
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/config/config.h"
+#include "ppstage/core/batch_layout.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/data/dataset.h"
 #include "ppstage/data/sequence_batches.h"
@@ -22,17 +23,11 @@
 #include "ppstage/runtime/executor.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/model_split.h"
+#include "ppstage/train/captured_run.h"
 
 namespace ppstage {
 
 class Communicator;
-
-// How each replica's share of the global batch is cut.
-struct BatchLayout {
-  int microbatches = 1;
-  int64_t local_batch = 1;      // samples per replica and step
-  int64_t microbatch_size = 1;  // samples per micro-batch
-};
 
 // What this rank decided about the job before its first step; fixed from then on.
 struct JobLayout {
@@ -124,30 +119,16 @@ class JobPlan {
   std::unique_ptr<EvalModel> eval_;
 };
 
-// A data file that describes its samples (data/data_files.h), opened before the model so
-// that the model is captured on its first samples.
-struct DataFile {
-  std::shared_ptr<const Dataset> data;
-  DataRoles roles;
-  InputSpec input;  // the model's example input: the first samples of the input field
-};
+// The agreed plan of this rank of `world` (collective; see above), which cuts `run`'s
+// capture of the model. Sets this process's intra-op threads and TorchScript's shape
+// strategy. Throws JobError on every rank when any rank's planning failed.
+JobPlan planJob(const Config& config, CapturedRun run, Communicator& world);
 
-// The data file of `config`, or nothing when the model shapes the data (the embedded
-// text, a text file, synthetic). Throws ppstage::Error for a bad file (data_files.h).
-std::optional<DataFile> openDataFileOf(const Config& config);
-
-// The loss of a run of `config`: --train.loss, or (auto) the one `file`'s target dtype
-// calls for, or without a data file, `model_input`'s (runtime/loss.h, resolveLossKind).
-LossKind runLossKind(const Config& config, const DataFile* file, const InputSpec& model_input);
-
-// The agreed plan of this rank of `world` (collective; see above). Sets this process's
-// intra-op threads and TorchScript's shape strategy. Throws JobError on every rank when
-// any rank's planning failed.
-JobPlan planJob(const Config& config, Communicator& world);
-
-// The global batch cut into `dp` replicas of `microbatches` equal micro-batches. Throws
-// ppstage::Error when it does not divide evenly.
-BatchLayout batchLayout(int64_t batch_size, int dp, int microbatches);
+// The job's layout over `world` ranks: pp = world / (dp x tp); stages from
+// --pipeline.stages, else one more than the split points, else one per pipeline rank
+// times --pipeline.stages_per_rank. Throws ppstage::Error for a layout the ranks cannot
+// make (core/topology.h).
+Topology jobTopology(const Config& config, int world);
 
 // The intra-op threads of one of `world` ranks: --train.threads, or (0) the cores of this
 // machine shared among the ranks on it (mpirun's local size, else `world`).

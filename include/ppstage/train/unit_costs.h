@@ -11,6 +11,7 @@
 
 #include "ppstage/config/config.h"
 #include "ppstage/plan/cost_profile.h"
+#include "ppstage/train/captured_run.h"
 
 namespace ppstage {
 
@@ -23,10 +24,10 @@ class Communicator;
 // extrapolate from the line through both.
 std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 
-// Measures `config`'s model (its data file's samples where it has one) for a plan over
-// `ranks` ranks; the link figures come from config.plan. Throws ppstage::Error where a unit
-// boundary cannot be cut, and what capturing the model throws.
-CostProfile measureCostProfile(const Config& config, int ranks);
+// Measures `run`'s model (captured on its data file's samples where it has one) in
+// `config`'s compile mode, for a plan over `ranks` ranks; the link figures come from
+// config.plan. Throws ppstage::Error where a unit boundary cannot be cut.
+CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int ranks);
 
 // measureCostProfile on every rank of `world` at once, as a run computes (each rank then
 // shares the machine with the others, which a measurement alone would not see), the
@@ -34,7 +35,9 @@ CostProfile measureCostProfile(const Config& config, int ranks);
 // links measured between the ranks (comm/link_probe.h). With one rank (or no `world`):
 // measureCostProfile alone, the links as [plan] assumes them. Sets the compute threads
 // a rank of `ranks` gets. Collective; every rank returns the same profile, and throws the
-// same JobError when one rank cannot measure.
-CostProfile measureCostProfileOnRanks(const Config& config, int ranks, Communicator* world);
+// same JobError when one rank cannot measure. `run`: this rank's capture of the model;
+// null: captured here (captureRun).
+CostProfile measureCostProfileOnRanks(const Config& config, const CapturedRun* run, int ranks,
+                                      Communicator* world);
 
 }  // namespace ppstage

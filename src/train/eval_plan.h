@@ -1,0 +1,19 @@
+// Evaluation's model (--eval.every): captured in eval mode, cut where training is, sharing
+// training's parameters, with the validation set.
+// Internal to train/: job_plan.cpp assembles the plan from these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ppstage/train/job_plan.h"
+
+namespace ppstage {
+
+// Evaluation's model: captured in eval mode, cut where `train` is, sharing its parameters.
+std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layout,
+                                    const RankModel& train, const Dataset& train_data,
+                                    const InputSpec* data_input);
+
+}  // namespace ppstage

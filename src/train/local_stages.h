@@ -1,0 +1,26 @@
+// This rank's stages made runnable: sharded for tensor parallelism, then behind their compiled
+// graphs.
+// Internal to train/: job_plan.cpp assembles the plan from these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ppstage/train/job_plan.h"
+
+namespace ppstage {
+
+// This rank's stages behind their compiled graphs (in `model`'s compile cache, made here);
+// other ranks' stages drop their parameter copies, and master_values (bf16) keeps this
+// rank's.
+std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
+                                           RankModel& model);
+
+// --train.tp above 1: this rank's stages rewritten into its shards of them, in `group`
+// (made here when null). Throws ppstage::Error when a region --train.tp_require names stays
+// replicated.
+void shardLocalStages(const Config& config, const Topology& topology, RankModel& model,
+                      std::shared_ptr<TpGroup> group);
+
+}  // namespace ppstage
