@@ -4,7 +4,7 @@
 #include <map>
 #include <regex>
 
-#include "ppstage/compile/segments.h"
+#include "ppstage/compile/model_compiler.h"
 #include "ppstage/core/error.h"
 #include "stage_boundaries.h"
 
@@ -12,25 +12,15 @@ namespace ppstage {
 
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
                                            RankModel& model) {
-  const CompileMode mode = config.compile.mode;
-  setShapeStrategy(config.compile.dynamic);
-  model.compile_cache = std::make_unique<CompileCache>(
-      mode, topology.rank(), config.compile.max_respecializations, config.compile.dynamic);
-  std::vector<bool> blocks;
-  if (mode == CompileMode::kBlock) {
-    blocks = findBlocks(model.split.graph, config.compile.block_pattern);
-  }
+  ModelCompiler compiler(config.compile, model.split.graph, topology.rank());
   std::vector<LocalStage> stages;
   for (int s : topology.myStages()) {
     StageModule& module = model.split.stages[static_cast<size_t>(s)];
     LocalStage stage;
     stage.module = &module;
     for (const ModuleCall& call : model.split.graph.calls) stage.call_paths.push_back(call.path);
-    stage.compiled = std::make_unique<CompiledStage>(
-        module.graph, module.inputs.size(), *model.compile_cache, "stage " + std::to_string(s),
-        mode == CompileMode::kBlock
-            ? segmentStage(*module.graph, module.node_call, model.split.graph, blocks)
-            : std::vector<GraphSegment>{});
+    stage.compiled = compiler.compile(module.graph, module.inputs.size(), module.node_call,
+                                      "stage " + std::to_string(s));
     const int64_t length = planLength(config, model.split);
     stage.input_spec = boundarySpecOf(module, true, config.train.batch_size, length);
     if (s + 1 < topology.numStages()) {
@@ -52,6 +42,7 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
     }
   }
   model.split.master_values = std::move(my_masters);
+  model.compile_cache = compiler.takeCache();
   return stages;
 }
 

@@ -14,6 +14,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/link_probe.h"
 #include "ppstage/compile/compiled_stage.h"
+#include "ppstage/compile/model_compiler.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
@@ -129,19 +130,13 @@ struct CompiledUnits {
 
 CompiledUnits compileUnits(const Config& config, const ModelGraph& model,
                            const std::vector<StageModule>& units) {
-  const CompileMode mode = config.compile.mode;
-  setShapeStrategy(config.compile.dynamic);
+  ModelCompiler compiler(config.compile, model);
   CompiledUnits out;
-  out.cache = std::make_unique<CompileCache>(mode, 0, config.compile.max_respecializations,
-                                             config.compile.dynamic);
-  std::vector<bool> blocks;
-  if (mode == CompileMode::kBlock) blocks = findBlocks(model, config.compile.block_pattern);
   for (const StageModule& unit : units) {
-    out.stages.push_back(std::make_unique<CompiledStage>(
-        unit.graph, unit.inputs.size(), *out.cache, "unit " + unit.modules.front(),
-        mode == CompileMode::kBlock ? segmentStage(*unit.graph, unit.node_call, model, blocks)
-                                    : std::vector<GraphSegment>{}));
+    out.stages.push_back(compiler.compile(unit.graph, unit.inputs.size(), unit.node_call,
+                                          "unit " + unit.modules.front()));
   }
+  out.cache = compiler.takeCache();
   return out;
 }
 

@@ -142,7 +142,8 @@ def forward(self, x):
   EXPECT_NE(segments[0].structure, segments[3].structure);
 
   CompileCache none_cache(CompileMode::kNone);
-  CompileCache block_cache(CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/1);
+  CompileCache block_cache(
+      CompileCacheOptions{CompileMode::kBlock, /*rank=*/0, /*max_respecializations=*/1});
   CompiledStage none(stage.graph, stage.inputs.size(), none_cache, "none");
   CompiledStage compiled(stage.graph, stage.inputs.size(), block_cache, "block", segments);
   // As a received activation: requiring grad, like every block's input after the first.
@@ -169,7 +170,8 @@ def forward(self, x):
 
   // Dynamic shapes: one executor per block type takes every batch size.
   setShapeStrategy(true);
-  CompileCache dynamic_cache(CompileMode::kBlock, 0, 1, /*dynamic_shapes=*/true);
+  CompileCache dynamic_cache(
+      CompileCacheOptions{CompileMode::kBlock, 0, 1, /*dynamic_shapes=*/true});
   CompiledStage dynamic(stage.graph, stage.inputs.size(), dynamic_cache, "dynamic", segments);
   forwardBackward(dynamic, stage, input, 3);
   expectSame(forwardBackward(dynamic, stage, wider, 2), forwardBackward(none, stage, wider, 1),

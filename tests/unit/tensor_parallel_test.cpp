@@ -90,7 +90,7 @@ TpStageReport expectShardsMatch(const Config& config, int tp, CompileMode mode) 
     ModelSplit& mine = ranks[static_cast<size_t>(rank)];
     StageModule& stage = mine.stages[0];
     const TpStageReport shards = shardStage(stage, mine.graph, group);
-    CompileCache cache(mode, rank);
+    CompileCache cache(CompileCacheOptions{mode, rank});
     const std::vector<at::Tensor> got =
         lossAndGradients(*compile(mine, stage, cache), stage, input);
     std::lock_guard<std::mutex> lock(mutex);

@@ -63,17 +63,24 @@ void setShapeStrategy(bool dynamic);
 // re-specialization). With dynamic shapes (`dynamic_shapes`, which goes with
 // setShapeStrategy(true)) one executor takes every shape and TorchScript's guards decide what to
 // optimize again, within the fusion strategy's bounded depth.
+struct CompileCacheOptions {
+  CompileMode mode = CompileMode::kNone;
+  // Names this rank in the warning printed once when graphs have been compiled again for
+  // changed inputs more than `max_respecializations` times.
+  int rank = 0;
+  int64_t max_respecializations = 8;
+  bool dynamic_shapes = false;  // goes with setShapeStrategy(true)
+};
+
 class CompileCache {
  public:
-  // `rank` names this rank in the warning printed once when graphs have been compiled
-  // again for changed inputs more than `max_respecializations` times.
-  explicit CompileCache(CompileMode mode, int rank = 0, int64_t max_respecializations = 8,
-                        bool dynamic_shapes = false)
-      : rank_(rank),
-        max_respecializations_(max_respecializations),
-        dynamic_shapes_(dynamic_shapes) {
-    stats_.mode = mode;
+  explicit CompileCache(const CompileCacheOptions& options)
+      : rank_(options.rank),
+        max_respecializations_(options.max_respecializations),
+        dynamic_shapes_(options.dynamic_shapes) {
+    stats_.mode = options.mode;
   }
+  explicit CompileCache(CompileMode mode) : CompileCache(CompileCacheOptions{mode}) {}
   CompileMode mode() const { return stats_.mode; }
   bool dynamicShapes() const { return dynamic_shapes_; }
   const CompileStats& stats() const { return stats_; }
