@@ -19,6 +19,7 @@
 #include "ppstage/config/options.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/units.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
@@ -70,7 +71,7 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"makespan_s", c.makespan_s},
           {"tail_s", c.tail_s},
           {"tokens_per_s", c.tokens_per_s},
-          {"peak_memory_mb", c.peak_bytes / kBytesPerMB},
+          {"peak_memory_mb", c.peak_bytes / kBytesPerMiB},
           {"bubble", c.bubble}};
 }
 
@@ -102,7 +103,7 @@ void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profi
   std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / kBytesPerMB, c.bubble, points.empty() ? "-" : points.c_str());
+              c.peak_bytes / kBytesPerMiB, c.bubble, points.empty() ? "-" : points.c_str());
 }
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,

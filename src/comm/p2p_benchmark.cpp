@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "ppstage/comm/mpi_communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 
@@ -31,7 +32,7 @@ double oursPingPong(Communicator& comm, const at::Tensor& buffer, int n) {
       comm.sendSync(buffer, 0, kPing);
     }
   }
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return secondsSince(start);
 }
 
 // Seconds for `n` ping-pongs of blocking MPI on the same bytes.
@@ -47,7 +48,7 @@ double rawPingPong(MPI_Comm comm, int rank, const at::Tensor& buffer, int n) {
       MPI_Send(buffer.data_ptr(), bytes, MPI_BYTE, 0, kRawTag, comm);
     }
   }
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return secondsSince(start);
 }
 
 // Rank 0 decides; everyone learns it.

@@ -6,6 +6,7 @@
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/message_tag.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/statistics.h"
 
 namespace ppstage {
@@ -40,7 +41,7 @@ double pingPong(Communicator& comm, const BoundaryLink& link, int64_t microbatch
     const auto start = Clock::now();
     exchange(comm, buffers, link.stage, link.peer, !link.receiver);
     exchange(comm, buffers, link.stage, link.peer, link.receiver);
-    if (i >= kWarmUp) trips.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    if (i >= kWarmUp) trips.push_back(secondsSince(start));
   }
   return link.receiver ? 0 : median(trips) / 2;
 }

@@ -13,6 +13,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/json_integer.h"
 #include "ppstage/core/statistics.h"
+#include "ppstage/core/units.h"
 
 namespace ppstage {
 
@@ -174,7 +175,7 @@ double currentRssMb() {
   std::ifstream statm("/proc/self/statm");
   long long pages = 0, resident = 0;
   if (!(statm >> pages >> resident)) return 0;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+  return mib(static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)));
 }
 
 int openFileDescriptors() {

@@ -1,5 +1,7 @@
 // See include/ppstage/observe/progress_line.h.
 #include "ppstage/observe/progress_line.h"
+#include "ppstage/core/clock.h"
+#include "ppstage/core/environment.h"
 
 #include <unistd.h>
 
@@ -42,7 +44,7 @@ bool stdoutIsTerminal() {
   if (::isatty(STDOUT_FILENO) == 0) return false;
   // OpenMPI gives its ranks pseudo-terminals; mpirun (the parent of local ranks) holds
   // the real stdout.
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) return fdOneIsTerminal(::getppid());
+  if (environment::underOpenMpi()) return fdOneIsTerminal(::getppid());
   return true;
 }
 
@@ -53,7 +55,7 @@ void ProgressLine::update(int64_t step, double loss, double seconds, int64_t tok
   const Clock::time_point now = Clock::now();
   const bool last = step + 1 == steps_;
   if (drawn_ && !last && now - drawn_at_ < std::chrono::milliseconds(100)) return;
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double elapsed = secondsBetween(start_, now);
   const auto done = static_cast<double>(step + 1 - first_step_);
   const double eta = elapsed / done * static_cast<double>(steps_ - step - 1);
   std::ostringstream line;

@@ -6,6 +6,7 @@
 #include "ppstage/core/batch_layout.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 
 namespace ppstage {
@@ -13,7 +14,7 @@ namespace ppstage {
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegistry& registry) {
   PlanRequest request;
   request.ranks = ranks;
-  request.memory_budget_bytes = plan.memory_mb * kBytesPerMB;
+  request.memory_budget_bytes = plan.memory_mb * kBytesPerMiB;
   request.keep = static_cast<int>(plan.top);
   request.schedules = plan.schedules.empty() ? registry.names() : plan.schedules;
   for (const std::string& name : request.schedules) {

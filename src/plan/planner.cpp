@@ -14,6 +14,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/pipeline_limits.h"
 #include "ppstage/core/topology.h"
+#include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/stage_plan.h"
 
@@ -462,8 +463,9 @@ class Search {
     PPSTAGE_CHECK(smallest_peak_ < kInfinity, "every candidate under --plan.memory_mb was ",
                   "refused by its schedule; the first: ", first_refusal_);
     PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
-                 request_.memory_budget_bytes / kBytesPerMB,
-                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMB, " MB");
+                 request_.memory_budget_bytes / kBytesPerMiB,
+                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMiB,
+                 " MB");
   }
 
  private:

@@ -13,6 +13,7 @@
 
 #include "message_shapes.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/graph/model_failure.h"
@@ -126,7 +127,7 @@ struct Executor::Impl {
     const auto begin = Clock::now();
     for (const auto& work : works) work->wait(comm.options().timeout);
     works.clear();
-    stats.wait_s[recv.kind] += std::chrono::duration<double>(Clock::now() - begin).count();
+    stats.wait_s[recv.kind] += secondsSince(begin);
     if (options.trace != nullptr) {
       options.trace->add(TraceKind::kWait, recv, start, TraceRecorder::now());
     }
@@ -141,7 +142,7 @@ struct Executor::Impl {
       for (; i < sends.size() && sends[i].action == action; ++i) {
         sends[i].work->wait(comm.options().timeout);
       }
-      stats.wait_s[action.kind] += std::chrono::duration<double>(Clock::now() - begin).count();
+      stats.wait_s[action.kind] += secondsSince(begin);
       if (options.trace != nullptr) {
         options.trace->add(TraceKind::kWait, action, start, TraceRecorder::now());
       }
@@ -510,7 +511,7 @@ struct Executor::Impl {
 
   void record(const Action& action, Clock::time_point start) {
     const Clock::time_point end = Clock::now();
-    const double seconds = std::chrono::duration<double>(end - start).count();
+    const double seconds = secondsBetween(start, end);
     const size_t position = localPosition(action.stage);
     stats.stage_compute_s[position][action.kind] += seconds;
     stats.stage_compute_count[position][action.kind] += 1;

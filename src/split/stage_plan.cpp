@@ -154,12 +154,12 @@ std::vector<StageRange> partitioned(const std::vector<double>& costs, size_t sta
 
 StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
                        const PipelineConfig& config) {
-  PPSTAGE_INTERNAL_ASSERT(config.balance != Balance::kTime,
+  const size_t stages = static_cast<size_t>(std::max<int64_t>(config.stages, 1));
+  PPSTAGE_INTERNAL_ASSERT(config.balance != Balance::kTime || stages == 1,
                           "balance by time is cut by the planner before the split (split points)");
   StagePlan plan;
   plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
-  const size_t stages = static_cast<size_t>(std::max<int64_t>(config.stages, 1));
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
                 " but the model has only ", plan.units.size(), " splittable units (",
                 listPaths(plan.units), ")");

@@ -13,6 +13,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
+#include "ppstage/core/units.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_plan.h"
@@ -72,7 +73,7 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
                 "pipeline.auto: %s, predicted step %.4f s (%.0f tokens/s, peak %.1f MB per "
                 "rank, bubble %.3f): the fastest of %lld candidates (%lld simulated, %lld over "
                 "the memory budget); measured in %.1f s, planned in %.2f s\n",
-                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / kBytesPerMB, c.bubble,
+                c.label().c_str(), c.step_s, c.tokens_per_s, c.peak_bytes / kBytesPerMiB, c.bubble,
                 static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
                 static_cast<long long>(plan.over_budget), measure_s, plan_s);
   log << line;
@@ -113,9 +114,11 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
   if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
 }
 
-TimeCut cutByTime(Config& config, const CapturedRun& run, int ranks, Communicator* world) {
+std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ranks,
+                                 Communicator* world) {
   PlanCandidate job;  // checked before the costs are measured
   agreed(world, [&] { job = candidateOf(config, jobTopology(config, ranks)); });
+  if (job.stages() == 1) return std::nullopt;
   TimeCut cut;
   const Clock::time_point start = Clock::now();
   const CostProfile profile = agreedProfile(config, run, ranks, world);
@@ -123,7 +126,7 @@ TimeCut cutByTime(Config& config, const CapturedRun& run, int ranks, Communicato
   cut.costs = costsText(config, profile);
   agreed(world, [&] {
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-    cut.chosen = cutFor(profile, job, registry, config.plan.memory_mb * kBytesPerMB);
+    cut.chosen = cutFor(profile, job, registry, config.plan.memory_mb * kBytesPerMiB);
     if (job.stages() > 1) job.stage_starts = paramsCut(profile, job.stages());
     const PlanCandidate by_params = predictCandidate(profile, job, registry);
     cut.params_step_s = by_params.step_s;

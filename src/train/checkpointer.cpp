@@ -20,6 +20,8 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/allocator.h"
+#include "ppstage/core/clock.h"
+#include "ppstage/core/environment.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
@@ -32,11 +34,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Testing aid, read once: PPSTAGE_CHECKPOINT_FAULT=kill:<steps>:<rank> makes that rank
-// SIGKILL itself after writing its files of the checkpoint after <steps> steps, before the
-// manifest: a crash in the middle of a save.
+// Testing aid (environment::checkpointFault): the chosen rank SIGKILLs itself after writing
+// its files of the chosen checkpoint, before the manifest: a crash in the middle of a save.
 void maybeDieMidSave(int64_t steps_done, int rank) {
-  static const char* fault = std::getenv("PPSTAGE_CHECKPOINT_FAULT");
+  const char* fault = environment::checkpointFault();
   if (fault == nullptr) return;
   long long step = -1;
   int victim = -1;
@@ -233,7 +234,7 @@ CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
     throw JobError("cannot save checkpoint " + dir + ": " + outcome, kExitNotSaved,
                    world_.rank() == 0);
   }
-  return {dir, std::chrono::duration<double>(Clock::now() - start).count()};
+  return {dir, secondsSince(start)};
 }
 
 std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, std::ostream& log) {

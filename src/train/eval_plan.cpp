@@ -1,7 +1,6 @@
 // See eval_plan.h.
 #include "eval_plan.h"
 
-
 #include "job_data.h"
 #include "local_stages.h"
 #include "ppstage/core/error.h"

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/data/sequence_batches.h"
 #include "ppstage/runtime/executor.h"
 #include "ppstage/runtime/loss.h"
@@ -93,7 +94,7 @@ EvalResult Evaluator::run(int64_t steps) {
   result.step = steps;
   result.loss = reduced[0].item<double>() / counted;
   result.accuracy = layout_.classifies ? reduced[1].item<double>() / counted : std::nan("");
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = secondsSince(start);
   return result;
 }
 

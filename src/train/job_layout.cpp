@@ -7,6 +7,7 @@
 
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/core/compute_threads.h"
+#include "ppstage/core/environment.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 
@@ -15,8 +16,7 @@ namespace ppstage {
 namespace {
 
 int autoThreads(int world) {
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : world;
+  const int ranks_here = environment::localRanks().value_or(world);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / ranks_here);
 }

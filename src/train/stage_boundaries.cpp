@@ -1,7 +1,6 @@
 // See stage_boundaries.h.
 #include "stage_boundaries.h"
 
-
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
 

@@ -10,7 +10,9 @@
 
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/units.h"
 #include "ppstage/data/sequence_batches.h"
 #include "ppstage/observe/chrome_trace.h"
 #include "ppstage/observe/clock_alignment.h"
@@ -281,15 +283,15 @@ StepResult StepRunner::run(int64_t step) {
   }
   trace(TraceKind::kOptimizer);
   const auto end = Clock::now();
-  result.seconds = std::chrono::duration<double>(end - start).count();
-  result.tail_s = std::chrono::duration<double>(end - actions_end).count();
+  result.seconds = secondsBetween(start, end);
+  result.tail_s = secondsBetween(actions_end, end);
   addActionSeconds(stats, result);
   result.wait_s = stats.wait_s;
   result.receive_buffers_allocated = stats.receive_buffers_allocated;
   result.tp_s = tp ? tp->seconds() - tp_s_before : 0;
   result.tp_all_reduces = tp ? tp->calls() - tp_calls_before : 0;
   result.rss_mb = currentRssMb();
-  result.tensor_mb = static_cast<double>(tensorBytesNow()) / (1 << 20);
+  result.tensor_mb = mib(tensorBytesNow());
   result.tokens = data.tokens;
   result.padded_tokens = data.padded_tokens;
   result.microbatch_lengths = data.lengths;
@@ -369,9 +371,8 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   mine.busy_s[me] = stats.busy_s();
   mine.stop_signal[me] = StopSignal::received();
   mine.nonfinite_microbatch[me] = static_cast<double>(stats.first_nonfinite_microbatch + 1);
-  constexpr double kMb = 1 << 20;
-  mine.peak_allocated_mb[me] = static_cast<double>(memory.peak) / kMb;
-  mine.peak_activation_mb[me] = static_cast<double>(memory.peak - memory.at_start) / kMb;
+  mine.peak_allocated_mb[me] = mib(memory.peak);
+  mine.peak_activation_mb[me] = mib(memory.peak - memory.at_start);
   if (!std::isfinite(mine.norm_squared)) {
     const auto [stage, parameter] = sync_->firstNonfiniteGradient();
     if (stage >= 0) {

@@ -1,5 +1,6 @@
 // See include/ppstage/train/stop_signal.h.
 #include "ppstage/train/stop_signal.h"
+#include "ppstage/core/environment.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -82,8 +83,7 @@ int jobStopSignal(const std::vector<double>& per_rank) {
 }
 
 std::string signalNote(int signal) {
-  const bool under_open_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
-  if (signal != SIGTERM || !under_open_mpi) return "";
+  if (signal != SIGTERM || !environment::underOpenMpi()) return "";
   return " (under mpirun, a Ctrl-C reaches the ranks as SIGTERM)";
 }
 

@@ -15,6 +15,7 @@
 #include "evaluator.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
@@ -296,8 +297,7 @@ class TrainLoop {
   void resume() {
     const auto start = std::chrono::steady_clock::now();
     const auto resumed = checkpointer_.resume(runner_, log_);
-    record_.resume_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    record_.resume_s = secondsSince(start);
     if (!resumed) return;
     record_.resumed_from = resumed->dir;
     record_.first_step = resumed->manifest.step;

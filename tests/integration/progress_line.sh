@@ -11,7 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! script -qec true /dev/null > /dev/null 2>&1; then
   echo "skip: script(1) cannot make a pseudo-terminal here (bsdutils missing, or no /dev/pts)"
-  exit 0
+  exit 77
 fi
 run="$mpiexec -np 2 $ppstage train --train.steps 40 --train.threads 1 --output.log_every 20"
 script -qec "$run" "$work/tty.txt" > /dev/null

@@ -5,9 +5,15 @@
 
 namespace ppstage {
 
+// Seconds from `start` to `end`, on the steady clock.
+inline double secondsBetween(std::chrono::steady_clock::time_point start,
+                             std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
 // Seconds from `start` to now, on the steady clock.
 inline double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return secondsBetween(start, std::chrono::steady_clock::now());
 }
 
 }  // namespace ppstage

@@ -37,13 +37,11 @@
 #include <vector>
 
 #include "ppstage/core/placement.h"
+#include "ppstage/core/units.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/schedule/schedule_api.h"
 
 namespace ppstage {
-
-// The MB of --plan.memory_mb and of the plan's reports: MiB, as train reports tensor memory.
-constexpr double kBytesPerMB = 1024.0 * 1024.0;
 
 struct PlanRequest {
   int ranks = 1;

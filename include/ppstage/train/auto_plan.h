@@ -10,6 +10,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,9 @@ struct TimeCut {
 // over `world`; null: this process alone (`ppstage split`). Throws the same JobError on
 // every rank (ppstage::Error without `world`) for a layout the batch or the schedule
 // refuses, a unit boundary that cannot be cut to measure, or a cost file of another model.
-TimeCut cutByTime(Config& config, const CapturedRun& run, int ranks, Communicator* world);
+// Empty for a job of one stage: there is nothing to cut, and nothing is measured.
+std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ranks,
+                                 Communicator* world);
 
 // One line for logs: the cut, its predicted step against the params cut's, and the costs.
 std::string timeCutText(const TimeCut& cut);

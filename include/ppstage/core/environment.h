@@ -1,0 +1,22 @@
+// Every environment variable ppstage reads, declared here once with what it means: the
+// knobs a launcher or a test sets, not configuration (that is --flags and config files).
+#pragma once
+
+#include <optional>
+
+namespace ppstage::environment {
+
+// OMPI_COMM_WORLD_SIZE: set by Open MPI's mpirun in every rank it starts. Ranks started
+// so get pseudo-terminals and see a Ctrl-C as SIGTERM.
+bool underOpenMpi();
+
+// OMPI_COMM_WORLD_LOCAL_SIZE: how many ranks mpirun started on this host (they share its
+// cores); at least 1 when set, empty outside mpirun.
+std::optional<int> localRanks();
+
+// PPSTAGE_CHECKPOINT_FAULT (testing aid): "kill:<steps>:<rank>" makes that rank kill
+// itself in the middle of the checkpoint written after <steps> steps (train/checkpointer).
+// Null when unset. Read once.
+const char* checkpointFault();
+
+}  // namespace ppstage::environment
