@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists C++ functions and files over ppstage's size limits (../shared/STYLE.md).
 
-    scripts/check_sizes.py [--function-lines 80] [--file-lines 600] [DIR ...]
+    scripts/check_sizes.py [--function-lines 60] [--file-lines 600] [DIR ...]
 
 Defaults to src/ and schedules/. Exits 1 when anything is over a limit, printing
 `path:line: name is N lines` for each. Function bodies are found by matching braces
@@ -89,7 +89,7 @@ def name_of(header):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--function-lines", type=int, default=80)
+    parser.add_argument("--function-lines", type=int, default=60)
     parser.add_argument("--file-lines", type=int, default=600)
     parser.add_argument("--list", action="store_true", help="print every function's size")
     parser.add_argument("dirs", nargs="*", default=["src", "schedules"])

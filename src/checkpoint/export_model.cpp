@@ -103,6 +103,27 @@ void checkSavedTensors(const torch::jit::Module& saved, const std::string& out,
   for (const auto& b : saved.named_buffers(true)) check(b.name, b.value);
 }
 
+// The saved file's forward on the split's example inputs, passed by name: its first output.
+at::Tensor savedForward(const torch::jit::Module& saved, const ModelSplit& split) {
+  at::NoGradGuard no_grad;
+  torch::jit::Kwargs by_name;  // forward's arguments not fed keep their defaults
+  for (size_t i = 0; i < split.example_inputs.size(); ++i) {
+    by_name.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
+  }
+  return firstModelOutput(saved.get_method("forward")({}, by_name));
+}
+
+// Writes the example input and `expected` output as pickled tensors to `example_out`.
+void writeExample(const std::string& example_out, const ModelSplit& split,
+                  const at::Tensor& expected) {
+  // "input" is the first input; with several, each also goes under "input.<argument>".
+  TensorDict example{{"input", split.example_inputs.at(0)}, {"output", expected}};
+  for (size_t i = 0; split.example_inputs.size() > 1 && i < split.example_inputs.size(); ++i) {
+    example.emplace("input." + split.graph.input_names.at(i), split.example_inputs[i]);
+  }
+  writeFileAtomically(example_out, pickleTensors(example));
+}
+
 }  // namespace
 
 ExportResult exportModel(const Config& config, const std::string& checkpoint_dir,
@@ -147,29 +168,14 @@ ExportResult exportModel(const Config& config, const std::string& checkpoint_dir
   checkSavedTensors(saved, out, stored, reader);
   if (!randomKeys(split.graph).empty()) return result;  // draws differ by design
   const at::Tensor expected = chainStages(split, reader, split.example_inputs);
-  at::Tensor actual;
-  {
-    at::NoGradGuard no_grad;
-    torch::jit::Kwargs by_name;  // forward's arguments not fed keep their defaults
-    for (size_t i = 0; i < split.example_inputs.size(); ++i) {
-      by_name.emplace(split.graph.input_names.at(i), split.example_inputs[i]);
-    }
-    actual = firstModelOutput(saved.get_method("forward")({}, by_name));
-  }
+  const at::Tensor actual = savedForward(saved, split);
   result.forward_checked = true;
   result.forward_max_abs_diff = (actual - expected).abs().max().item<double>();
   const double scale = std::max(1.0, expected.abs().max().item<double>());
   PPSTAGE_CHECK(result.forward_max_abs_diff <= kForwardTolerance * scale, "the forward of '", out,
                 "' differs from the checkpoint's stages chained by ", result.forward_max_abs_diff,
                 " on the example input");
-  if (!example_out.empty()) {
-    // "input" is the first input; with several, each also goes under "input.<argument>".
-    TensorDict example{{"input", split.example_inputs.at(0)}, {"output", expected}};
-    for (size_t i = 0; split.example_inputs.size() > 1 && i < split.example_inputs.size(); ++i) {
-      example.emplace("input." + split.graph.input_names.at(i), split.example_inputs[i]);
-    }
-    writeFileAtomically(example_out, pickleTensors(example));
-  }
+  if (!example_out.empty()) writeExample(example_out, split, expected);
   return result;
 }
 

@@ -69,6 +69,37 @@ void printReport(const PipelineSchedule& s, const ActionCosts& costs) {
                                     "NCCL would not)");
 }
 
+// Builds the schedule; an invalid one prints its grid (as JSON with --json) and rethrows.
+PipelineSchedule buildOrPrintGrid(const ScheduleRegistry& registry, const ScheduleOptions& o,
+                                  bool json) {
+  try {
+    return buildSchedule(registry, o);
+  } catch (const ScheduleError& e) {
+    if (json) {
+      std::cout << nlohmann::json{{"valid", false}, {"error", e.what()}, {"grid", e.grid()}}.dump(2)
+                << std::endl;
+    } else {
+      std::cout << e.grid();
+    }
+    throw;
+  }
+}
+
+// Writes the schedule as a CSV table and its simulated timeline as SVG, where a path is given.
+void writeScheduleFiles(const PipelineSchedule& schedule, const ActionCosts& costs,
+                        const std::string& csv_path, const std::string& svg_path) {
+  if (!csv_path.empty()) {
+    std::ofstream file(csv_path);
+    PPSTAGE_CHECK(file.good(), "cannot write '", csv_path, "'");
+    file << scheduleToCsv(schedule.ranks, "ppstage schedule " + schedule.name);
+  }
+  if (!svg_path.empty()) {
+    writeFileAtomically(
+        svg_path, renderTimelineSvg(plannedTimeline(schedule.name, schedule.request, schedule.ranks,
+                                                    schedule.simulation, costs)));
+  }
+}
+
 }  // namespace
 
 int scheduleMain(int argc, const char* const* argv) {
@@ -117,28 +148,8 @@ int scheduleMain(int argc, const char* const* argv) {
   o.costs.parseTensorParallel(tp_costs_text);
 
   const ScheduleRegistry registry = makeScheduleRegistry(pipeline.schedule_plugin);
-  PipelineSchedule schedule;
-  try {
-    schedule = buildSchedule(registry, o);
-  } catch (const ScheduleError& e) {
-    if (json) {
-      std::cout << nlohmann::json{{"valid", false}, {"error", e.what()}, {"grid", e.grid()}}.dump(2)
-                << std::endl;
-    } else {
-      std::cout << e.grid();
-    }
-    throw;
-  }
-  if (!csv_path.empty()) {
-    std::ofstream file(csv_path);
-    PPSTAGE_CHECK(file.good(), "cannot write '", csv_path, "'");
-    file << scheduleToCsv(schedule.ranks, "ppstage schedule " + schedule.name);
-  }
-  if (!svg_path.empty()) {
-    writeFileAtomically(
-        svg_path, renderTimelineSvg(plannedTimeline(schedule.name, schedule.request, schedule.ranks,
-                                                    schedule.simulation, o.costs)));
-  }
+  const PipelineSchedule schedule = buildOrPrintGrid(registry, o, json);
+  writeScheduleFiles(schedule, o.costs, csv_path, svg_path);
   if (json) {
     std::cout << scheduleJson(schedule, o.costs).dump(2) << std::endl;
   } else {

@@ -67,6 +67,28 @@ nlohmann::json timeCutJson(const TimeCut& cut) {
           {"costs", cut.costs}};
 }
 
+// With --train.tp: what the tensor-parallel pass makes of each stage, as its first rank holds it.
+std::vector<TpStageReport> tensorParallelReports(ModelSplit& split, int64_t tp) {
+  std::vector<TpStageReport> reports;
+  if (tp > 1) {
+    const TpGroup group(0, static_cast<int>(tp));
+    for (StageModule& stage : split.stages) {
+      reports.push_back(shardStage(stage, split.graph, group));
+    }
+  }
+  return reports;
+}
+
+// Prints the tensor-parallel regions of each stage, after the plan's table.
+void printTensorParallel(int64_t tp, const std::vector<TpStageReport>& reports) {
+  std::cout << "\ntensor parallelism: tp " << tp
+            << " (regions found in each stage's graph; parameter counts of the whole model)\n";
+  for (const TpStageReport& report : reports) {
+    std::cout << "stage " << report.stage << ": " << summarizeRegions(report) << "\n";
+    for (const std::string& line : describeRegions(report)) std::cout << "  " << line << "\n";
+  }
+}
+
 }  // namespace
 
 int splitMain(int argc, const char* const* argv) {
@@ -108,14 +130,7 @@ int splitMain(int argc, const char* const* argv) {
     time_cut = cutByTime(config, run, jobRanks(config), nullptr);
   }
   ModelSplit split = splitCaptured(std::move(run.model), config.pipeline);
-  // --train.tp: what the tensor-parallel pass makes of each stage, as its first rank holds it.
-  std::vector<TpStageReport> tp_reports;
-  if (config.train.tp > 1) {
-    const TpGroup group(0, static_cast<int>(config.train.tp));
-    for (StageModule& stage : split.stages) {
-      tp_reports.push_back(shardStage(stage, split.graph, group));
-    }
-  }
+  const std::vector<TpStageReport> tp_reports = tensorParallelReports(split, config.train.tp);
   if (json) {
     nlohmann::json plan = nlohmann::json::parse(planToJson(split));
     if (!tp_reports.empty())
@@ -126,13 +141,7 @@ int splitMain(int argc, const char* const* argv) {
   }
   if (time_cut) std::cout << timeCutText(*time_cut) << "\n";
   printPlanTable(std::cout, split);
-  if (tp_reports.empty()) return 0;
-  std::cout << "\ntensor parallelism: tp " << config.train.tp
-            << " (regions found in each stage's graph; parameter counts of the whole model)\n";
-  for (const TpStageReport& report : tp_reports) {
-    std::cout << "stage " << report.stage << ": " << summarizeRegions(report) << "\n";
-    for (const std::string& line : describeRegions(report)) std::cout << "  " << line << "\n";
-  }
+  if (!tp_reports.empty()) printTensorParallel(config.train.tp, tp_reports);
   return 0;
 }
 

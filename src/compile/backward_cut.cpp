@@ -106,6 +106,57 @@ void splitMixedIfs(Graph& g, const std::unordered_set<Value*>& needed) {
   }
 }
 
+// Fills `w` with W's part (nodes `in_w`, outputs `weight_roots`); returns the values it takes.
+std::vector<Value*> copyWeightPart(Graph& backward, const std::unordered_set<Node*>& in_w,
+                                   const std::vector<Value*>& weight_roots, Graph& w) {
+  std::unordered_map<Value*, Value*> w_env;
+  std::vector<Value*> handoff;
+  const auto take = [&](Value* v) {
+    handoff.push_back(v);
+    Value* input = w.addInput()->copyMetadata(v);
+    w_env[v] = input;
+    return input;
+  };
+  copyNodes(backward, in_w, w, w_env, take);
+  for (Value* v : weight_roots) {
+    const auto it = w_env.find(v);
+    w.registerOutput(it != w_env.end() ? it->second : take(v));
+  }
+  return handoff;
+}
+
+// Fills `cut.input_graph` with I's part and `cut.handoff` with where W's inputs come from.
+void copyInputPart(Graph& backward, const std::unordered_set<Node*>& in_i,
+                   const std::vector<Value*>& input_roots, const std::vector<Value*>& handoff,
+                   BackwardCut& cut) {
+  std::unordered_map<Value*, Value*> i_env;
+  std::unordered_map<Value*, size_t> backward_input;
+  for (Value* v : backward.inputs()) {
+    backward_input[v] = backward_input.size();
+    i_env[v] = cut.input_graph->addInput()->copyMetadata(v);
+  }
+  copyNodes(backward, in_i, *cut.input_graph, i_env, [](Value* v) -> Value* {
+    PPSTAGE_INTERNAL_ASSERT(false, "I reads '", v->debugName(), "', which it does not compute");
+    return nullptr;
+  });
+  const auto in_input_graph = [&](Value* v) {
+    const auto it = i_env.find(v);
+    PPSTAGE_INTERNAL_ASSERT(it != i_env.end(), "I does not compute '", v->debugName(), "'");
+    return it->second;
+  };
+  for (Value* v : input_roots) cut.input_graph->registerOutput(in_input_graph(v));
+  size_t from_i = 0;
+  for (Value* v : handoff) {
+    const auto it = backward_input.find(v);
+    if (it != backward_input.end()) {
+      cut.handoff.push_back({true, it->second});
+      continue;
+    }
+    cut.input_graph->registerOutput(in_input_graph(v));
+    cut.handoff.push_back({false, from_i++});
+  }
+}
+
 }  // namespace
 
 BackwardCut cutBackward(Graph& original, const std::vector<bool>& weight) {
@@ -137,48 +188,11 @@ BackwardCut cutBackward(Graph& original, const std::vector<bool>& weight) {
 
   // W: its reads from elsewhere become its inputs, in order of first use.
   cut.weight_graph = std::make_shared<Graph>();
-  std::unordered_map<Value*, Value*> w_env;
-  std::vector<Value*> handoff;
-  const auto take = [&](Value* v) {
-    handoff.push_back(v);
-    Value* input = cut.weight_graph->addInput()->copyMetadata(v);
-    w_env[v] = input;
-    return input;
-  };
-  copyNodes(backward, in_w, *cut.weight_graph, w_env, take);
-  for (Value* v : weight_roots) {
-    const auto it = w_env.find(v);
-    cut.weight_graph->registerOutput(it != w_env.end() ? it->second : take(v));
-  }
-
+  const std::vector<Value*> handoff =
+      copyWeightPart(backward, in_w, weight_roots, *cut.weight_graph);
   // I: the backward's inputs, its nodes, its gradients, then what W takes that I computes.
   cut.input_graph = std::make_shared<Graph>();
-  std::unordered_map<Value*, Value*> i_env;
-  std::unordered_map<Value*, size_t> backward_input;
-  for (Value* v : backward.inputs()) {
-    backward_input[v] = backward_input.size();
-    i_env[v] = cut.input_graph->addInput()->copyMetadata(v);
-  }
-  copyNodes(backward, in_i, *cut.input_graph, i_env, [](Value* v) -> Value* {
-    PPSTAGE_INTERNAL_ASSERT(false, "I reads '", v->debugName(), "', which it does not compute");
-    return nullptr;
-  });
-  const auto in_input_graph = [&](Value* v) {
-    const auto it = i_env.find(v);
-    PPSTAGE_INTERNAL_ASSERT(it != i_env.end(), "I does not compute '", v->debugName(), "'");
-    return it->second;
-  };
-  for (Value* v : input_roots) cut.input_graph->registerOutput(in_input_graph(v));
-  size_t from_i = 0;
-  for (Value* v : handoff) {
-    const auto it = backward_input.find(v);
-    if (it != backward_input.end()) {
-      cut.handoff.push_back({true, it->second});
-      continue;
-    }
-    cut.input_graph->registerOutput(in_input_graph(v));
-    cut.handoff.push_back({false, from_i++});
-  }
+  copyInputPart(backward, in_i, input_roots, handoff, cut);
   return cut;
 }
 

@@ -8,8 +8,8 @@ namespace ppstage {
 
 ModelCompiler::ModelCompiler(const CompileConfig& config, const ModelGraph& model, int rank)
     : model_(model),
-      cache_(std::make_unique<CompileCache>(CompileCacheOptions{
-          config.mode, rank, config.max_respecializations, config.dynamic})) {
+      cache_(std::make_unique<CompileCache>(
+          CompileCacheOptions{config.mode, rank, config.max_respecializations, config.dynamic})) {
   setShapeStrategy(config.dynamic);
   if (config.mode == CompileMode::kBlock) blocks_ = findBlocks(model, config.block_pattern);
 }

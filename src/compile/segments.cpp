@@ -90,27 +90,32 @@ GraphSegment buildSegment(const std::vector<Node*>& run, const torch::jit::Block
   return seg;
 }
 
+// The blocks --compile.block_pattern names: the outermost calls whose path it matches.
+std::vector<bool> blocksMatching(const ModelGraph& model, const std::string& pattern) {
+  const size_t n = model.calls.size();
+  std::vector<bool> blocks(n, false);
+  std::regex re;
+  try {
+    re = std::regex(pattern);
+  } catch (const std::regex_error& e) {
+    throw Error(detail::concat("--compile.block_pattern '", pattern, "' is not a regular ",
+                               "expression: ", e.what()));
+  }
+  for (size_t c = 1; c < n; ++c) {
+    if (std::regex_match(model.calls[c].path, re) &&
+        blockOf(model, blocks, model.calls[c].parent) < 0) {  // not inside a chosen block
+      blocks[c] = true;
+    }
+  }
+  return blocks;
+}
+
 }  // namespace
 
 std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern) {
+  if (!pattern.empty()) return blocksMatching(model, pattern);
   const size_t n = model.calls.size();
   std::vector<bool> blocks(n, false);
-  if (!pattern.empty()) {
-    std::regex re;
-    try {
-      re = std::regex(pattern);
-    } catch (const std::regex_error& e) {
-      throw Error(detail::concat("--compile.block_pattern '", pattern, "' is not a regular ",
-                                 "expression: ", e.what()));
-    }
-    for (size_t c = 1; c < n; ++c) {
-      if (std::regex_match(model.calls[c].path, re) &&
-          blockOf(model, blocks, model.calls[c].parent) < 0) {  // not inside a chosen block
-        blocks[c] = true;
-      }
-    }
-    return blocks;
-  }
   const std::vector<int64_t> size = nodesPerCall(model);
   const int64_t total = std::max<int64_t>(1, size[ModelGraph::kRootCall]);
   while (true) {

@@ -17,7 +17,7 @@ namespace {
 // builds the whole model before it keeps its stages. In fp32: a gpt block's attention and
 // MLP weights, its embeddings and head; an mlp block's MLP, and its head.
 void checkBuiltinModelFits(const ModelConfig& m) {
-  const bool gpt = m.name == "gpt";
+  const bool gpt = m.name == kGptModel;
   const double d = static_cast<double>(m.d_model);
   const double mlp = 2.0 * static_cast<double>(m.mlp_ratio) * d * d;
   const double params =
@@ -48,9 +48,9 @@ void validate(const ModelConfig& m) {
   PPSTAGE_CHECK(m.mlp_ratio >= 1, "--model.mlp_ratio must be at least 1; got ", m.mlp_ratio);
   PPSTAGE_CHECK(m.dropout >= 0 && m.dropout < 1, "--model.dropout must be in [0, 1); got ",
                 m.dropout);
-  PPSTAGE_CHECK(m.dropout == 0 || m.name == "gpt" || m.name == "mlp", "--model.dropout applies ",
+  PPSTAGE_CHECK(m.dropout == 0 || m.builtin(), "--model.dropout applies ",
                 "to the built-in gpt and mlp; a model file keeps its own dropout modules");
-  if (m.name == "gpt" || m.name == "mlp") checkBuiltinModelFits(m);
+  if (m.builtin()) checkBuiltinModelFits(m);
 }
 
 void validate(const PipelineConfig& p) {

@@ -130,16 +130,14 @@ InputSpec boundInputSpec(const InputSpec& offered, const InputBinding& binding) 
   return spec;
 }
 
-bool isBuiltinModel(const std::string& name) { return name == "gpt" || name == "mlp"; }
-
 LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train) {
   const auto seed = static_cast<uint64_t>(train.seed);
-  if (model.name == "gpt") {
-    return {buildGpt(model, seed), "gpt",
+  if (model.name == kGptModel) {
+    return {buildGpt(model, seed), kGptModel,
             InputSpec{at::kLong, {train.batch_size, model.seq_len}, model.vocab_size}};
   }
-  if (model.name == "mlp") {
-    return {buildMlp(model, seed), "mlp",
+  if (model.name == kMlpModel) {
+    return {buildMlp(model, seed), kMlpModel,
             InputSpec{at::kFloat, {train.batch_size, model.seq_len, model.d_model}, 0}};
   }
   LoadedModel loaded{loadScriptFile(model.name), model.name, {}};

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/json_integer.h"
@@ -29,46 +30,55 @@ nlohmann::json perKindJson(const PerKind<double, Space>& values) {
 }
 
 nlohmann::json rankJson(const RankMetrics& r) {
-  return nlohmann::json({{"rank", r.rank},
-                         {"stages", r.stages},
-                         {"busy_s", r.busy_s},
-                         {"idle_s", r.idle_s},
-                         {"peak_rss_mb", r.peak_rss_mb},
-                         {"peak_allocated_mb", r.peak_allocated_mb},
-                         {"peak_activation_mb", r.peak_activation_mb},
-                         {"graphs_compiled", r.graphs_compiled},
-                         {"cache_hits", r.cache_hits},
-                         {"respecializations", r.respecializations},
-                         {"specializations_per_graph", r.specializations_per_graph},
-                         {"max_step_rss_mb", r.max_step_rss_mb},
-                         {"rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps},
-                         {"tensor_growth_mb_per_100_steps", r.tensor_growth_mb_per_100_steps},
-                         {"open_fds_start", r.open_fds_start},
-                         {"open_fds_end", r.open_fds_end},
-                         {"action_costs_s", perKindJson(r.action_s)},
-                         {"tail_s", r.tail_s},
-                         {"wait_s", perKindJson(r.wait_s)},
-                         {"receive_buffers", r.receive_buffers},
-                         {"tp_s", r.tp_s},
-                         {"tp_all_reduces", r.tp_all_reduces}});
+  nlohmann::json json({{"rank", r.rank},
+                       {"stages", r.stages},
+                       {"busy_s", r.busy_s},
+                       {"idle_s", r.idle_s},
+                       {"peak_allocated_mb", r.peak_allocated_mb},
+                       {"peak_activation_mb", r.peak_activation_mb}});
+  RankMetrics::forEachOwnFigure(r, [&](const char* name, const auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (std::is_arithmetic_v<Value>) {
+      json[name] = value;
+    } else {
+      json[name] = perKindJson(value);
+    }
+  });
+  return json;
+}
+
+// Each element of `items` as `toJson` makes it, in a JSON array.
+template <typename Item, typename ToJson>
+nlohmann::json arrayJson(const std::vector<Item>& items, ToJson toJson) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const Item& item : items) array.push_back(toJson(item));
+  return array;
+}
+
+nlohmann::json compileJson(const CompileMetrics& c) {
+  return {{"mode", c.mode},
+          {"graphs_compiled", c.graphs_compiled},
+          {"cache_hits", c.cache_hits},
+          {"respecializations", c.respecializations},
+          {"specializations_per_graph", c.specializations_per_graph},
+          {"fusion_groups", c.fusion_groups},
+          {"differentiable_graphs", c.differentiable_graphs},
+          {"compile_time_s", c.compile_time_s}};
 }
 
 }  // namespace
 
 std::string metricsToJson(const RunMetrics& m) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const RankMetrics& r : m.ranks) ranks.push_back(rankJson(r));
-  nlohmann::json stage_costs = nlohmann::json::array();
-  for (const auto& costs : m.stage_action_s) stage_costs.push_back(perKindJson(costs));
-  nlohmann::json eval = nlohmann::json::array();
-  for (const EvalRecord& e : m.eval) {
-    eval.push_back(
-        {{"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"seconds", e.seconds}});
-  }
-  nlohmann::json checkpoints = nlohmann::json::array();
-  for (const CheckpointRecord& c : m.checkpoints) {
-    checkpoints.push_back({{"path", c.path}, {"seconds", c.seconds}});
-  }
+  const nlohmann::json ranks = arrayJson(m.ranks, rankJson);
+  const nlohmann::json stage_costs =
+      arrayJson(m.stage_action_s, [](const PerCompute<double>& c) { return perKindJson(c); });
+  const nlohmann::json eval = arrayJson(m.eval, [](const EvalRecord& e) -> nlohmann::json {
+    return {{"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"seconds", e.seconds}};
+  });
+  const nlohmann::json checkpoints =
+      arrayJson(m.checkpoints, [](const CheckpointRecord& c) -> nlohmann::json {
+        return {{"path", c.path}, {"seconds", c.seconds}};
+      });
   nlohmann::json json = {
       {"model", m.model},
       {"schedule", m.schedule},
@@ -107,15 +117,7 @@ std::string metricsToJson(const RunMetrics& m) {
       {"action_costs_s", perKindJson(m.action_s)},
       {"stage_action_costs_s", stage_costs},
       {"ranks", ranks},
-      {"compile",
-       {{"mode", m.compile.mode},
-        {"graphs_compiled", m.compile.graphs_compiled},
-        {"cache_hits", m.compile.cache_hits},
-        {"respecializations", m.compile.respecializations},
-        {"specializations_per_graph", m.compile.specializations_per_graph},
-        {"fusion_groups", m.compile.fusion_groups},
-        {"differentiable_graphs", m.compile.differentiable_graphs},
-        {"compile_time_s", m.compile.compile_time_s}}},
+      {"compile", compileJson(m.compile)},
   };
   return json.dump(2);
 }

@@ -56,6 +56,12 @@ bool isElementwise(const Node* n) {
                     "aten::type_as",  "aten::tanh_",      "aten::sigmoid_",    "aten::gelu_"});
 }
 
+// Ops that read only what a shard shares with the whole tensor: device, dtype, layout, rank.
+bool readsMetadataOnly(const Node* n) {
+  return kindIn(n, {"prim::device", "prim::dtype", "prim::layout", "aten::dim", "prim::is_cuda",
+                    "aten::is_floating_point"});
+}
+
 // Where a reshape from `in` to `out` puts `in`'s sharded dimension. In element order, a
 // rank's share is runs of `run` elements every `period` (a part's whole width); it is a
 // Sharding of out's dimension j when j's rows are whole within a run and j spans whole
@@ -138,6 +144,13 @@ class Prover {
   const Sharding* shardingOf(const Value* v) const {
     const auto it = sharded_.find(v);
     return it == sharded_.end() ? nullptr : &it->second;
+  }
+  // `n`'s first input the region made sharded, or nullptr.
+  Value* shardedInput(Node* n) const {
+    for (Value* v : n->inputs()) {
+      if (sharded_.count(v)) return v;
+    }
+    return nullptr;
   }
 
   bool setSharded(Value* v, Sharding s, Node* origin) {
@@ -228,22 +241,12 @@ class Prover {
 
 bool Prover::visit(Node* n) {
   // The sharded tensor input (the first one) and its sharding.
-  Value* x = nullptr;
-  for (Value* v : n->inputs()) {
-    if (sharded_.count(v)) {
-      x = v;
-      break;
-    }
-  }
+  Value* x = shardedInput(n);
   if (x == nullptr) return visitSizes(n);
   const Sharding s = sharded_.at(x);
   if (!n->blocks().empty()) return fail(name(n) + " with a sharded value in its blocks");
   if (n->kind() == aten::size) return visitSizeRead(n, x, s);
-  // What a shard shares with the whole tensor: its device, dtype, layout, rank.
-  if (kindIn(n, {"prim::device", "prim::dtype", "prim::layout", "aten::dim", "prim::is_cuda",
-                 "aten::is_floating_point"})) {
-    return true;
-  }
+  if (readsMetadataOnly(n)) return true;
   if (isElementwise(n)) return visitElementwise(n, x, s);
   if (kindIn(n, {"aten::transpose", "aten::transpose_", "aten::permute"})) {
     return visitPermute(n, x, s);

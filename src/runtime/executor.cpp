@@ -278,14 +278,12 @@ struct Executor::Impl {
     const auto start = Clock::now();
     at::AutoGradMode grad_mode(!options.forward_only);
     const RandomStreamScope random({options.seed, step, options.first_microbatch + m});
-    std::vector<c10::IValue> args;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       if (stage.input_spec.tensors[i].requires_grad && !options.forward_only) {
         st.inputs[i].requires_grad_(true);
       }
-      args.emplace_back(st.inputs[i]);
     }
-    for (const StageParameter& p : stage.module->parameters) args.emplace_back(p.value);
+    const std::vector<c10::IValue> args = stage.module->arguments(st.inputs);
     std::vector<c10::IValue> outputs;
     try {
       outputs = stage.compiled->run(args);
@@ -299,24 +297,7 @@ struct Executor::Impl {
     st.outputs.clear();
     for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
     if (isLast(s)) {
-      LossTerms terms;
-      try {
-        terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m), options.ignore_index);
-      } catch (const Error& e) {
-        throw Error(where(s, m) + e.what());
-      } catch (const c10::Error& e) {
-        throw Error(where(s, m) + "the loss fails: " + rootCause(errorMessage(e)));
-      }
-      // This micro-batch's share of the step's mean (runtime/loss.h).
-      st.loss = terms.sum / static_cast<double>(data.targets_in_step);
-      const double value = st.loss.item<double>();
-      stats.loss_sum += value;
-      stats.correct += terms.correct;
-      if (!std::isfinite(value) && stats.first_nonfinite_microbatch < 0) {
-        stats.first_nonfinite_microbatch = options.first_microbatch + m;
-      }
-      // Only the loss goes backward: the other outputs need not stay alive as roots.
-      st.outputs.clear();
+      computeLoss(s, m, st, data);
     } else if (runsHere(s + 1)) {
       // Hand over to the next stage on this rank: detached leaves, as if received.
       MicroBatchState& next = state(s + 1, m);
@@ -329,6 +310,28 @@ struct Executor::Impl {
       st.weights_done = true;  // nothing to differentiate: done once its outputs are sent
       if (isLast(s) || runsHere(s + 1)) finishForwardOnly(s, m);
     }
+  }
+
+  // The last stage's loss of micro-batch m, counted into the step's figures; only the loss
+  // goes backward, so the other outputs need not stay alive as roots.
+  void computeLoss(int s, int m, MicroBatchState& st, const StepData& data) {
+    LossTerms terms;
+    try {
+      terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m), options.ignore_index);
+    } catch (const Error& e) {
+      throw Error(where(s, m) + e.what());
+    } catch (const c10::Error& e) {
+      throw Error(where(s, m) + "the loss fails: " + rootCause(errorMessage(e)));
+    }
+    // This micro-batch's share of the step's mean (runtime/loss.h).
+    st.loss = terms.sum / static_cast<double>(data.targets_in_step);
+    const double value = st.loss.item<double>();
+    stats.loss_sum += value;
+    stats.correct += terms.correct;
+    if (!std::isfinite(value) && stats.first_nonfinite_microbatch < 0) {
+      stats.first_nonfinite_microbatch = options.first_microbatch + m;
+    }
+    st.outputs.clear();
   }
 
   // Forward only: drops (s, m) once its outputs are handed over or posted.

@@ -48,6 +48,13 @@ int64_t StageModule::numParams(const ModelGraph& model) const {
   return total;
 }
 
+std::vector<c10::IValue> StageModule::arguments(const std::vector<at::Tensor>& values) const {
+  std::vector<c10::IValue> args(values.begin(), values.end());
+  args.reserve(values.size() + parameters.size());
+  for (const StageParameter& p : parameters) args.emplace_back(p.value);
+  return args;
+}
+
 namespace {
 
 constexpr int kModelInputStage = -1;

@@ -32,7 +32,7 @@ DataRequest dataRequestOf(const ModelSplit& split, LossKind loss, const Config& 
   request.output = outputSample(split.stages.back().outputs.at(0), config.train.batch_size);
   request.loss = loss;
   request.seed = config.train.seed;
-  request.builtin_model = isBuiltinModel(config.model.name);
+  request.builtin_model = config.model.builtin();
   return request;
 }
 

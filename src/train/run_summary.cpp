@@ -39,22 +39,23 @@ std::map<std::string, at::Tensor> namedParameters(const RankModel& model,
   return named;
 }
 
-RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
+// What this rank measured of itself (RankMetrics::forEachOwnFigure).
+RankMetrics ownFigures(const RunRecord& record, CompileCache& cache) {
   cache.countOptimizedGraphs();
   const CompileStats& stats = cache.stats();
-  RankSummary mine;
+  RankMetrics mine;
   mine.peak_rss_mb = peakRssMb();
-  mine.graphs_compiled = static_cast<double>(stats.graphs_compiled);
-  mine.cache_hits = static_cast<double>(stats.cache_hits);
-  mine.respecializations = static_cast<double>(stats.respecializations);
-  mine.specializations_per_graph = static_cast<double>(stats.specializations_per_graph);
+  mine.graphs_compiled = stats.graphs_compiled;
+  mine.cache_hits = stats.cache_hits;
+  mine.respecializations = stats.respecializations;
+  mine.specializations_per_graph = stats.specializations_per_graph;
+  mine.fusion_groups = stats.fusion_groups;
+  mine.differentiable_graphs = stats.differentiable_graphs;
   mine.max_step_rss_mb = *std::max_element(record.rss_mb.begin(), record.rss_mb.end());
   mine.rss_growth_mb_per_100_steps = growthPer100Steps(record.rss_mb);
   mine.tensor_growth_mb_per_100_steps = growthPer100Steps(record.tensor_mb);
   mine.open_fds_start = record.open_fds_start;
   mine.open_fds_end = openFileDescriptors();
-  mine.fusion_groups = static_cast<double>(stats.fusion_groups);
-  mine.differentiable_graphs = static_cast<double>(stats.differentiable_graphs);
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.action_s[kind] = median(record.my_action_s[kind]);
   }
@@ -62,51 +63,36 @@ RankSummary summaryOfThisRank(const RunRecord& record, CompileCache& cache) {
   for (const ActionKind kind : PerTransfer<double>::kinds()) {
     mine.wait_s[kind] = median(record.my_wait_s[kind]);
   }
-  mine.receive_buffers_allocated = static_cast<double>(record.receive_buffers_allocated);
+  mine.receive_buffers = record.receive_buffers_allocated;
   mine.tp_s = median(record.my_tp_s);
-  mine.tp_all_reduces = median(record.my_tp_all_reduces);
+  mine.tp_all_reduces = static_cast<long long>(median(record.my_tp_all_reduces));
   mine.transfer_s = record.transfers.sum;
-  mine.transfers = static_cast<double>(record.transfers.count);
+  mine.transfers = record.transfers.count;
   return mine;
 }
 
-// The ranks' own figures, and the compile counts summed over them.
-void addRanks(const Topology& topology, const RunRecord& record,
-              const std::vector<RankSummary>& summaries, RunMetrics& metrics) {
+// Every rank's figures, with the job's view of each (its stages, and from the steps'
+// all-reduces its busy seconds and tensor peaks), and the compile counts summed over them.
+void addRanks(const Topology& topology, const RunRecord& record, std::vector<RankMetrics> ranks,
+              RunMetrics& metrics) {
   for (int rank = 0; rank < topology.worldSize(); ++rank) {
-    const RankSummary& theirs = summaries[static_cast<size_t>(rank)];
-    RankMetrics rm;
+    RankMetrics& rm = ranks[static_cast<size_t>(rank)];
     rm.rank = rank;
     rm.stages = topology.stagesOf(topology.ppRankOf(rank));
     rm.busy_s = record.busy_s[static_cast<size_t>(rank)];
     rm.peak_allocated_mb = record.peak_allocated_mb[static_cast<size_t>(rank)];
     rm.peak_activation_mb = record.peak_activation_mb[static_cast<size_t>(rank)];
     rm.idle_s = std::max(0.0, record.wall_s - rm.busy_s);
-    rm.peak_rss_mb = theirs.peak_rss_mb;
-    rm.graphs_compiled = static_cast<long long>(theirs.graphs_compiled);
-    rm.cache_hits = static_cast<long long>(theirs.cache_hits);
-    rm.respecializations = static_cast<long long>(theirs.respecializations);
-    rm.specializations_per_graph = static_cast<long long>(theirs.specializations_per_graph);
-    rm.max_step_rss_mb = theirs.max_step_rss_mb;
-    rm.rss_growth_mb_per_100_steps = theirs.rss_growth_mb_per_100_steps;
-    rm.tensor_growth_mb_per_100_steps = theirs.tensor_growth_mb_per_100_steps;
-    rm.open_fds_start = static_cast<long long>(theirs.open_fds_start);
-    rm.open_fds_end = static_cast<long long>(theirs.open_fds_end);
-    rm.action_s = theirs.action_s;
-    rm.tail_s = theirs.tail_s;
-    rm.wait_s = theirs.wait_s;
-    rm.receive_buffers = static_cast<long long>(theirs.receive_buffers_allocated);
-    rm.tp_s = theirs.tp_s;
-    rm.tp_all_reduces = static_cast<long long>(theirs.tp_all_reduces);
-    metrics.compile.graphs_compiled += rm.graphs_compiled;
-    metrics.compile.cache_hits += rm.cache_hits;
-    metrics.compile.respecializations += rm.respecializations;
-    metrics.compile.specializations_per_graph =
-        std::max(metrics.compile.specializations_per_graph, rm.specializations_per_graph);
-    metrics.compile.fusion_groups += static_cast<long long>(theirs.fusion_groups);
-    metrics.compile.differentiable_graphs += static_cast<long long>(theirs.differentiable_graphs);
-    metrics.ranks.push_back(rm);
+    CompileMetrics& job = metrics.compile;
+    job.graphs_compiled += rm.graphs_compiled;
+    job.cache_hits += rm.cache_hits;
+    job.respecializations += rm.respecializations;
+    job.specializations_per_graph =
+        std::max(job.specializations_per_graph, rm.specializations_per_graph);
+    job.fusion_groups += rm.fusion_groups;
+    job.differentiable_graphs += rm.differentiable_graphs;
   }
+  metrics.ranks = std::move(ranks);
 }
 
 // What ran, and the step figures.
@@ -240,7 +226,7 @@ double predictedMakespan(const PipelineSchedule& schedule,
 // follows the slower of its ranks at every dependency, so the measured step sits a few
 // percent above the median's prediction (docs/benchmarks.md).
 void addPrediction(const JobLayout& layout, const RunRecord& record,
-                   const std::vector<RankSummary>& summaries,
+                   const std::vector<RankMetrics>& ranks,
                    std::vector<PerCompute<double>> stage_costs, RunMetrics& m) {
   const PipelineSchedule& schedule = layout.schedule;
   const Topology& topology = layout.topology;
@@ -248,13 +234,13 @@ void addPrediction(const JobLayout& layout, const RunRecord& record,
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     m.action_s[kind] = median(record.action_s[kind]);
   }
-  PPSTAGE_INTERNAL_ASSERT(static_cast<int>(summaries.size()) == topology.worldSize(),
-                          summaries.size(), " rank summaries for ", topology.worldSize(), " ranks");
-  double tail = summaries[0].tail_s, transfer_s = 0, transfers = 0;
-  for (const RankSummary& theirs : summaries) {
+  PPSTAGE_INTERNAL_ASSERT(static_cast<int>(ranks.size()) == topology.worldSize(), ranks.size(),
+                          " ranks' figures for ", topology.worldSize(), " ranks");
+  double tail = ranks[0].tail_s, transfer_s = 0, transfers = 0;
+  for (const RankMetrics& theirs : ranks) {
     tail = std::min(tail, theirs.tail_s);
     transfer_s += theirs.transfer_s;
-    transfers += theirs.transfers;
+    transfers += static_cast<double>(theirs.transfers);
   }
   ActionCosts measured;
   measured.per_stage = std::move(stage_costs);
@@ -353,8 +339,8 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
 RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const RankModel& model,
                         const StepRunner& runner, const Dataset* data, const RunRecord& record,
                         Communicator& world, std::ostream& log) {
-  const std::vector<RankSummary> summaries =
-      RankSummary::gather(world, summaryOfThisRank(record, *model.compile_cache));
+  std::vector<RankMetrics> ranks =
+      gatherOwnFigures(world, ownFigures(record, *model.compile_cache));
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
     // Whole tensors, gathered over the tensor-parallel group, written by its first rank.
     const std::map<std::string, at::Tensor> named = namedParameters(model, runner);
@@ -362,9 +348,8 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
       writeParameterFile(config.output.params_dir, world.rank(), named);
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
-  addPrediction(layout, record, summaries, stageActionCosts(layout.topology, record, world),
-                metrics);
-  addRanks(layout.topology, record, summaries, metrics);
+  addPrediction(layout, record, ranks, stageActionCosts(layout.topology, record, world), metrics);
+  addRanks(layout.topology, record, std::move(ranks), metrics);
   if (world.rank() == 0) {
     printSummary(metrics, log);
     if (!config.output.metrics_json.empty()) {

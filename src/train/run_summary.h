@@ -1,7 +1,7 @@
 // The last phase of `ppstage train`: the run's metrics and its closing lines.
 //
 // RunRecord collects what every step measured (StepResult); summarizeRun() adds what each
-// rank knows about itself (RankSummary: memory, compile counts; one all-reduce), writes the
+// rank measured of itself (RankMetrics: memory, compile counts; one all-reduce), writes the
 // parameter files, asks the simulator what the schedule should have taken with the
 // measured action costs of every stage (Note [Predicted step]), and on rank 0 prints the
 // summary and writes the metrics JSON.

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <type_traits>
+
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
 
@@ -24,28 +26,17 @@ void forEachStepNumber(Reduce& r, Field field) {
   field(r.respecializations);
 }
 
-template <typename Summary, typename Field>
-void forEachSummaryNumber(Summary& s, Field field) {
-  field(s.peak_rss_mb);
-  field(s.graphs_compiled);
-  field(s.cache_hits);
-  field(s.respecializations);
-  field(s.specializations_per_graph);
-  field(s.max_step_rss_mb);
-  field(s.rss_growth_mb_per_100_steps);
-  field(s.tensor_growth_mb_per_100_steps);
-  field(s.open_fds_start);
-  field(s.open_fds_end);
-  field(s.fusion_groups);
-  field(s.differentiable_graphs);
-  for (auto& seconds : s.action_s) field(seconds);
-  field(s.tail_s);
-  for (auto& seconds : s.wait_s) field(seconds);
-  field(s.receive_buffers_allocated);
-  field(s.transfer_s);
-  field(s.transfers);
-  field(s.tp_s);
-  field(s.tp_all_reduces);
+// Calls `number` on every double of a rank's own figures, in forEachOwnFigure's order.
+template <typename Metrics, typename Number>
+void forEachOwnNumber(Metrics& r, Number number) {
+  RankMetrics::forEachOwnFigure(r, [&](const char*, auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (std::is_arithmetic_v<Value>) {
+      number(value);
+    } else {
+      for (auto& seconds : value) number(seconds);
+    }
+  });
 }
 
 // The per-rank slot vectors, in packing order.
@@ -67,10 +58,10 @@ int64_t slotVectors() {
   return count;
 }
 
-int64_t summaryNumbers() {
-  const RankSummary empty;
+int64_t ownNumbers() {
+  const RankMetrics empty;
   int64_t count = 0;
-  forEachSummaryNumber(empty, [&](double) { ++count; });
+  forEachOwnNumber(empty, [&](auto) { ++count; });
   return count;
 }
 
@@ -109,15 +100,17 @@ StepReduce StepReduce::unpack(const at::Tensor& packed) {
   return r;
 }
 
-std::vector<RankSummary> RankSummary::gather(Communicator& world, const RankSummary& mine) {
-  const int64_t numbers = summaryNumbers();
+std::vector<RankMetrics> gatherOwnFigures(Communicator& world, const RankMetrics& mine) {
+  const int64_t numbers = ownNumbers();
   at::Tensor all = at::zeros({world.size() * numbers}, at::kDouble);
   double* slot = all.data_ptr<double>() + world.rank() * numbers;
-  forEachSummaryNumber(mine, [&](double x) { *slot++ = x; });
+  forEachOwnNumber(mine, [&](auto x) { *slot++ = static_cast<double>(x); });
   world.allReduceSum({all});
-  std::vector<RankSummary> ranks(static_cast<size_t>(world.size()));
+  std::vector<RankMetrics> ranks(static_cast<size_t>(world.size()));
   const double* next = all.data_ptr<double>();
-  for (RankSummary& r : ranks) forEachSummaryNumber(r, [&](double& x) { x = *next++; });
+  for (RankMetrics& r : ranks) {
+    forEachOwnNumber(r, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(*next++); });
+  }
   return ranks;
 }
 

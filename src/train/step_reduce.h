@@ -1,13 +1,14 @@
 // The numbers ranks exchange during a run: one world all-reduce after every step
-// (StepReduce) and one at the end (RankSummary). Each is a typed struct; pack/unpack turn
-// it into the flat double tensor the all-reduce sums, and a rank fills in only what it
-// knows, zeros elsewhere, so the sum is the job's value.
+// (StepReduce) and one at the end (gatherOwnFigures: each rank's RankMetrics). Each is a
+// typed struct; pack/unpack turn it into the flat double tensor the all-reduce sums, and a
+// rank fills in only what it knows, zeros elsewhere, so the sum is the job's value.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <vector>
 
+#include "ppstage/observe/metrics.h"
 #include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
@@ -51,37 +52,9 @@ struct StepReduce {
   static StepReduce unpack(const at::Tensor& packed);
 };
 
-// What every rank reports about itself at the end of a run.
-struct RankSummary {
-  double peak_rss_mb = 0;
-  double graphs_compiled = 0;
-  double cache_hits = 0;
-  double respecializations = 0;
-  double specializations_per_graph = 0;
-  double max_step_rss_mb = 0;
-  double rss_growth_mb_per_100_steps = 0;
-  double tensor_growth_mb_per_100_steps = 0;
-  double open_fds_start = -1;
-  double open_fds_end = -1;
-  double fusion_groups = 0;
-  double differentiable_graphs = 0;
-  // Medians over the steps after the first: the rank's mean F, B, I, W seconds (0 for a
-  // kind it does not run) and its tail after its actions (gradient sync, all-reduce,
-  // optimizer).
-  PerCompute<double> action_s;
-  double tail_s = 0;
-  // Medians over the same steps of the seconds waited per step for each kind of transfer.
-  PerTransfer<double> wait_s;
-  double receive_buffers_allocated = 0;
-  // The one-way message times this rank measured (TransferSeconds): their sum and count.
-  double transfer_s = 0;
-  double transfers = 0;
-  double tp_s = 0;            // median seconds per step in tensor-parallel all-reduces
-  double tp_all_reduces = 0;  // and their median count per step
-
-  // Every rank's summary, in rank order (collective over `world`: each rank puts `mine`
-  // into its slot of one all-reduce).
-  static std::vector<RankSummary> gather(Communicator& world, const RankSummary& mine);
-};
+// Every rank's own figures (RankMetrics::forEachOwnFigure), in rank order: each rank puts
+// `mine`'s into its slot of one all-reduce (collective over `world`). The other fields of
+// the RankMetrics returned are left at their defaults.
+std::vector<RankMetrics> gatherOwnFigures(Communicator& world, const RankMetrics& mine);
 
 }  // namespace ppstage

@@ -267,20 +267,7 @@ StepResult StepRunner::run(int64_t step) {
   result.stop_signal = jobStopSignal(result.reduced.stop_signal);
   result.finite = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
   result.lr = learningRate(config_.train, step);
-  if (result.finite) {
-    const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
-    if (coefficient < 1) sync_->scale(coefficient);
-    setLearningRate(*optimizer_, result.lr);
-    if (masters_) {
-      masters_->step(*optimizer_);
-    } else {
-      stepAndClear(*optimizer_, params_);
-    }
-  } else {
-    result.nonfinite = whereNonfinite(result, model_.split);
-    if (masters_) masters_->clearGradients();
-    clearGradients(params_);
-  }
+  applyGradients(result);
   trace(TraceKind::kOptimizer);
   const auto end = Clock::now();
   result.seconds = secondsBetween(start, end);
@@ -299,6 +286,23 @@ StepResult StepRunner::run(int64_t step) {
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);
   return result;
+}
+
+void StepRunner::applyGradients(StepResult& result) {
+  if (!result.finite) {
+    result.nonfinite = whereNonfinite(result, model_.split);
+    if (masters_) masters_->clearGradients();
+    clearGradients(params_);
+    return;
+  }
+  const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
+  if (coefficient < 1) sync_->scale(coefficient);
+  setLearningRate(*optimizer_, result.lr);
+  if (masters_) {
+    masters_->step(*optimizer_);
+  } else {
+    stepAndClear(*optimizer_, params_);
+  }
 }
 
 Padding StepRunner::paddingOf() const { return {layout_.roles.target, config_.train.ignore_index}; }

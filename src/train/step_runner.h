@@ -132,6 +132,9 @@ class StepRunner {
   // This rank's share of the next global batch of the sample order (inputs on stage 0's
   // rank, targets on the last stage's), which it then counts as consumed.
   StepData nextStepData();
+  // A finite step's optimizer step, clipped, at result.lr; else its gradients dropped and
+  // where they went non-finite noted (result.nonfinite).
+  void applyGradients(StepResult& result);
   // `data` with this replica's targets of the step's samples `indices` (this replica's
   // begin at `replica_begin`), one micro-batch at a time (documents padded with
   // --train.ignore_index), and the count of the whole step's.

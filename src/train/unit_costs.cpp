@@ -93,17 +93,16 @@ struct UnitForward {
 UnitForward runForward(const StageModule& stage, CompiledStage& compiled,
                        const std::vector<at::Tensor>& values, const UnitLoss& loss) {
   UnitForward out;
-  std::vector<c10::IValue> args;
+  std::vector<at::Tensor> inputs;
   for (size_t i = 0; i < stage.inputs.size(); ++i) {
-    at::Tensor input = values.at(i).detach();
-    if (stage.inputs[i].meta.requires_grad) out.inputs.push_back(input.requires_grad_(true));
-    args.emplace_back(input);
+    inputs.push_back(values.at(i).detach());
+    if (stage.inputs[i].meta.requires_grad)
+      out.inputs.push_back(inputs.back().requires_grad_(true));
   }
   for (const StageParameter& p : stage.parameters) {
-    args.emplace_back(p.value);
     if (p.value.requires_grad()) out.weights.push_back(p.value);
   }
-  const std::vector<c10::IValue> results = compiled.run(std::move(args));
+  const std::vector<c10::IValue> results = compiled.run(stage.arguments(inputs));
   const at::Tensor loss_value = loss ? loss(results.at(0).toTensor()) : at::Tensor();
   for (const c10::IValue& v : results) {
     const at::Tensor& t = v.toTensor();
@@ -288,6 +287,22 @@ double optimizerSecondsPerElement(const TrainConfig& train, const std::vector<St
   return median(seconds) / elements;
 }
 
+// What is not measured here: the optimizer state's bytes per trainable element (with
+// bf16's fp32 master) and the links, as the --plan options assume them.
+void addStateAndLinks(const Config& config, bool bf16, CostProfile& profile) {
+  const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
+  profile.state_bytes_per_element = 4.0 +
+                                    (adamw                       ? 8.0
+                                     : config.train.momentum > 0 ? 4.0
+                                                                 : 0.0) +
+                                    (bf16 ? 4.0 : 0.0);
+  profile.link_latency_s = config.plan.link_latency_us * 1e-6;
+  profile.link_bytes_per_s = config.plan.link_gbps * 1e9;
+  profile.allreduce_latency_s = profile.link_latency_s;
+  profile.allreduce_bytes_per_s = config.plan.allreduce_gbps * 1e9;
+  profile.links = "assumed: --plan.link_latency_us, --plan.link_gbps, --plan.allreduce_gbps";
+}
+
 }  // namespace
 
 std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks) {
@@ -344,17 +359,7 @@ CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int
     }
   }
   profile.optimizer_s_per_element = optimizerSecondsPerElement(config.train, units);
-  const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
-  profile.state_bytes_per_element = 4.0 +
-                                    (adamw                       ? 8.0
-                                     : config.train.momentum > 0 ? 4.0
-                                                                 : 0.0) +
-                                    (bf16 ? 4.0 : 0.0);
-  profile.link_latency_s = config.plan.link_latency_us * 1e-6;
-  profile.link_bytes_per_s = config.plan.link_gbps * 1e9;
-  profile.allreduce_latency_s = profile.link_latency_s;
-  profile.allreduce_bytes_per_s = config.plan.allreduce_gbps * 1e9;
-  profile.links = "assumed: --plan.link_latency_us, --plan.link_gbps, --plan.allreduce_gbps";
+  addStateAndLinks(config, bf16, profile);
   return profile;
 }
 

@@ -9,19 +9,17 @@
 #     metrics file (every train case resumes from the one and writes the other, unless it
 #     names its own).
 #
-# usage: bad_inputs.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR NO_SYMBOL_PLUGIN [CASE...]
-#   CASE: run only the cases of these names (all by default)
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+# usage: bad_inputs.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR NO_SYMBOL_PLUGIN [CASE|GROUP...]
+#   CASE, GROUP: run only the cases of these names, or of these groups ("## group NAME:"
+#   lines in the table); all by default. An unknown name runs no case and fails.
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 fixtures=$3
 no_symbol_plugin=$4
 shift 4
 only=("$@")
 table=$(dirname "$0")/bad_inputs.table
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 # What the cases refer to: @W (this directory), @FIX, @DATA, @SRC, @NOSYM, @CTRL.
 mkdir "$work/earlier"
@@ -77,14 +75,18 @@ expand() {
   printf '%s' "$text"
 }
 
-failed=0 cases=0
+cases=0
 fail() { echo "FAIL $name: $*"; failed=1; }
+group=
 while IFS= read -r line; do
+  if [[ $line =~ ^"## group "([a-z_]+): ]]; then group=${BASH_REMATCH[1]}; continue; fi
   [[ -z ${line// } || $line == \#* ]] && continue
   IFS='|' read -r name expected args <<< "$line"
   name=$(xargs <<< "$name")
   expected=$(expand "$(sed 's/^ *//; s/ *$//' <<< "$expected")")
-  if ((${#only[@]})) && [[ ! " ${only[*]} " == *" $name "* ]]; then continue; fi
+  if ((${#only[@]})) && [[ ! " ${only[*]} " == *" $name "* && ! " ${only[*]} " == *" $group "* ]]; then
+    continue
+  fi
   cases=$((cases + 1))
   read -r -a argv <<< "$(expand "$args")"
   if [[ ${argv[0]} == train ]]; then
@@ -118,4 +120,5 @@ while IFS= read -r line; do
   fi
 done < "$table"
 echo "$cases cases"
+((cases > 0)) || { echo "no case or group named ${only[*]}"; exit 1; }
 exit "$failed"

@@ -10,12 +10,9 @@
 # in a network namespace of its own (skipped where one cannot be made).
 #
 # usage: bad_setup.sh CMAKE SOURCE_DIR
-set -euo pipefail
+source "$(dirname "$0")/harness.sh"
 cmake=$1
 source_dir=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failed=0
 
 # expect_refusal NAME "TEXT" CMAKE-ARGS...: the configure fails and its error says TEXT.
 expect_refusal() {

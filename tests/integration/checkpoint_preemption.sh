@@ -12,16 +12,11 @@
 #     passes it on to the ranks as SIGTERM, the stop line says that.
 #
 # usage: checkpoint_preemption.sh PPSTAGE "MPIEXEC ARGS"
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 cd "$work"
 
 common=(--train.batch_size 8 --pipeline.microbatches 4 --train.threads 1 --comm.timeout_s 60)
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
 train() { "${mpiexec[@]}" -np 2 "$ppstage" train "${common[@]}" "$@"; }
 
 # Runs `steps` steps straight, resumes `dir` to the same step and compares the two.

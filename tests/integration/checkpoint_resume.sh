@@ -14,17 +14,12 @@
 #     PPSTAGE_PYTHON has torch: CTest passes the environment of scripts/install-deps.sh).
 #
 # usage: checkpoint_resume.sh PPSTAGE "MPIEXEC ARGS"
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 cd "$work"
 
 common=(--train.batch_size 8 --pipeline.microbatches 4 --output.log_every 0 --train.threads 1
         --comm.timeout_s 60)
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
 train() {  # processes, train options...
   local processes=$1
   shift

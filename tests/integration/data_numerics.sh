@@ -8,28 +8,18 @@
 # counted labels matches there. The fixtures are tests/fixtures/data (scripts/make_fixtures.py).
 #
 # usage: data_numerics.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 data=$3/data
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 common=(--train.steps 6 --output.log_every 0 --train.threads 1 --comm.timeout_s 60
         --train.optimizer sgd --train.lr 0.1 --train.grad_clip 0.5)
 resnet=(--model.name "$data/small_resnet.pt" --train.batch_size 16)
 gpt=(--model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 --train.batch_size 8)
 
-failed=0
 rtol=1e-5 atol=0 ref_microbatches=1
 compare() {  # name
-  local name=$1
-  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" \
-             --rtol "$rtol" --atol "$atol" 2>&1); then
-    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
-  else
-    echo "DIFFERS $name"; echo "$out"; failed=1
-  fi
+  compare_runs "$1" "$work/ref.json" "$work/run.json" --rtol "$rtol" --atol "$atol" || true
 }
 check() {  # name, "pp dp ...", train options...
   local name=$1 layouts=$2

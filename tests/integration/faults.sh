@@ -13,17 +13,13 @@
 #     it by checksum and continues from the complete one before it, saying so.
 #
 # usage: faults.sh PPSTAGE "MPIEXEC ARGS" FIXTURES_DIR
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 fixtures=$3
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2> /dev/null || true; rm -rf "$work"' EXIT
 cd "$work"
 
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
 tiny=(--config "$source_dir/configs/gpt-tiny.ini" --train.threads 1)
 timeout_s=5
 

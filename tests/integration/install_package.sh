@@ -5,11 +5,9 @@
 # installed ppstage loads the plugin and simulates its schedule.
 #
 # usage: install_package.sh BUILD_DIR SOURCE_DIR
-set -euo pipefail
+source "$(dirname "$0")/harness.sh"
 build=$1
 source=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"

@@ -12,13 +12,10 @@
 # runs only that.
 #
 # usage: real_model_numerics.sh PPSTAGE "MPIEXEC ARGS" [model options...]
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 shift 2
 model=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 common=(--train.steps 2 --train.batch_size 8 --pipeline.microbatches 2 --output.log_every 0
         --data.path synthetic --train.optimizer sgd --train.lr 0.1 --train.threads 1
@@ -26,7 +23,6 @@ common=(--train.steps 2 --train.batch_size 8 --pipeline.microbatches 2 --output.
 "$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 \
   --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
 
-failed=0
 run() {  # name, processes, extra train options...
   local name=$1 processes=$2
   shift 2
@@ -36,12 +32,7 @@ run() {  # name, processes, extra train options...
        > "$work/run.log" 2>&1; then
     echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; return
   fi
-  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" \
-           --rtol 1e-5 --atol 1e-6 2>&1); then
-    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
-  else
-    echo "DIFFERS $name"; echo "$out"; failed=1
-  fi
+  compare_runs "$name" "$work/ref.json" "$work/run.json" --rtol 1e-5 --atol 1e-6 || true
 }
 
 if [ "${REAL_MODEL_ONLY_TP:-0}" != 1 ]; then

@@ -9,15 +9,10 @@
 #   - a finite loss with a non-finite gradient exits 3 naming the first such parameter.
 #
 # usage: run_guards.sh PPSTAGE "MPIEXEC ARGS"
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 cd "$work"
 
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
 run() {  # expected exit code, name, train options...
   local expected=$1 name=$2 code=0
   shift 2

@@ -13,12 +13,9 @@
 # stop growing after the first steps.
 #
 # usage: sequence_numerics.sh PPSTAGE "MPIEXEC ARGS" PP
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 pp=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 model=(--model.name gpt --model.layers 4 --model.d_model 32 --model.heads 4
        --model.vocab_size 256 --model.seq_len 64)
@@ -27,7 +24,6 @@ val=$(cd "$(dirname "$0")/../.." && pwd)/docs/cli.md
 common=("${model[@]}" --train.steps 6 --train.batch_size 16 --output.log_every 0
         --train.threads 1 --comm.timeout_s 60 --train.optimizer sgd --train.lr 0.1
         --train.grad_clip 0.5 --eval.every 3 --eval.batches 2 --data.val_path "$val")
-failed=0
 
 # The largest relative difference of two runs' evaluation losses; fails above 1e-5.
 eval_losses_match() {

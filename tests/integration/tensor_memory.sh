@@ -7,12 +7,9 @@
 # docs/benchmarks.md).
 #
 # usage: tensor_memory.sh PPSTAGE "MPIEXEC ARGS" CONFIG
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 config=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 first_rank() {  # field, metrics.json: the first rank's value
   grep -o "\"$1\": [0-9.e+-]*" "$2" | head -1 | sed 's/.*: //'

@@ -20,16 +20,13 @@
 # SGD: AdamW's first steps divide each gradient by its own magnitude, so a gradient that is
 # mathematically zero (an attention key bias) turns float rounding into full-size updates;
 # the AdamW runs below are checked with a per-tensor tolerance (see docs/benchmarks.md).
-set -euo pipefail
-ppstage=$1
-read -r -a mpiexec <<< "$2"
+source "$(dirname "$0")/harness.sh"
+ppstage_under_mpi "$1" "$2"
 pp=$3
 dp=$4
 shift 4
 model=("$@")
 np=$((pp * dp))
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 base=(--train.steps 10 --train.batch_size 16 --output.log_every 0 --data.path synthetic
       --train.grad_clip 0.5 --train.threads 1 --comm.timeout_s 60)
@@ -40,7 +37,6 @@ if [ "${NUMERICS_SAME_MICROBATCHES:-0}" = 1 ]; then reference_mb=$((2 * pp * dp)
 "$ppstage" train "${model[@]}" "${common[@]}" --pipeline.stages 1 --pipeline.microbatches "$reference_mb" \
   --output.metrics_json "$work/ref.json" --output.params_dir "$work/ref" > "$work/ref.log"
 
-failed=0
 run() {  # name, processes, extra train options...
   local name=$1 processes=$2
   shift 2
@@ -50,11 +46,7 @@ run() {  # name, processes, extra train options...
        > "$work/run.log" 2>&1; then
     echo "FAILED to run: $name"; tail -5 "$work/run.log"; failed=1; return
   fi
-  if out=$("$ppstage" compare-runs --reference "$work/ref.json" --candidate "$work/run.json" 2>&1); then
-    echo "ok      $name: $(echo "$out" | sed -n 's/^losses *//p'); $(echo "$out" | sed -n 's/^parameters *//p')"
-  else
-    echo "DIFFERS $name"; echo "$out"; failed=1
-  fi
+  compare_runs "$name" "$work/ref.json" "$work/run.json" || true
 }
 
 expected_skips=" ${NUMERICS_EXPECTED_SKIPS:-} "

@@ -1,5 +1,5 @@
 // The communication layer without MPI: LocalGroup (ranks as threads), Topology, message
-// tags and boundary descriptions.
+// tags, boundary descriptions, and agreed setup errors.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <functional>
 #include <thread>
 
+#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/boundary_spec.h"
 #include "ppstage/comm/local_communicator.h"
 #include "ppstage/comm/ring_all_reduce.h"
@@ -237,6 +238,29 @@ TEST(MessageTag, DescribesAControlMessageByItsChannel) {
             "a control message (an all-reduce's chunk)");
   EXPECT_EQ((MessageTag{MessageKind::kActivation, 1, 4, 0}.describe()),
             "activation 0 of stage 1, micro-batch 4");
+}
+
+TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {
+  std::vector<std::string> messages(3);
+  std::vector<int> codes(3), reporters(3);
+  runRanks(3, [&](int rank, Communicator& comm) {
+    try {
+      runAgreed(comm, [&] {
+        if (rank == 1) throw Error("cannot read the data file");
+      });
+    } catch (const JobError& e) {
+      messages[static_cast<size_t>(rank)] = e.what();
+      codes[static_cast<size_t>(rank)] = e.exitCode();
+      reporters[static_cast<size_t>(rank)] = e.reportsHere();
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(messages[static_cast<size_t>(r)], "[rank 1] cannot read the data file");
+    EXPECT_EQ(codes[static_cast<size_t>(r)], 2);
+  }
+  EXPECT_EQ(reporters, (std::vector<int>{1, 0, 0}));
+  // No failure: nothing thrown.
+  runRanks(2, [](int, Communicator& comm) { runAgreed(comm, [] {}); });
 }
 
 }  // namespace

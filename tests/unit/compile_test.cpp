@@ -41,13 +41,11 @@ std::vector<at::Tensor> forwardBackward(CompiledStage& compiled, const StageModu
                                         const at::Tensor& input, int runs) {
   std::vector<at::Tensor> result;
   for (int r = 0; r < runs; ++r) {
-    std::vector<c10::IValue> args{input};
     std::vector<at::Tensor> params;
     for (const StageParameter& p : stage.parameters) {
-      args.emplace_back(p.value);
       if (p.value.requires_grad()) params.push_back(p.value);
     }
-    const at::Tensor out = compiled.run(args).at(0).toTensor();
+    const at::Tensor out = compiled.run(stage.arguments({input})).at(0).toTensor();
     const at::Tensor loss = (out * out).sum();
     result = torch::autograd::grad({loss}, params);
     result.push_back(loss.detach());

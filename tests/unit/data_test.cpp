@@ -1,7 +1,8 @@
 // Data files (data/data_files.h) against what wrote them: token windows from bare and
 // headed token files, .npy arrays (folders, widening, refusals), torch.save dicts, gzipped
-// IDX files; the roles of a data set's fields; the loss as a sum over counted targets; the
-// learning-rate schedule against its formula.
+// IDX files; text and synthetic data sets and the sample order; the roles of a data set's
+// fields; the loss as a sum over counted targets and its layouts; the learning-rate
+// schedule against its formula.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -11,9 +12,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "ppstage/data/data_files.h"
 #include "ppstage/data/dataset.h"
+#include "ppstage/data/embedded_text.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/lr_schedule.h"
 #include "support/error_of.h"
@@ -268,6 +271,93 @@ TEST(LrSchedule, WarmUpThenDecayToMinLrAtTheLastStep) {
   EXPECT_DOUBLE_EQ(learningRate(t, 6), 1.0 - 0.9 * 0.5);
   t.lr_schedule = LrSchedule::kConstant;
   EXPECT_DOUBLE_EQ(learningRate(t, 10), 1.0);
+}
+
+DataRequest tokenRequest(int64_t seq_len, int64_t vocab) {
+  DataRequest r;
+  r.input = {at::kLong, {seq_len}, vocab};
+  r.output = {at::kFloat, {seq_len, vocab}, 0};
+  r.loss = LossKind::kCrossEntropy;
+  return r;
+}
+
+TEST(Data, TextWindowsAreInputsAndNextByteTargets) {
+  const std::string path = testing::TempDir() + "ppstage_text.txt";
+  std::ofstream(path) << "abcdefghij";  // 10 bytes: (10 - 1) / 4 = 2 windows of 4
+  DataConfig config;
+  config.path = path;
+  const auto data = openDataset(config, tokenRequest(4, 256));
+  EXPECT_EQ(data->size(), 2);
+  EXPECT_TRUE(at::equal(data->sample(0, 1), at::tensor({'e', 'f', 'g', 'h'}, at::kLong)));
+  EXPECT_TRUE(at::equal(data->sample(1, 1), at::tensor({'f', 'g', 'h', 'i'}, at::kLong)));
+  std::remove(path.c_str());
+}
+
+TEST(Data, EmbeddedTextIsTheDefault) {
+  const auto data = openDataset(DataConfig{}, tokenRequest(64, 256));
+  EXPECT_GT(embeddedText().size(), 200000u);
+  EXPECT_EQ(data->size(), static_cast<int64_t>((embeddedText().size() - 1) / 64));
+  EXPECT_NE(data->describe().find("Jargon File"), std::string::npos);
+  EXPECT_EQ(data->sample(0, 0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
+}
+
+TEST(Data, BadDataIsRejectedWithTheReason) {
+  DataConfig missing;
+  missing.path = "/nonexistent/ppstage.txt";
+  EXPECT_NE(test::errorOf([&] {
+              openDataset(missing, tokenRequest(8, 256));
+            }).find("cannot read the data file"),
+            std::string::npos);
+  EXPECT_NE(test::errorOf([&] {
+              openDataset(DataConfig{}, tokenRequest(8, 96));
+            }).find("the model's output has 96 classes"),
+            std::string::npos);
+  DataRequest mse = tokenRequest(8, 256);
+  mse.loss = LossKind::kMse;
+  EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, mse); }).find("cross_entropy"),
+            std::string::npos);
+}
+
+TEST(Data, SyntheticSamplesDependOnTheIndexAndSeedOnly) {
+  DataConfig synthetic;
+  synthetic.path = "synthetic";
+  const auto a = openDataset(synthetic, tokenRequest(16, 50));
+  const auto b = openDataset(synthetic, tokenRequest(16, 50));
+  EXPECT_TRUE(at::equal(a->sample(0, 7), b->sample(0, 7)));
+  EXPECT_FALSE(at::equal(a->sample(0, 7), a->sample(0, 8)));
+  // Targets are the inputs shifted by one.
+  EXPECT_TRUE(at::equal(a->sample(0, 3).narrow(0, 1, 15), a->sample(1, 3).narrow(0, 0, 15)));
+  EXPECT_LT(a->sample(0, 3).max().item<int64_t>(), 50);
+}
+
+TEST(Data, EveryEpochVisitsEverySampleOnceInTheSameOrderOnEveryRank) {
+  const SampleOrder order(10, 3), again(10, 3), other(10, 4);
+  std::vector<int64_t> seen;
+  for (int step = 0; step < 5; ++step) {
+    const auto batch = order.batch(step, 4);  // 20 samples: two epochs
+    EXPECT_EQ(batch, again.batch(step, 4));
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> unique(seen.begin() + epoch * 10, seen.begin() + epoch * 10 + 10);
+    EXPECT_EQ(unique.size(), 10u);
+  }
+  EXPECT_NE(order.batch(0, 10), other.batch(0, 10));
+}
+
+TEST(Loss, CrossEntropyFlattensLogitsOfEitherLayout) {
+  const at::Tensor logits = at::randn({2, 3, 5});
+  const at::Tensor targets = at::randint(5, {2, 3}, at::kLong);
+  const at::Tensor expected = at::cross_entropy_loss(logits.reshape({6, 5}), targets.reshape({6}));
+  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits, targets), expected));
+  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits.reshape({6, 5}), targets),
+                           expected));
+  EXPECT_NE(test::errorOf([&] {
+              computeLoss(LossKind::kCrossEntropy, logits, at::zeros({2, 4}, at::kLong));
+            }).find("rows of logits"),
+            std::string::npos);
+  EXPECT_EQ(resolveLossKind(std::nullopt, at::kLong), LossKind::kCrossEntropy);
+  EXPECT_EQ(resolveLossKind(std::nullopt, at::kFloat), LossKind::kMse);
 }
 
 }  // namespace

@@ -413,5 +413,21 @@ TEST(ActionCosts, ParsesFourNumbers) {
   EXPECT_THROW(ActionCosts::parse("1,2,x,1"), Error);
 }
 
+// A figure per kind is indexed by the kind itself, in its own index space: compute kinds
+// and transfer kinds do not mix, and the kinds come in ActionKind order with their names.
+TEST(PerKind, IndexesByKindWithinItsSpace) {
+  PerCompute<double> costs{1, 2, 3, 4};
+  EXPECT_EQ(costs[ActionKind::kBackwardInput], 3);
+  costs[ActionKind::kBackwardWeight] += 1;
+  EXPECT_EQ(costs[ActionKind::kBackwardWeight], 5);
+  std::vector<std::string> names;
+  for (const ActionKind kind : PerTransfer<double>::kinds()) names.push_back(kindName(kind));
+  EXPECT_EQ(names, (std::vector<std::string>{"SEND_F", "RECV_F", "SEND_B", "RECV_B"}));
+  PerTransfer<double> waits;
+  waits[ActionKind::kRecvBackward] = 0.5;
+  EXPECT_EQ(*(waits.end() - 1), 0.5);
+  EXPECT_THROW(waits[ActionKind::kForward], InternalError);
+}
+
 }  // namespace
 }  // namespace ppstage

@@ -54,9 +54,7 @@ std::vector<at::Tensor> weightsOf(const StageModule& stage) {
 // The loss of one forward of `stage` on `inputs` (fresh leaves each time).
 at::Tensor forwardLoss(CompiledStage& compiled, const StageModule& stage,
                        const std::vector<at::Tensor>& inputs) {
-  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-  for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
-  const at::Tensor out = compiled.run(args).at(0).toTensor();
+  const at::Tensor out = compiled.run(stage.arguments(inputs)).at(0).toTensor();
   return (out * out).mean();
 }
 
@@ -95,9 +93,8 @@ void checkGptStage(int index, CompileMode mode) {
   std::vector<at::Tensor> inputs{tokens};
   if (index == 1) {
     CompiledStage first(s.stages[0].graph, s.stages[0].inputs.size(), none_cache, "stage 0");
-    std::vector<c10::IValue> args{tokens};
-    for (const StageParameter& p : s.stages[0].parameters) args.emplace_back(p.value);
-    inputs = {first.run(args).at(0).toTensor().detach().requires_grad_(true)};
+    inputs = {
+        first.run(s.stages[0].arguments({tokens})).at(0).toTensor().detach().requires_grad_(true)};
   }
   const StageModule& stage = s.stages[static_cast<size_t>(index)];
   const std::vector<GraphSegment> segments =
@@ -171,10 +168,8 @@ TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
     // As the executor runs it: every output that requires grad is a root, with a gradient
     // of its own (as received from the next stage).
     const auto roots = [&] {
-      std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-      for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
       std::vector<at::Tensor> out;
-      for (const c10::IValue& v : compiled.run(args)) {
+      for (const c10::IValue& v : compiled.run(stage.arguments(inputs))) {
         if (v.toTensor().requires_grad()) out.push_back(v.toTensor());
       }
       return out;
@@ -199,10 +194,10 @@ TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
             << " inputs) differs by " << test::maxRelDiff(two[i], one[i]);
       }
     }
-    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-    for (const StageParameter& p : stage.parameters) args.emplace_back(p.value);
     values.clear();
-    for (const c10::IValue& out : compiled.run(args)) values.push_back(out.toTensor().detach());
+    for (const c10::IValue& out : compiled.run(stage.arguments(inputs))) {
+      values.push_back(out.toTensor().detach());
+    }
   }
 }
 

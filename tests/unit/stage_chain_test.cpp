@@ -193,15 +193,12 @@ class Chain {
     outputs_.clear();
     for (const StageModule& stage : stages_) {
       std::vector<at::Tensor> received;
-      std::vector<c10::IValue> inputs;
       for (const c10::IValue& a : activations) {
         at::Tensor leaf = a.toTensor().detach();
         if (a.toTensor().requires_grad()) leaf.requires_grad_(true);
         received.push_back(leaf);
-        inputs.emplace_back(leaf);
       }
-      for (const StageParameter& p : stage.parameters) inputs.emplace_back(p.value);
-      activations = GraphRunner(stage.graph, "stage").run(inputs);
+      activations = GraphRunner(stage.graph, "stage").run(stage.arguments(received));
       expectMatchesPlan(activations, stage.outputs, input.size(0), plan_batch_);
       inputs_.push_back(received);
       outputs_.emplace_back();

@@ -1,29 +1,15 @@
-// The training box without MPI: data sets and sample order, the loss, clipping, the
-// metrics' compile time and memory growth, agreed setup errors, and whole training runs
-// with ranks as threads (LocalGroup) against the single-process run.
+// The training box without MPI: clipping, the step policy, stop signals, and whole training
+// runs with ranks as threads (LocalGroup) against the single-process run.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <csignal>
-#include <cstdio>
-#include <fstream>
-#include <functional>
-#include <limits>
-#include <numeric>
-#include <set>
 #include <sstream>
-#include <thread>
 
-#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/local_communicator.h"
-#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
-#include "ppstage/data/dataset.h"
-#include "ppstage/data/embedded_text.h"
-#include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
-#include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/gradient_sync.h"
@@ -39,159 +25,10 @@ namespace {
 
 using test::runRanks;
 
-DataRequest tokenRequest(int64_t seq_len, int64_t vocab) {
-  DataRequest r;
-  r.input = {at::kLong, {seq_len}, vocab};
-  r.output = {at::kFloat, {seq_len, vocab}, 0};
-  r.loss = LossKind::kCrossEntropy;
-  return r;
-}
-
-TEST(Data, TextWindowsAreInputsAndNextByteTargets) {
-  const std::string path = testing::TempDir() + "ppstage_text.txt";
-  std::ofstream(path) << "abcdefghij";  // 10 bytes: (10 - 1) / 4 = 2 windows of 4
-  DataConfig config;
-  config.path = path;
-  const auto data = openDataset(config, tokenRequest(4, 256));
-  EXPECT_EQ(data->size(), 2);
-  EXPECT_TRUE(at::equal(data->sample(0, 1), at::tensor({'e', 'f', 'g', 'h'}, at::kLong)));
-  EXPECT_TRUE(at::equal(data->sample(1, 1), at::tensor({'f', 'g', 'h', 'i'}, at::kLong)));
-  std::remove(path.c_str());
-}
-
-TEST(Data, EmbeddedTextIsTheDefault) {
-  const auto data = openDataset(DataConfig{}, tokenRequest(64, 256));
-  EXPECT_GT(embeddedText().size(), 200000u);
-  EXPECT_EQ(data->size(), static_cast<int64_t>((embeddedText().size() - 1) / 64));
-  EXPECT_NE(data->describe().find("Jargon File"), std::string::npos);
-  EXPECT_EQ(data->sample(0, 0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
-}
-
-TEST(Data, BadDataIsRejectedWithTheReason) {
-  DataConfig missing;
-  missing.path = "/nonexistent/ppstage.txt";
-  EXPECT_NE(test::errorOf([&] {
-              openDataset(missing, tokenRequest(8, 256));
-            }).find("cannot read the data file"),
-            std::string::npos);
-  EXPECT_NE(test::errorOf([&] {
-              openDataset(DataConfig{}, tokenRequest(8, 96));
-            }).find("the model's output has 96 classes"),
-            std::string::npos);
-  DataRequest mse = tokenRequest(8, 256);
-  mse.loss = LossKind::kMse;
-  EXPECT_NE(test::errorOf([&] { openDataset(DataConfig{}, mse); }).find("cross_entropy"),
-            std::string::npos);
-}
-
-TEST(Data, SyntheticSamplesDependOnTheIndexAndSeedOnly) {
-  DataConfig synthetic;
-  synthetic.path = "synthetic";
-  const auto a = openDataset(synthetic, tokenRequest(16, 50));
-  const auto b = openDataset(synthetic, tokenRequest(16, 50));
-  EXPECT_TRUE(at::equal(a->sample(0, 7), b->sample(0, 7)));
-  EXPECT_FALSE(at::equal(a->sample(0, 7), a->sample(0, 8)));
-  // Targets are the inputs shifted by one.
-  EXPECT_TRUE(at::equal(a->sample(0, 3).narrow(0, 1, 15), a->sample(1, 3).narrow(0, 0, 15)));
-  EXPECT_LT(a->sample(0, 3).max().item<int64_t>(), 50);
-}
-
-TEST(Data, EveryEpochVisitsEverySampleOnceInTheSameOrderOnEveryRank) {
-  const SampleOrder order(10, 3), again(10, 3), other(10, 4);
-  std::vector<int64_t> seen;
-  for (int step = 0; step < 5; ++step) {
-    const auto batch = order.batch(step, 4);  // 20 samples: two epochs
-    EXPECT_EQ(batch, again.batch(step, 4));
-    seen.insert(seen.end(), batch.begin(), batch.end());
-  }
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    std::set<int64_t> unique(seen.begin() + epoch * 10, seen.begin() + epoch * 10 + 10);
-    EXPECT_EQ(unique.size(), 10u);
-  }
-  EXPECT_NE(order.batch(0, 10), other.batch(0, 10));
-}
-
-TEST(Loss, CrossEntropyFlattensLogitsOfEitherLayout) {
-  const at::Tensor logits = at::randn({2, 3, 5});
-  const at::Tensor targets = at::randint(5, {2, 3}, at::kLong);
-  const at::Tensor expected = at::cross_entropy_loss(logits.reshape({6, 5}), targets.reshape({6}));
-  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits, targets), expected));
-  EXPECT_TRUE(at::allclose(computeLoss(LossKind::kCrossEntropy, logits.reshape({6, 5}), targets),
-                           expected));
-  EXPECT_NE(test::errorOf([&] {
-              computeLoss(LossKind::kCrossEntropy, logits, at::zeros({2, 4}, at::kLong));
-            }).find("rows of logits"),
-            std::string::npos);
-  EXPECT_EQ(resolveLossKind(std::nullopt, at::kLong), LossKind::kCrossEntropy);
-  EXPECT_EQ(resolveLossKind(std::nullopt, at::kFloat), LossKind::kMse);
-}
-
 TEST(Clipping, CoefficientIsClipGradNormsOne) {
   EXPECT_DOUBLE_EQ(clipCoefficient(4.0, 1.0), 1.0 / (4.0 + 1e-6));
   EXPECT_DOUBLE_EQ(clipCoefficient(0.5, 1.0), 1.0);
   EXPECT_DOUBLE_EQ(clipCoefficient(100.0, 0.0), 1.0);  // 0: clipping off
-}
-
-TEST(Metrics, CompileTimeIsTheWarmUpStepsOverAsManySteadySteps) {
-  // Profiling on step 1, forward optimized on step 2, backward on step 3.
-  ASSERT_EQ(kWarmupSteps, 3u);
-  EXPECT_NEAR(warmupOverhead({0.3, 0.8, 2.0, 0.1, 0.12, 0.1, 0.09}), 0.2 + 0.7 + 1.9, 1e-12);
-  EXPECT_NEAR(warmupOverhead({0.5, 0.3, 0.2}), 0.3 + 0.1, 1e-12);  // one steady step left
-  EXPECT_EQ(warmupOverhead({0.05, 0.1, 0.1, 0.1, 0.1}), 0.0);      // never below 0
-  EXPECT_EQ(warmupOverhead({0.5}), 0.0);
-  // Growth after the warm-up: compiling's memory in the first 3 steps is not a leak, a
-  // straight line of 0.5 MB per step after it is 50 MB per 100 steps; after the first 10%
-  // when that is longer.
-  EXPECT_NEAR(growthPer100Steps({100, 180, 260, 300, 300, 300, 300}), 0.0, 1e-9);
-  std::vector<double> rss;
-  for (int i = 0; i < 50; ++i) rss.push_back(200 + (i < 5 ? 30.0 : 0.5 * i));
-  EXPECT_NEAR(growthPer100Steps(rss), 50.0, 1e-9);
-}
-
-TEST(Metrics, OpenFileDescriptorsCountAFileWhileItIsOpen) {
-  const int before = openFileDescriptors();
-  ASSERT_GT(before, 2);  // at least stdin, stdout and stderr
-  FILE* file = std::fopen("/proc/self/status", "r");
-  ASSERT_NE(file, nullptr);
-  EXPECT_EQ(openFileDescriptors(), before + 1);
-  std::fclose(file);
-  EXPECT_EQ(openFileDescriptors(), before);
-}
-
-TEST(ComputeThreads, DenormalsAreFlushedToZero) {
-  const auto product = [](float a, float b) {
-    return (at::full({1}, a) * at::full({1}, b)).item<float>();
-  };
-  at::globalContext().setFlushDenormal(false);
-  ASSERT_GT(product(1e-30f, 1e-10f), 0.0f);  // 1e-40: a denormal
-  ASSERT_TRUE(flushDenormals());
-  EXPECT_EQ(product(1e-30f, 1e-10f), 0.0f);             // a denormal result is 0
-  EXPECT_EQ(product(1e-40f, 1e10f), 0.0f);              // and so is a denormal operand
-  EXPECT_EQ(product(1e-20f, 1e-10f), 1e-20f * 1e-10f);  // normal numbers are not touched
-  at::globalContext().setFlushDenormal(false);
-}
-
-TEST(Agreement, OneRanksSetupErrorEndsEveryRankWithItsMessage) {
-  std::vector<std::string> messages(3);
-  std::vector<int> codes(3), reporters(3);
-  runRanks(3, [&](int rank, Communicator& comm) {
-    try {
-      runAgreed(comm, [&] {
-        if (rank == 1) throw Error("cannot read the data file");
-      });
-    } catch (const JobError& e) {
-      messages[static_cast<size_t>(rank)] = e.what();
-      codes[static_cast<size_t>(rank)] = e.exitCode();
-      reporters[static_cast<size_t>(rank)] = e.reportsHere();
-    }
-  });
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(messages[static_cast<size_t>(r)], "[rank 1] cannot read the data file");
-    EXPECT_EQ(codes[static_cast<size_t>(r)], 2);
-  }
-  EXPECT_EQ(reporters, (std::vector<int>{1, 0, 0}));
-  // No failure: nothing thrown.
-  runRanks(2, [](int, Communicator& comm) { runAgreed(comm, [] {}); });
 }
 
 // Whole runs with ranks as threads: every rank's metrics, rank 0's losses against one
@@ -335,25 +172,6 @@ TEST(StepPolicy, AResumedRunLogsItsFirstStep) {
   EXPECT_FALSE(logsStep(output, 245, 245, 300));
 }
 
-// One loss comparison for compare-runs and compare-compile: a loss that went NaN in one run
-// only is an infinite difference (std::max with NaN used to report 0 and pass), NaN in both
-// (a step both skipped) is equal, and steps line up by global step.
-TEST(LossComparison, ANanInOneRunOnlyIsAnInfiniteDifference) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const LossDifference went_nan = compareLosses({2.0, 1.5, 1.2}, 0, {2.0, nan, 1.2}, 0);
-  EXPECT_TRUE(std::isinf(went_nan.max_rel_diff));
-  EXPECT_EQ(went_nan.worst_step, 1);
-  EXPECT_FALSE(went_nan.max_rel_diff <= 1e-5);
-  EXPECT_TRUE(std::isinf(compareLosses({nan, 1.0}, 0, {3.0, 1.0}, 0).max_rel_diff));
-  EXPECT_EQ(compareLosses({2.0, nan, 1.2}, 0, {2.0, nan, 1.2}, 0).max_rel_diff, 0.0);
-  // A run resumed at step 2 is compared on steps 2 and 3 only.
-  const LossDifference resumed = compareLosses({4.0, 3.0, 2.0, 1.0}, 0, {2.0, 1.1}, 2);
-  EXPECT_EQ(resumed.steps, 2u);
-  EXPECT_EQ(resumed.worst_step, 3);
-  EXPECT_NEAR(resumed.max_rel_diff, 0.1, 1e-12);
-  EXPECT_THROW(compareLosses({1.0}, 0, {1.0}, 5), Error);
-}
-
 // Ctrl-C reaches every rank and mpirun passes it on as SIGTERM: when any rank saw SIGINT
 // the job was stopped by SIGINT, whatever the others saw first (the largest signal number
 // used to win, so Ctrl-C was reported as SIGTERM).
@@ -363,22 +181,6 @@ TEST(StopSignal, AnySigintMakesTheJobsStopASigint) {
   EXPECT_EQ(jobStopSignal({0, SIGTERM}), SIGTERM);
   EXPECT_EQ(jobStopSignal({0, 0}), 0);
   EXPECT_STREQ(signalName(jobStopSignal({SIGTERM, SIGINT})), "SIGINT");
-}
-
-// A figure per kind is indexed by the kind itself, in its own index space: compute kinds
-// and transfer kinds do not mix, and the kinds come in ActionKind order with their names.
-TEST(PerKind, IndexesByKindWithinItsSpace) {
-  PerCompute<double> costs{1, 2, 3, 4};
-  EXPECT_EQ(costs[ActionKind::kBackwardInput], 3);
-  costs[ActionKind::kBackwardWeight] += 1;
-  EXPECT_EQ(costs[ActionKind::kBackwardWeight], 5);
-  std::vector<std::string> names;
-  for (const ActionKind kind : PerTransfer<double>::kinds()) names.push_back(kindName(kind));
-  EXPECT_EQ(names, (std::vector<std::string>{"SEND_F", "RECV_F", "SEND_B", "RECV_B"}));
-  PerTransfer<double> waits;
-  waits[ActionKind::kRecvBackward] = 0.5;
-  EXPECT_EQ(*(waits.end() - 1), 0.5);
-  EXPECT_THROW(waits[ActionKind::kForward], InternalError);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Every field is an option named `section.key`, both on the command line
 // (`--model.layers 8`) and in an INI file given with `--config` (`[model]` / `layers = 8`);
 // the command line overrides the file. Options are declared in src/config/options.cpp,
-// validated there across fields, then read by the boxes through these structs. Options
+// validated across fields in src/config/validation.cpp, then read by the boxes through
+// these structs. Options
 // with a few named values are enums, parsed once when the options are read (Choices,
 // core/choice.h): nothing downstream compares strings.
 #pragma once
@@ -138,9 +139,13 @@ struct Choices<LossKind> {
 };
 
 // [model]: which model to build or load, and the example input that gives shapes.
+// The built-in models' names (--model.name); any other name is a torch.jit.save file.
+inline constexpr char kGptModel[] = "gpt";
+inline constexpr char kMlpModel[] = "mlp";
+
 struct ModelConfig {
-  std::string name = "gpt";  // "gpt", "mlp", or a path to a torch.jit.save file
-  int64_t layers = 4;        // decoder blocks (gpt) or residual MLP blocks (mlp)
+  std::string name = kGptModel;  // kGptModel, kMlpModel, or a path to a torch.jit.save file
+  int64_t layers = 4;            // decoder blocks (gpt) or residual MLP blocks (mlp)
   int64_t d_model = 64;
   int64_t heads = 4;         // gpt only; d_model must be divisible by it
   int64_t vocab_size = 256;  // gpt vocabulary; also the bound of default token inputs
@@ -159,6 +164,9 @@ struct ModelConfig {
   // name), in any order; empty: every field but the target, matched to forward's arguments
   // by name (one field and one argument: whatever their names).
   std::vector<std::string> inputs;
+
+  // Whether `name` is a built-in model rather than a file.
+  bool builtin() const { return name == kGptModel || name == kMlpModel; }
 };
 
 // [pipeline]: how the model is cut into stages, and the schedule that drives them.

@@ -37,9 +37,6 @@ struct LoadedModel {
   InputSpec input;
 };
 
-// Whether `name` (--model.name) is a built-in model rather than a file.
-bool isBuiltinModel(const std::string& name);
-
 // Builds the built-in model `config.model.name` or loads it as a TorchScript file.
 // Throws ppstage::Error when the file is missing or is not a TorchScript module.
 LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train);

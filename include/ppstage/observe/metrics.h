@@ -9,23 +9,29 @@
 
 namespace ppstage {
 
+// What one rank reports of the run. The job's view of it (rank, stages, busy and idle
+// seconds, tensor-memory peaks) comes from the steps' all-reduces; the rest is what the
+// rank measured of itself (forEachOwnFigure), gathered at the end of the run.
 struct RankMetrics {
   int rank = 0;
   std::vector<int> stages;
   double busy_s = 0;  // compute (F, B, I, W) over the whole run
   double idle_s = 0;  // the rest of the steps' wall time: waiting, communication, optimizer
-  double peak_rss_mb = 0;
   // Tensor memory (observe/tensor_memory.h), the largest of any step: the peak of allocated
   // tensor bytes through its forwards and backwards, and that peak above what was
   // allocated when the step began (activations and gradients). 0 without the counting
   // allocator.
   double peak_allocated_mb = 0;
   double peak_activation_mb = 0;
+
+  double peak_rss_mb = 0;
   // Compilation on this rank (compile/compiled_stage.h, CompileStats).
   long long graphs_compiled = 0;
   long long cache_hits = 0;
   long long respecializations = 0;
   long long specializations_per_graph = 0;  // the most executors one graph got (CompileStats)
+  long long fusion_groups = 0;
+  long long differentiable_graphs = 0;
   // Resident memory sampled after every step: its largest value, and its growth per 100
   // steps after warm-up (growthPer100Steps).
   double max_step_rss_mb = 0;
@@ -49,10 +55,41 @@ struct RankMetrics {
   // Receive buffers its executor allocated over the run: its pools, allocated once (see
   // runtime/executor.h), plus any allocated afresh because a buffer was still in use.
   long long receive_buffers = 0;
+  // The one-way message times this rank measured at its boundaries after the steps: their
+  // sum and count (the job's comm_s is their mean over all ranks).
+  double transfer_s = 0;
+  long long transfers = 0;
   // Tensor parallelism: seconds this rank spent per step in its group's all-reduces, and
   // how many it ran per step (medians over the steps after the first); 0 with tp 1.
   double tp_s = 0;
   long long tp_all_reduces = 0;
+
+  // Calls `field(name, value)` on every figure the rank measured of itself, in one order:
+  // the metrics JSON's names, and the order the ranks gather them in (train/step_reduce.h).
+  // A value is a double, a long long, or per kind (PerCompute, PerTransfer).
+  template <typename Self, typename Field>
+  static void forEachOwnFigure(Self& r, Field field) {
+    field("peak_rss_mb", r.peak_rss_mb);
+    field("graphs_compiled", r.graphs_compiled);
+    field("cache_hits", r.cache_hits);
+    field("respecializations", r.respecializations);
+    field("specializations_per_graph", r.specializations_per_graph);
+    field("fusion_groups", r.fusion_groups);
+    field("differentiable_graphs", r.differentiable_graphs);
+    field("max_step_rss_mb", r.max_step_rss_mb);
+    field("rss_growth_mb_per_100_steps", r.rss_growth_mb_per_100_steps);
+    field("tensor_growth_mb_per_100_steps", r.tensor_growth_mb_per_100_steps);
+    field("open_fds_start", r.open_fds_start);
+    field("open_fds_end", r.open_fds_end);
+    field("action_costs_s", r.action_s);
+    field("tail_s", r.tail_s);
+    field("wait_s", r.wait_s);
+    field("receive_buffers", r.receive_buffers);
+    field("transfer_s", r.transfer_s);
+    field("transfers", r.transfers);
+    field("tp_s", r.tp_s);
+    field("tp_all_reduces", r.tp_all_reduces);
+  }
 };
 
 // Compilation over the whole job.

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <memory>
 #include <string>
@@ -74,6 +75,10 @@ struct StageModule {
   // Elements of its trainable parameters, counted from `model`'s tensors (whichever rank
   // holds the stage's copies; other ranks drop theirs).
   int64_t numParams(const ModelGraph& model) const;
+
+  // The arguments of one run of `graph`: `inputs` (the boundary values, in `inputs`'
+  // order), then the parameters' values.
+  std::vector<c10::IValue> arguments(const std::vector<at::Tensor>& inputs) const;
 };
 
 // One tensor of the model held by several stages, such as an embedding tied to the LM head

@@ -1,6 +1,6 @@
 // train: `ppstage train` on one rank — the whole data flow of DESIGN.md for a run, in three
 // phases:
-//   plan       layout (pp x dp) -> schedule -> split -> loss and data -> compile, agreed by
+//   plan       layout (pp x dp x tp) -> schedule -> split -> loss and data -> compile, agreed by
 //              every rank before any collective (job_plan.h)
 //   steps      per step: micro-batches -> Executor -> gradient sync -> one world all-reduce
 //              -> clipping -> optimizer (src/train/step_runner.h)

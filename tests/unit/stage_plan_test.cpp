@@ -1,4 +1,5 @@
-// split::plan and split::extract rules: units, balance, split points and their errors.
+// The splitter's stage plan (split/stage_plan.h) and extraction (split/stage_module.h):
+// units, balance, split points and their errors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/constants.h>

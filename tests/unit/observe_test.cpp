@@ -1,0 +1,63 @@
+// observe/ without a run: the metrics' compile time and memory growth, open file
+// descriptors, and the loss comparison behind compare-runs and compare-compile.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "ppstage/core/error.h"
+#include "ppstage/observe/loss_comparison.h"
+#include "ppstage/observe/metrics.h"
+
+namespace ppstage {
+namespace {
+
+TEST(Metrics, CompileTimeIsTheWarmUpStepsOverAsManySteadySteps) {
+  // Profiling on step 1, forward optimized on step 2, backward on step 3.
+  ASSERT_EQ(kWarmupSteps, 3u);
+  EXPECT_NEAR(warmupOverhead({0.3, 0.8, 2.0, 0.1, 0.12, 0.1, 0.09}), 0.2 + 0.7 + 1.9, 1e-12);
+  EXPECT_NEAR(warmupOverhead({0.5, 0.3, 0.2}), 0.3 + 0.1, 1e-12);  // one steady step left
+  EXPECT_EQ(warmupOverhead({0.05, 0.1, 0.1, 0.1, 0.1}), 0.0);      // never below 0
+  EXPECT_EQ(warmupOverhead({0.5}), 0.0);
+  // Growth after the warm-up: compiling's memory in the first 3 steps is not a leak, a
+  // straight line of 0.5 MB per step after it is 50 MB per 100 steps; after the first 10%
+  // when that is longer.
+  EXPECT_NEAR(growthPer100Steps({100, 180, 260, 300, 300, 300, 300}), 0.0, 1e-9);
+  std::vector<double> rss;
+  for (int i = 0; i < 50; ++i) rss.push_back(200 + (i < 5 ? 30.0 : 0.5 * i));
+  EXPECT_NEAR(growthPer100Steps(rss), 50.0, 1e-9);
+}
+
+TEST(Metrics, OpenFileDescriptorsCountAFileWhileItIsOpen) {
+  const int before = openFileDescriptors();
+  ASSERT_GT(before, 2);  // at least stdin, stdout and stderr
+  FILE* file = std::fopen("/proc/self/status", "r");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(openFileDescriptors(), before + 1);
+  std::fclose(file);
+  EXPECT_EQ(openFileDescriptors(), before);
+}
+
+// One loss comparison for compare-runs and compare-compile: a loss that went NaN in one run
+// only is an infinite difference (std::max with NaN used to report 0 and pass), NaN in both
+// (a step both skipped) is equal, and steps line up by global step.
+TEST(LossComparison, ANanInOneRunOnlyIsAnInfiniteDifference) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const LossDifference went_nan = compareLosses({2.0, 1.5, 1.2}, 0, {2.0, nan, 1.2}, 0);
+  EXPECT_TRUE(std::isinf(went_nan.max_rel_diff));
+  EXPECT_EQ(went_nan.worst_step, 1);
+  EXPECT_FALSE(went_nan.max_rel_diff <= 1e-5);
+  EXPECT_TRUE(std::isinf(compareLosses({nan, 1.0}, 0, {3.0, 1.0}, 0).max_rel_diff));
+  EXPECT_EQ(compareLosses({2.0, nan, 1.2}, 0, {2.0, nan, 1.2}, 0).max_rel_diff, 0.0);
+  // A run resumed at step 2 is compared on steps 2 and 3 only.
+  const LossDifference resumed = compareLosses({4.0, 3.0, 2.0, 1.0}, 0, {2.0, 1.1}, 2);
+  EXPECT_EQ(resumed.steps, 2u);
+  EXPECT_EQ(resumed.worst_step, 3);
+  EXPECT_NEAR(resumed.max_rel_diff, 0.1, 1e-12);
+  EXPECT_THROW(compareLosses({1.0}, 0, {1.0}, 5), Error);
+}
+
+}  // namespace
+}  // namespace ppstage
