@@ -31,7 +31,8 @@ void registerBuiltinSchedules(ScheduleRegistry* registry) {
                 "zero bubble V: two stages per rank in a V (rank r: r and 2P-1-r, "
                 "--pipeline.placement v), I and W split; about no bubble when F, I and W "
                 "cost the same",
-                zeroBubbleVSchedule);
+                zeroBubbleVSchedule,
+                ScheduleLayout{2, Placement::kV, "runs two stages per rank placed in a V"});
 }
 
 }  // namespace ppstage

@@ -215,17 +215,21 @@ int compareCompileMain(int argc, const char* const* argv) {
   installCountingAllocator();
   MpiSession mpi;
   std::vector<CompileMode> modes;
-  const std::unique_ptr<Communicator> world = startTrainingCommand(
-      argc, argv, options, kUsage, config,
-      [&] {
-        PPSTAGE_CHECK(config.checkpoint.dir.empty(), "compare-compile runs the same training ",
-                      "once per mode; it takes no --checkpoint.dir");
-        for (const std::string& mode : splitList(modes_text)) {
-          modes.push_back(parseChoice<CompileMode>(mode));
-        }
-        PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
-      },
-      [&] { return json; });
+  MpiCommandStart start;
+  start.argc = argc;
+  start.argv = argv;
+  start.options = &options;
+  start.usage = kUsage;
+  start.validate = [&] {
+    PPSTAGE_CHECK(config.checkpoint.dir.empty(), "compare-compile runs the same training ",
+                  "once per mode; it takes no --checkpoint.dir");
+    for (const std::string& mode : splitList(modes_text)) {
+      modes.push_back(parseChoice<CompileMode>(mode));
+    }
+    PPSTAGE_CHECK(!modes.empty(), "--compile.modes must list at least one mode");
+  };
+  start.quiet = [&] { return json; };
+  const std::unique_ptr<Communicator> world = startTrainingCommand(start, config);
   if (!world) return 0;
   const bool leader = world->rank() == 0;
   return runCommand([&] {

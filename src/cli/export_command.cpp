@@ -11,7 +11,7 @@
 #include "ppstage/config/config.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage::cli {
 

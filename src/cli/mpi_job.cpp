@@ -21,18 +21,15 @@ CommOptions commOptionsOf(const CommConfig& comm) {
   return options;
 }
 
-std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
-                                              boost::program_options::options_description& options,
-                                              const std::string& usage, const CommConfig& comm,
-                                              const std::function<void()>& validate,
+std::unique_ptr<Communicator> startMpiCommand(const MpiCommandStart& start, const CommConfig& comm,
                                               std::set<std::string>* given) {
   std::ostringstream quiet;
   std::exception_ptr parse_error;
   bool help = false;
   try {
-    help =
-        !parseOptions(argc, argv, options, usage, mpiWorldRank() <= 0 ? std::cout : quiet, given);
-    if (!help) validate();
+    help = !parseOptions(start.argc, start.argv, *start.options, start.usage,
+                         mpiWorldRank() <= 0 ? std::cout : quiet, given);
+    if (!help) start.validate();
   } catch (...) {
     parse_error = std::current_exception();
   }
@@ -46,21 +43,18 @@ std::unique_ptr<Communicator> startMpiCommand(int argc, const char* const* argv,
   return world;
 }
 
-std::unique_ptr<Communicator> startTrainingCommand(
-    int argc, const char* const* argv, boost::program_options::options_description& options,
-    const std::string& usage, Config& config, const std::function<void()>& validate,
-    const std::function<bool()>& quiet) {
+std::unique_ptr<Communicator> startTrainingCommand(const MpiCommandStart& start, Config& config) {
   std::set<std::string> given;
   std::string layout_note;
-  std::unique_ptr<Communicator> world = startMpiCommand(
-      argc, argv, options, usage, config.comm,
-      [&] {
-        layout_note = defaultScheduleLayout(config.pipeline, given);
-        ppstage::validate(config);
-        validate();
-      },
-      &given);
-  if (world && world->rank() == 0 && !layout_note.empty() && !quiet()) {
+  MpiCommandStart training = start;
+  training.validate = [&] {
+    const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
+    layout_note = defaultScheduleLayout(registry, config.pipeline, given);
+    ppstage::validate(config);
+    start.validate();
+  };
+  std::unique_ptr<Communicator> world = startMpiCommand(training, config.comm, &given);
+  if (world && world->rank() == 0 && !layout_note.empty() && !start.quiet()) {
     std::cout << layout_note << std::endl;
   }
   return world;

@@ -24,7 +24,7 @@
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/unit_costs.h"
 #include "run_command.h"
 

@@ -138,7 +138,8 @@ int scheduleMain(int argc, const char* const* argv) {
       "with its actions printed and the problem marked [like this].";
   std::set<std::string> given;
   if (!parseOptions(argc, argv, options, usage, std::cout, &given)) return 0;
-  const std::string layout_note = defaultScheduleLayout(pipeline, given);
+  const ScheduleRegistry registry = makeScheduleRegistry(pipeline.schedule_plugin);
+  const std::string layout_note = defaultScheduleLayout(registry, pipeline, given);
   if (!layout_note.empty() && !json) std::cout << layout_note << "\n";
   validate(pipeline);
 
@@ -147,7 +148,6 @@ int scheduleMain(int argc, const char* const* argv) {
   o.costs = ActionCosts::parse(costs_text);
   o.costs.parseTensorParallel(tp_costs_text);
 
-  const ScheduleRegistry registry = makeScheduleRegistry(pipeline.schedule_plugin);
   const PipelineSchedule schedule = buildOrPrintGrid(registry, o, json);
   writeScheduleFiles(schedule, o.costs, csv_path, svg_path);
   if (json) {

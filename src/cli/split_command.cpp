@@ -130,6 +130,7 @@ int splitMain(int argc, const char* const* argv) {
     time_cut = cutByTime(config, run, jobRanks(config), nullptr);
   }
   ModelSplit split = splitCaptured(std::move(run.model), config.pipeline);
+  if (time_cut) split.partition.method = "time";  // its split points are the time cut
   const std::vector<TpStageReport> tp_reports = tensorParallelReports(split, config.train.tp);
   if (json) {
     nlohmann::json plan = nlohmann::json::parse(planToJson(split));

@@ -32,8 +32,12 @@ int trainMain(int argc, const char* const* argv) {
 
   installCountingAllocator();  // before the model's tensors are made
   MpiSession mpi;
-  const std::unique_ptr<Communicator> world = startTrainingCommand(
-      argc, argv, options, usage, config, [] {}, [] { return false; });
+  MpiCommandStart start;
+  start.argc = argc;
+  start.argv = argv;
+  start.options = &options;
+  start.usage = usage;
+  const std::unique_ptr<Communicator> world = startTrainingCommand(start, config);
   if (!world) return 0;
   return runCommand([&] {
     train(config, *world, std::cout, world->rank() == 0 && stdoutIsTerminal());

@@ -92,8 +92,8 @@ class Prover {
   Prover(const StageModule& stage, const ModelGraph& model, int rank, int ranks)
       : stage_(stage), model_(model), rank_(rank), ranks_(ranks) {}
 
-  RegionPlan run(Value* entry, const std::vector<LinearOp>& seeds,
-                 const std::map<Node*, int>& parts_hint) {
+  RegionProof run(Value* entry, const std::vector<LinearOp>& seeds,
+                  const std::map<Node*, int>& parts_hint) {
     plan_.entry = entry;
     for (const LinearOp& seed : seeds) {
       seeds_.insert(seed.node);
@@ -229,7 +229,7 @@ class Prover {
   const StageModule& stage_;
   const ModelGraph& model_;
   int rank_, ranks_;
-  RegionPlan plan_;
+  RegionProof plan_;
   std::unordered_set<Node*> seeds_;
   std::unordered_map<const Value*, Sharding> sharded_;
   std::unordered_map<const Value*, Node*> origin_;  // the column linear a value comes from
@@ -589,9 +589,9 @@ bool Prover::visitLinear(Node* n, Value* x, const Sharding& s) {
 
 }  // namespace
 
-RegionPlan proveRegion(const StageModule& stage, const ModelGraph& model, Value* entry,
-                       const std::vector<LinearOp>& seeds, const std::map<Node*, int>& parts_hint,
-                       int rank, int ranks) {
+RegionProof proveRegion(const StageModule& stage, const ModelGraph& model, Value* entry,
+                        const std::vector<LinearOp>& seeds, const std::map<Node*, int>& parts_hint,
+                        int rank, int ranks) {
   PPSTAGE_INTERNAL_ASSERT(!seeds.empty(), "a tensor-parallel region without linears");
   return Prover(stage, model, rank, ranks).run(entry, seeds, parts_hint);
 }

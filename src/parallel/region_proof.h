@@ -69,8 +69,8 @@ struct Rewrite {
   Sharding sharding{};
 };
 
-// A region's plan: proven when `why` is empty.
-struct RegionPlan {
+// What proving a region found: its entry, linears and rewrites; proven when `why` is empty.
+struct RegionProof {
   torch::jit::Value* entry = nullptr;  // the replicated value the column linears read
   std::vector<LinearOp> column, row;
   std::vector<Rewrite> rewrites;
@@ -86,8 +86,8 @@ struct RegionPlan {
 // the stage was cut from, whose tied parameters stay whole), their outputs
 // holding parts_hint[node] parts (1 when not listed), for a group of `ranks` ranks of
 // which this is `rank`.
-RegionPlan proveRegion(const StageModule& stage, const ModelGraph& model, torch::jit::Value* entry,
-                       const std::vector<LinearOp>& seeds,
-                       const std::map<torch::jit::Node*, int>& parts_hint, int rank, int ranks);
+RegionProof proveRegion(const StageModule& stage, const ModelGraph& model, torch::jit::Value* entry,
+                        const std::vector<LinearOp>& seeds,
+                        const std::map<torch::jit::Node*, int>& parts_hint, int rank, int ranks);
 
 }  // namespace ppstage::tp_detail

@@ -42,7 +42,7 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 using tp_detail::LinearOp;
-using tp_detail::RegionPlan;
+using tp_detail::RegionProof;
 using tp_detail::Rewrite;
 namespace aten = c10::aten;
 
@@ -104,7 +104,7 @@ void markClosingLinears(const std::vector<LinearOp>& seeds, const std::string& s
 }
 
 // The module path shared by every linear of `plan`: "layers.3.attn".
-std::string regionModule(const RegionPlan& plan, const StageModule& stage,
+std::string regionModule(const RegionProof& plan, const StageModule& stage,
                          const ModelGraph& model) {
   std::vector<std::string> paths;
   for (const auto* linears : {&plan.column, &plan.row}) {
@@ -150,7 +150,7 @@ class RegionRewriter {
   RegionRewriter(StageModule& stage, const TpGroup& group) : stage_(stage), group_(group) {}
 
   // Returns the all-reduces it added per micro-batch: forward, backward.
-  std::pair<int64_t, int64_t> apply(const RegionPlan& plan) {
+  std::pair<int64_t, int64_t> apply(const RegionProof& plan) {
     int64_t forward = 0, backward = 0;
     backward += enter(plan) ? 1 : 0;
     for (const Rewrite& r : plan.rewrites) {  // first what keeps nodes in place
@@ -196,7 +196,7 @@ class RegionRewriter {
   }
 
   // The column linears read the region's entry through one tp_copy, when it needs a gradient.
-  bool enter(const RegionPlan& plan) {
+  bool enter(const RegionProof& plan) {
     const auto meta = stage_.value_shapes.find(plan.entry);
     if (meta != stage_.value_shapes.end() && !meta->second.requires_grad) return false;
     Value* copy = copied(plan.column.front().node, plan.entry);
@@ -294,10 +294,10 @@ class RegionRewriter {
 
 // Proves the region of the column linears reading `entry`, again with parts where a fused
 // projection shows them.
-RegionPlan proveWithParts(const StageModule& stage, const ModelGraph& model, Value* entry,
-                          const std::vector<LinearOp>& seeds, const TpGroup& group) {
+RegionProof proveWithParts(const StageModule& stage, const ModelGraph& model, Value* entry,
+                           const std::vector<LinearOp>& seeds, const TpGroup& group) {
   std::map<Node*, int> parts;
-  RegionPlan plan;
+  RegionProof plan;
   for (int attempt = 0; attempt < kMaxProofs; ++attempt) {
     plan = tp_detail::proveRegion(stage, model, entry, seeds, parts, group.rank(), group.size());
     if (plan.why.empty() || plan.needs_parts_of == nullptr || parts.count(plan.needs_parts_of))
@@ -321,7 +321,7 @@ TpStageReport shardStage(StageModule& stage, const ModelGraph& model, const TpGr
       if (done.count(n) || !tp_detail::asLinear(n, stage, op)) continue;
       const std::vector<LinearOp> seeds = columnLinears(op.input, stage, done);
       if (seeds.empty()) continue;
-      const RegionPlan plan = proveWithParts(stage, model, op.input, seeds, group);
+      const RegionProof plan = proveWithParts(stage, model, op.input, seeds, group);
       for (const LinearOp& seed : seeds) done.insert(seed.node);
       done.insert(plan.reached.begin(), plan.reached.end());
       TpRegion region{regionModule(plan, stage, model), plan.why.empty(), plan.why, {}, {}};

@@ -16,7 +16,7 @@
 #include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 
 namespace ppstage {
 

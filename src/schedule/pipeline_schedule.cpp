@@ -86,19 +86,24 @@ ScheduleRequest scheduleRequestFor(const Topology& pipeline, int microbatches) {
   return request;
 }
 
-std::string defaultScheduleLayout(PipelineConfig& pipeline, const std::set<std::string>& given) {
-  if (pipeline.schedule != "zb-v") return "";
+std::string defaultScheduleLayout(const ScheduleRegistry& registry, PipelineConfig& pipeline,
+                                  const std::set<std::string>& given) {
+  const ScheduleLayout* needs = registry.layout(pipeline.schedule);
+  if (needs == nullptr) return "";
   std::string set;
-  if (given.count("pipeline.stages_per_rank") == 0 && pipeline.stages_per_rank != 2) {
-    pipeline.stages_per_rank = 2;
-    set = "--pipeline.stages_per_rank 2";
+  if (needs->stages_per_rank > 0 && given.count("pipeline.stages_per_rank") == 0 &&
+      pipeline.stages_per_rank != needs->stages_per_rank) {
+    pipeline.stages_per_rank = needs->stages_per_rank;
+    set = "--pipeline.stages_per_rank " + std::to_string(needs->stages_per_rank);
   }
-  if (given.count("pipeline.placement") == 0 && pipeline.placement != Placement::kV) {
-    pipeline.placement = Placement::kV;
-    set += std::string(set.empty() ? "" : " and ") + "--pipeline.placement v";
+  if (needs->placement && given.count("pipeline.placement") == 0 &&
+      pipeline.placement != *needs->placement) {
+    pipeline.placement = *needs->placement;
+    set += std::string(set.empty() ? "" : " and ") + "--pipeline.placement " +
+           toString(*needs->placement);
   }
   if (set.empty()) return "";
-  return "zb-v runs two stages per rank placed in a V: " + set + " (set them to choose otherwise)";
+  return pipeline.schedule + " " + needs->why + ": " + set + " (set them to choose otherwise)";
 }
 
 ScheduleRegistry makeScheduleRegistry(const std::string& plugin_path) {

@@ -251,10 +251,10 @@ bool balancesByTime(const PipelineConfig& pipeline) {
 ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline) {
   Stopwatch watch;
   ModelSplit split;
-  split.plan = planStages(captured.graph, captured.shapes, pipeline);
+  split.partition = partitionStages(captured.graph, captured.shapes, pipeline);
   split.timings = captured.timings;
   split.timings.plan_s = watch.lap();
-  split.stages = extractStages(captured.graph, split.plan, captured.shapes);
+  split.stages = extractStages(captured.graph, split.partition, captured.shapes);
   split.ties = findTiedParameters(captured.graph, split.stages);
   split.timings.extract_s = watch.lap();
   split.model = std::move(captured.model);

@@ -143,9 +143,9 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
       << humanCount(static_cast<double>(split.graph.numTrainableParams()))
       << " parameters, example input" << (inputs.size() > 1 ? "s " : " ") << joinText(inputs, ", ")
       << "\n"
-      << split.stages.size() << " stages over " << split.plan.units.size() << " units, "
-      << (split.plan.method == "split_points" ? "cut at the split points"
-                                              : "balanced by " + split.plan.method)
+      << split.stages.size() << " stages over " << split.partition.units.size() << " units, "
+      << (split.partition.method == "split_points" ? "cut at the split points"
+                                                   : "balanced by " + split.partition.method)
       << "\n";
   out << "\n";
   std::vector<std::vector<Cell>> rows;
@@ -185,7 +185,7 @@ std::string planToJson(const ModelSplit& split) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StageModule& stage : split.stages) stages.push_back(stageJson(stage, split.graph));
   nlohmann::json units = nlohmann::json::array();
-  for (const SplitUnit& unit : split.plan.units) {
+  for (const SplitUnit& unit : split.partition.units) {
     units.push_back({{"path", unit.path}, {"num_params", unit.num_params}, {"flops", unit.flops}});
   }
   nlohmann::json ties = nlohmann::json::array();
@@ -203,7 +203,7 @@ std::string planToJson(const ModelSplit& split) {
                       {"dtype", dtypeName(split.example_inputs[i].scalar_type())}});
   }
   nlohmann::json plan = {{"model", split.model.name},
-                         {"method", split.plan.method},
+                         {"method", split.partition.method},
                          {"input", inputs.at(0)},  // the first, as before several existed
                          {"inputs", inputs},
                          {"num_params", split.graph.numTrainableParams()},

@@ -1,4 +1,4 @@
-// split::extract: StagePlan -> one self-contained StageModule per stage (see stage_module.h).
+// split::extract: StagePartition -> one self-contained StageModule per stage (stage_module.h).
 //
 // For every stage, first find what it reads from outside (findUses()), then which tensors
 // cross each cut (findCrossings()), then copy its nodes into a graph of its own
@@ -126,7 +126,7 @@ struct StageUses {
 
 class StageExtractor {
  public:
-  StageExtractor(const ModelGraph& model, const StagePlan& plan, const ValueShapes& shapes)
+  StageExtractor(const ModelGraph& model, const StagePartition& plan, const ValueShapes& shapes)
       : model_(model),
         plan_(plan),
         shapes_(shapes),
@@ -490,7 +490,7 @@ class StageExtractor {
   }
 
   const ModelGraph& model_;
-  const StagePlan& plan_;
+  const StagePartition& plan_;
   const ValueShapes& shapes_;
   torch::jit::Graph& graph_;
   std::vector<Node*> nodes_;
@@ -503,7 +503,7 @@ class StageExtractor {
 
 }  // namespace
 
-std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
+std::vector<StageModule> extractStages(const ModelGraph& model, const StagePartition& plan,
                                        const ValueShapes& shapes) {
   return StageExtractor(model, plan, shapes).run();
 }

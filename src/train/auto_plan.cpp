@@ -16,7 +16,7 @@
 #include "ppstage/core/units.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/schedule/pipeline_schedule.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/unit_costs.h"
 
 namespace ppstage {

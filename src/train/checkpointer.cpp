@@ -25,7 +25,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/optimizer.h"
 #include "step_runner.h"
 

@@ -36,7 +36,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
                                     const RankModel& train, const Dataset& train_data,
                                     const InputSpec* data_input) {
   const Topology& topology = layout.topology;
-  const StagePlan& plan = train.split.plan;
+  const StagePartition& plan = train.split.partition;
   PipelineConfig pipeline = config.pipeline;
   pipeline.stages = static_cast<int64_t>(plan.numStages());
   pipeline.split_points.clear();

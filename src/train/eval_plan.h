@@ -1,13 +1,13 @@
 // Evaluation's model (--eval.every): captured in eval mode, cut where training is, sharing
 // training's parameters, with the validation set.
-// Internal to train/: job_plan.cpp assembles the plan from these.
+// Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

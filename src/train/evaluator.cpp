@@ -12,7 +12,7 @@
 #include "ppstage/runtime/executor.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/forward_only.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

@@ -1,6 +1,6 @@
 // Held-out evaluation during training (--eval.every, --eval.batches, --data.val_path): a
 // forward-only pass of the validation set's first batches through the pipeline
-// (schedule/forward_only.h), over the eval-mode stages of JobPlan::eval(), whose
+// (schedule/forward_only.h), over the eval-mode stages of JobSetup::eval(), whose
 // parameters are the training ones. It records no autograd graph, touches no gradient,
 // optimizer state, random stream or sample order: a run with evaluation trains exactly as
 // one without.

@@ -1,6 +1,6 @@
 // The job's data against its model: what a model-shaped data set must give, the checks that the
 // data fits the model's loss, the validation set, and documents.
-// Internal to train/: job_plan.cpp assembles the plan from these.
+// Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ppstage/data/data_files.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

@@ -1,13 +1,13 @@
 // The job's layout on this rank: the topology, the threads, the micro-batches and the schedule,
 // with the rank's output paths proven writable first.
-// Internal to train/: job_plan.cpp assembles the plan from these.
+// Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

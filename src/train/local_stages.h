@@ -1,13 +1,13 @@
 // This rank's stages made runnable: sharded for tensor parallelism, then behind their compiled
 // graphs.
-// Internal to train/: job_plan.cpp assembles the plan from these.
+// Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

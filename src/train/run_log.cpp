@@ -9,7 +9,7 @@
 #include "ppstage/config/config.h"
 #include "ppstage/core/text.h"
 #include "ppstage/observe/tensor_memory.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "step_runner.h"
 
 namespace ppstage {
@@ -17,7 +17,7 @@ namespace {
 
 // " (auto: labels are int64)" when --train.loss auto picked the loss, what the model is fed
 // for --train.loss model; else "".
-std::string lossChoiceText(const Config& c, const JobPlan& plan) {
+std::string lossChoiceText(const Config& c, const JobSetup& plan) {
   const DataRoles& roles = plan.layout().roles;
   if (plan.layout().loss == LossKind::kModel && plan.data() != nullptr) {
     const size_t fed = static_cast<size_t>(
@@ -32,7 +32,7 @@ std::string lossChoiceText(const Config& c, const JobPlan& plan) {
 
 // "bf16 (...), messages 32.0 KiB / 32.0 KiB per micro-batch": what the stages compute in,
 // and the bytes of one micro-batch's activations at each cut.
-std::string precisionText(const Config& c, const JobPlan& plan) {
+std::string precisionText(const Config& c, const JobSetup& plan) {
   const JobLayout& layout = plan.layout();
   std::ostringstream out;
   if (layout.compute_dtype == at::kBFloat16) {
@@ -54,7 +54,7 @@ std::string precisionText(const Config& c, const JobPlan& plan) {
 
 // "variable: each micro-batch padded to its longest document, padding masked out of the
 // loss", with a warning for a model whose outputs see the padding after a document.
-std::string lengthsText(const Config& c, const JobPlan& plan) {
+std::string lengthsText(const Config& c, const JobSetup& plan) {
   const SequenceBatches& sequences = *plan.layout().sequences;
   std::string text = toString(sequences.policy());
   switch (sequences.policy()) {
@@ -111,15 +111,15 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
   }
   const ModelGraph& g = split.graph;
   return detail::concat(split.model.name, " (", g.numTrainableParams(), " parameters in ",
-                        g.parameters.size(), " tensors, ", split.plan.units.size(), " units, input",
-                        split.example_inputs.size() > 1 ? "s " : " ",
+                        g.parameters.size(), " tensors, ", split.partition.units.size(),
+                        " units, input", split.example_inputs.size() > 1 ? "s " : " ",
                         inputsText(g.input_names, split.example_inputs), ", ", g.ties.size(),
                         " tied group", g.ties.size() == 1 ? "" : "s", ")");
 }
 
 }  // namespace
 
-void printConfiguration(std::ostream& log, const Config& c, const JobPlan& plan) {
+void printConfiguration(std::ostream& log, const Config& c, const JobSetup& plan) {
   const JobLayout& layout = plan.layout();
   const Topology& t = layout.topology;
   log << "ppstage train: " << t.worldSize() << " rank" << (t.worldSize() > 1 ? "s" : "") << " = pp "

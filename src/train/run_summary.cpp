@@ -16,7 +16,7 @@
 #include "ppstage/core/file.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/parameter_files.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 namespace {

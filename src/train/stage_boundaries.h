@@ -1,6 +1,6 @@
 // What crosses each cut: the BoundarySpec of a stage's inputs and outputs (what neighbours check
 // and size receive buffers from) and the bytes of one micro-batch's message.
-// Internal to train/: job_plan.cpp assembles the plan from these.
+// Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ppstage/comm/boundary_spec.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 
 namespace ppstage {
 

@@ -21,7 +21,7 @@
 #include "ppstage/observe/trace.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/train/gradient_sync.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/lr_schedule.h"
 #include "ppstage/train/master_weights.h"
 #include "ppstage/train/optimizer.h"

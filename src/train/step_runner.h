@@ -81,7 +81,7 @@ class StepRunner {
  public:
   // Collective over `world`: exchanges boundary descriptions with remote neighbours, makes
   // the gradient sync groups, the optimizer and the executor, which owns `stages` (this
-  // rank's compiled stages, JobPlan::takeLocalStages). `layout`, `model` and `data` (null
+  // rank's compiled stages, JobSetup::takeLocalStages). `layout`, `model` and `data` (null
   // where this rank reads no samples) must outlive the runner.
   StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
              const Dataset* data, std::vector<LocalStage> stages, Communicator& world);

@@ -1,4 +1,4 @@
-// See include/ppstage/train/trainer.h. The three phases live beside it: job_plan.cpp
+// See include/ppstage/train/trainer.h. The three phases live beside it: job_setup.cpp
 // (plan the job), step_runner.cpp (run one step), run_summary.cpp (metrics and the
 // closing lines); what the run prints as it goes is run_log.cpp's.
 #include "ppstage/train/trainer.h"
@@ -21,7 +21,7 @@
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/auto_plan.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/step_policy.h"
 #include "ppstage/train/stop_signal.h"
 #include "run_log.h"
@@ -36,7 +36,7 @@ namespace {
 // for by a signal. Ends the run through summarizeRun, whichever way it ends.
 class TrainLoop {
  public:
-  TrainLoop(const Config& config, JobPlan& plan, Communicator& world, std::ostream& log,
+  TrainLoop(const Config& config, JobSetup& plan, Communicator& world, std::ostream& log,
             bool live_progress)
       : config_(config),
         plan_(plan),
@@ -215,7 +215,7 @@ class TrainLoop {
   static constexpr int kExitNonfinite = 3;
 
   const Config& config_;
-  JobPlan& plan_;
+  JobSetup& plan_;
   Communicator& world_;
   std::ostream& log_;
   const bool leader_;
@@ -243,7 +243,8 @@ RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bo
   } else if (balancesByTime(config.pipeline)) {
     time_cut = cutByTime(config, *run, world.size(), &world);
   }
-  JobPlan plan = planJob(config, std::move(*run), world);
+  JobSetup plan = setUpJob(config, std::move(*run), world);
+  if (time_cut) plan.setSplitMethod("time");
   if (world.rank() == 0) {
     if (time_cut) log << timeCutText(*time_cut) << "\n";
     printConfiguration(log, config, plan);

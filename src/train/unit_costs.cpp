@@ -24,7 +24,7 @@
 #include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/train/job_plan.h"
+#include "ppstage/train/job_setup.h"
 #include "ppstage/train/optimizer.h"
 
 namespace ppstage {
@@ -55,7 +55,7 @@ UnitLoss trainingLoss(LossKind kind) {
 // recomputed, would cross it).
 std::vector<StageModule> unitStages(const ModelGraph& model, const std::vector<SplitUnit>& units,
                                     const ValueShapes& shapes) {
-  StagePlan per_unit;
+  StagePartition per_unit;
   per_unit.units = units;
   per_unit.method = "units";
   for (size_t u = 0; u < units.size(); ++u) per_unit.stages.push_back(StageRange{u, u + 1});

@@ -12,7 +12,7 @@
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -31,7 +31,7 @@ OneStage oneStage(LoadedModel model, int64_t batch) {
       s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
   PipelineConfig pipeline;
   pipeline.stages = 1;
-  s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);
+  s.stages = extractStages(s.graph, partitionStages(s.graph, shapes, pipeline), shapes);
   return s;
 }
 

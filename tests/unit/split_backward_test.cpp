@@ -20,7 +20,7 @@
 #include "ppstage/models/model_source.h"
 #include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -39,7 +39,7 @@ Stages splitInto(LoadedModel model, int stages, int64_t batch) {
       s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
   PipelineConfig pipeline;
   pipeline.stages = stages;
-  s.stages = extractStages(s.graph, planStages(s.graph, shapes, pipeline), shapes);
+  s.stages = extractStages(s.graph, partitionStages(s.graph, shapes, pipeline), shapes);
   return s;
 }
 

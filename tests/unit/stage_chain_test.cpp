@@ -24,7 +24,7 @@
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "support/test_support.h"
 
 namespace ppstage {
@@ -270,7 +270,7 @@ TEST_P(StageChainTest, MatchesUnsplitModelForEveryStageCount) {
       PipelineConfig pipeline;
       pipeline.stages = static_cast<int64_t>(n);
       pipeline.balance = balance;
-      const StagePlan plan = planStages(graph, shapes, pipeline);
+      const StagePartition plan = partitionStages(graph, shapes, pipeline);
       ASSERT_EQ(plan.numStages(), n);
       const std::vector<StageModule> stages = extractStages(graph, plan, shapes);
       {
@@ -326,7 +326,7 @@ TEST(StageChainTies, TiedEmbeddingAndHeadAreOneTieGroupAcrossStages) {
   PipelineConfig pipeline;
   pipeline.stages = 3;
   const std::vector<StageModule> stages =
-      extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+      extractStages(graph, partitionStages(graph, shapes, pipeline), shapes);
   const std::vector<TiedParameter> ties = findTiedParameters(graph, stages);
   ASSERT_EQ(ties.size(), 1u);
   ASSERT_EQ(ties[0].copies.size(), 2u);
@@ -350,7 +350,7 @@ TEST(StageChainTies, OneStageHoldsBothPathsOfATiedTensorOnce) {
   PipelineConfig pipeline;
   pipeline.stages = 1;
   const std::vector<StageModule> stages =
-      extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+      extractStages(graph, partitionStages(graph, shapes, pipeline), shapes);
   const auto& params = stages[0].parameters;
   const auto wte = std::find_if(params.begin(), params.end(),
                                 [](const StageParameter& p) { return p.name == "wte.weight"; });
@@ -388,7 +388,7 @@ TEST(StageChainInputs, InputsALaterStageReadsCrossTheCuts) {
     PipelineConfig pipeline;
     pipeline.stages = n;
     const std::vector<StageModule> stages =
-        extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+        extractStages(graph, partitionStages(graph, shapes, pipeline), shapes);
     ASSERT_EQ(stages.front().inputs.size(), 3u);
     for (size_t s = 1; s < stages.size(); ++s) {
       const auto& in = stages[s].inputs;
@@ -453,7 +453,7 @@ def forward(self, x):
   PipelineConfig pipeline;
   pipeline.split_points = {"b"};
   try {
-    extractStages(graph, planStages(graph, shapes, pipeline), shapes);
+    extractStages(graph, partitionStages(graph, shapes, pipeline), shapes);
     FAIL() << "expected ppstage::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'seen' is written in place"), std::string::npos)

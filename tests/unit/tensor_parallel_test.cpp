@@ -19,7 +19,7 @@
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "ppstage/train/gradient_sync.h"
 #include "support/local_ranks.h"
 #include "support/test_support.h"

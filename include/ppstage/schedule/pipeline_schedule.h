@@ -46,11 +46,13 @@ struct PipelineSchedule {
 // schedule refuses, an unreadable or malformed table; ScheduleError for an invalid one.
 PipelineSchedule buildSchedule(const ScheduleRegistry& registry, const ScheduleOptions& options);
 
-// The layout a built-in schedule needs, where the user left it to the schedule: zb-v runs
-// two stages per rank placed in a V, so --pipeline.stages_per_rank and --pipeline.placement
-// default to 2 and v for it unless `given` (the options the user set) names them. Returns
-// what it set as a line for the log, "" when it set nothing.
-std::string defaultScheduleLayout(PipelineConfig& pipeline, const std::set<std::string>& given);
+// The layout the schedule needs (ScheduleLayout, as `registry` holds it), where the user
+// left it to the schedule: zb-v runs two stages per rank placed in a V, so
+// --pipeline.stages_per_rank and --pipeline.placement default to 2 and v for it unless
+// `given` (the options the user set) names them. Returns what it set as a line for the
+// log, "" when it set nothing (or the schedule is not in `registry`).
+std::string defaultScheduleLayout(const ScheduleRegistry& registry, PipelineConfig& pipeline,
+                                  const std::set<std::string>& given);
 
 // The same for a table's text (what buildSchedule reads from a .csv file); `source` names
 // it in errors. Its shape (stages, micro-batches, ranks, placement) comes from the table.

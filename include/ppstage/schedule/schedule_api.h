@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,14 +45,24 @@ struct ScheduleRequest {
 
 using ScheduleFactory = std::function<std::vector<ActionList>(const ScheduleRequest&)>;
 
+// The layout a schedule needs, which --pipeline.stages_per_rank and --pipeline.placement
+// take for it where the user leaves them unset (zb-v: two stages per rank in a V).
+struct ScheduleLayout {
+  int stages_per_rank = 0;             // 0: any
+  std::optional<Placement> placement;  // empty: any
+  std::string why;                     // "runs two stages per rank placed in a V"
+};
+
 class ScheduleRegistry {
  public:
-  // Throws ppstage::Error when `name` is empty or taken.
-  void add(const std::string& name, const std::string& description, ScheduleFactory factory) {
+  // Throws ppstage::Error when `name` is empty or taken. `layout`: what the schedule needs
+  // of the pipeline's layout, if anything.
+  void add(const std::string& name, const std::string& description, ScheduleFactory factory,
+           ScheduleLayout layout = {}) {
     PPSTAGE_CHECK(!name.empty(), "a schedule must have a name; one was registered with an ",
                   "empty name (described as '", description, "')");
     PPSTAGE_CHECK(entries_.count(name) == 0, "a schedule named '", name, "' is already registered");
-    entries_.emplace(name, Entry{description, std::move(factory)});
+    entries_.emplace(name, Entry{description, std::move(factory), std::move(layout)});
   }
   // nullptr when unknown.
   const ScheduleFactory* find(const std::string& name) const {
@@ -66,11 +77,17 @@ class ScheduleRegistry {
   const std::string& description(const std::string& name) const {
     return entries_.at(name).description;
   }
+  // The layout `name` declared it needs; nullptr when unknown.
+  const ScheduleLayout* layout(const std::string& name) const {
+    const auto it = entries_.find(name);
+    return it == entries_.end() ? nullptr : &it->second.layout;
+  }
 
  private:
   struct Entry {
     std::string description;
     ScheduleFactory factory;
+    ScheduleLayout layout;
   };
   std::map<std::string, Entry> entries_;
 };

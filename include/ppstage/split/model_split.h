@@ -14,7 +14,7 @@
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 
 namespace ppstage {
 
@@ -62,7 +62,7 @@ struct ModelSplit {
   std::map<std::string, at::Tensor> master_values;  // see CapturedModel
   std::string precision_fallback;                   // see CapturedModel
   bool sees_later_tokens = false;                   // see CapturedModel
-  StagePlan plan;
+  StagePartition partition;
   std::vector<StageModule> stages;
   std::vector<TiedParameter> ties;
   SplitTimings timings;
@@ -87,7 +87,7 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input 
 std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t batch,
                                         uint64_t seed);
 
-// Cuts `captured` into stages as `pipeline` says (planStages: at its split points, or
+// Cuts `captured` into stages as `pipeline` says (partitionStages: at its split points, or
 // balanced by params or FLOPs) and finds the parameters tied across them.
 ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline);
 

@@ -1,4 +1,4 @@
-// split::extract: one self-contained StageModule per stage of a StagePlan.
+// split::extract: one self-contained StageModule per stage of a StagePartition.
 //
 // A stage's graph is a function of its boundary inputs and its own parameters:
 //
@@ -23,7 +23,7 @@
 
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "ppstage/split/tensor_shard.h"
 
 namespace torch::jit {
@@ -97,7 +97,7 @@ struct TiedParameter {
 // recomputed from constants and tensor metadata (it depends on tensor data, on a
 // parameter, on control flow, or is modified in place), and when a buffer the model writes
 // in place would be used by two stages.
-std::vector<StageModule> extractStages(const ModelGraph& model, const StagePlan& plan,
+std::vector<StageModule> extractStages(const ModelGraph& model, const StagePartition& plan,
                                        const ValueShapes& shapes);
 
 std::vector<TiedParameter> findTiedParameters(const ModelGraph& model,

@@ -1,7 +1,7 @@
 // train: `ppstage train` on one rank — the whole data flow of DESIGN.md for a run, in three
 // phases:
 //   plan       layout (pp x dp x tp) -> schedule -> split -> loss and data -> compile, agreed by
-//              every rank before any collective (job_plan.h)
+//              every rank before any collective (job_setup.h)
 //   steps      per step: micro-batches -> Executor -> gradient sync -> one world all-reduce
 //              -> clipping -> optimizer (src/train/step_runner.h)
 //   summarize  metrics, parameter files and the closing lines (src/train/run_summary.h)

@@ -1,5 +1,5 @@
-// split::plan: split points or automatic balance -> StagePlan (see stage_plan.h).
-#include "ppstage/split/stage_plan.h"
+// split::partition: split points or automatic balance -> StagePartition (see stage_partition.h).
+#include "ppstage/split/stage_partition.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -14,7 +14,7 @@ namespace ppstage {
 
 using torch::jit::Node;
 
-size_t StagePlan::stageOfNode(size_t node_index) const {
+size_t StagePartition::stageOfNode(size_t node_index) const {
   for (size_t s = 0; s < stages.size(); ++s) {
     if (node_index < units[stages[s].end_unit - 1].end_node) return s;
   }
@@ -101,8 +101,8 @@ size_t unitOfNode(const std::vector<SplitUnit>& units, size_t node) {
   return units.size() - 1;
 }
 
-StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
-                            const PipelineConfig& config) {
+StagePartition partitionAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
+                                      const PipelineConfig& config) {
   const std::vector<Node*> nodes = topLevelNodes(model);
   const std::vector<size_t> first_node = firstNodeOfCalls(model, nodes);
   const std::vector<SplitUnit> default_units = findUnits(model, shapes);
@@ -113,7 +113,7 @@ StagePlan planAtSplitPoints(const ModelGraph& model, const ValueShapes& shapes,
     targets.push_back(call);
     for (int c = model.calls[call].parent; c >= 0; c = model.calls[c].parent) expanded.insert(c);
   }
-  StagePlan plan;
+  StagePartition plan;
   plan.method = "split_points";
   plan.units = findUnits(model, shapes, expanded);
   std::vector<std::pair<size_t, std::string>> starts;
@@ -152,12 +152,12 @@ std::vector<StageRange> partitioned(const std::vector<double>& costs, size_t sta
   return ranges;
 }
 
-StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
-                       const PipelineConfig& config) {
+StagePartition partitionBalanced(const ModelGraph& model, const ValueShapes& shapes,
+                                 const PipelineConfig& config) {
   const size_t stages = static_cast<size_t>(std::max<int64_t>(config.stages, 1));
   PPSTAGE_INTERNAL_ASSERT(config.balance != Balance::kTime || stages == 1,
                           "balance by time is cut by the planner before the split (split points)");
-  StagePlan plan;
+  StagePartition plan;
   plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
@@ -174,10 +174,10 @@ StagePlan planBalanced(const ModelGraph& model, const ValueShapes& shapes,
 
 }  // namespace
 
-StagePlan planStages(const ModelGraph& model, const ValueShapes& shapes,
-                     const PipelineConfig& config) {
-  if (!config.split_points.empty()) return planAtSplitPoints(model, shapes, config);
-  return planBalanced(model, shapes, config);
+StagePartition partitionStages(const ModelGraph& model, const ValueShapes& shapes,
+                               const PipelineConfig& config) {
+  if (!config.split_points.empty()) return partitionAtSplitPoints(model, shapes, config);
+  return partitionBalanced(model, shapes, config);
 }
 
 }  // namespace ppstage

@@ -1,4 +1,4 @@
-// The splitter's stage plan (split/stage_plan.h) and extraction (split/stage_module.h):
+// The splitter's stage partition (split/stage_partition.h) and extraction (split/stage_module.h):
 // units, balance, split points and their errors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_plan.h"
+#include "ppstage/split/stage_partition.h"
 #include "support/error_of.h"
 #include "support/test_support.h"
 
@@ -45,7 +45,7 @@ std::vector<std::string> unitPaths(const std::vector<SplitUnit>& units) {
 }
 
 std::vector<std::vector<std::string>> stageModules(const Captured& c, PipelineConfig pipeline) {
-  const StagePlan plan = planStages(c.graph, c.shapes, pipeline);
+  const StagePartition plan = partitionStages(c.graph, c.shapes, pipeline);
   std::vector<std::vector<std::string>> modules;
   for (const StageRange& r : plan.stages) {
     modules.emplace_back();
@@ -158,7 +158,7 @@ TEST(SplitPoints, ADeeperModuleRefinesItsBlock) {
                                                   "layers.1.attn", "layers.1.ln2"}));
   EXPECT_EQ(modules[1], (std::vector<std::string>{"layers.1.mlp", "ln_f", "lm_head"}));
   // Inside a block two tensors cross: the residual stream and the normalized input.
-  const StagePlan plan = planStages(c.graph, c.shapes, pipeline);
+  const StagePartition plan = partitionStages(c.graph, c.shapes, pipeline);
   const auto stages = extractStages(c.graph, plan, c.shapes);
   EXPECT_EQ(stages[1].inputs.size(), 2u);
 }
@@ -167,33 +167,37 @@ TEST(SplitPoints, ErrorsNameTheProblem) {
   const Captured c = capture(test::builtinConfig("gpt", 2));
   PipelineConfig unknown;
   unknown.split_points = {"layer.1"};
-  const std::string listed = errorOf([&] { planStages(c.graph, c.shapes, unknown); });
+  const std::string listed = errorOf([&] { partitionStages(c.graph, c.shapes, unknown); });
   EXPECT_NE(listed.find("'layer.1'"), std::string::npos) << listed;
   EXPECT_NE(listed.find("wte, wpe, layers.0, layers.1, ln_f, lm_head"), std::string::npos)
       << listed;
 
   PipelineConfig first;
   first.split_points = {"wte"};
-  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, first); }).find("stage 0 would be empty"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf([&] { partitionStages(c.graph, c.shapes, first); }).find("stage 0 would be empty"),
+      std::string::npos);
 
   PipelineConfig twice;
   twice.split_points = {"layers.1", "layers.1.ln1"};
-  EXPECT_NE(errorOf([&] { planStages(c.graph, c.shapes, twice); }).find("start the same stage"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf([&] { partitionStages(c.graph, c.shapes, twice); }).find("start the same stage"),
+      std::string::npos);
 
   PipelineConfig too_many;
   too_many.stages = 7;
-  EXPECT_NE(
-      errorOf([&] { planStages(c.graph, c.shapes, too_many); }).find("only 6 splittable units"),
-      std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              partitionStages(c.graph, c.shapes, too_many);
+            }).find("only 6 splittable units"),
+            std::string::npos);
 }
 
 TEST(Extract, SkipConnectionIsForwardedThroughMiddleStages) {
   const Captured c = capture(test::fixtureConfig("unet.pt"));
   PipelineConfig pipeline;
   pipeline.split_points = {"down2", "up2"};
-  const auto stages = extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  const auto stages =
+      extractStages(c.graph, partitionStages(c.graph, c.shapes, pipeline), c.shapes);
   ASSERT_EQ(stages.size(), 3u);
   // stem's output (the long skip) is made in stage 0 and consumed in stage 2.
   auto carries = [](const std::vector<BoundaryTensor>& ts, const std::string& prefix) {
@@ -212,7 +216,8 @@ TEST(Extract, SizesCrossAsSmallTensorsNotActivations) {
   const Captured c = capture(test::fixtureConfig("hf_gpt2.pt"));
   PipelineConfig pipeline;
   pipeline.split_points = {"transformer.h.1"};
-  const auto stages = extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes);
+  const auto stages =
+      extractStages(c.graph, partitionStages(c.graph, c.shapes, pipeline), c.shapes);
   int activations = 0, sizes = 0;
   for (const BoundaryTensor& t : stages[1].inputs) {
     (t.metadata ? sizes : activations) += 1;
@@ -229,8 +234,8 @@ TEST(Extract, RejectsAValueThatDependsOnTensorData) {
   const Captured c = capture(test::fixtureConfig("data_dependent.pt"));
   PipelineConfig pipeline;
   pipeline.split_points = {"second"};
-  const std::string error =
-      errorOf([&] { extractStages(c.graph, planStages(c.graph, c.shapes, pipeline), c.shapes); });
+  const std::string error = errorOf(
+      [&] { extractStages(c.graph, partitionStages(c.graph, c.shapes, pipeline), c.shapes); });
   EXPECT_NE(error.find("depends on tensor data"), std::string::npos) << error;
   EXPECT_NE(error.find("stage 1"), std::string::npos) << error;
 }

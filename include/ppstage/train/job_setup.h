@@ -1,6 +1,6 @@
 // The first phase of `ppstage train`: what every rank decides before the first collective.
 //
-// planJob() resolves the layout (Topology), the micro-batches and the schedule, splits the
+// setUpJob() resolves the layout (Topology), the micro-batches and the schedule, splits the
 // model, picks the loss, opens the data and compiles this rank's stages, all locally, then
 // agrees with every other rank (runAgreed): a bad option, model or data file on any rank
 // ends all of them with the same one-line error before any of them waits on another.
@@ -76,15 +76,15 @@ struct EvalModel {
   int64_t batches = 0;  // global batches per evaluation
 };
 
-// The plan of this rank: the layout, the model, the data, and this rank's compiled stages,
+// The setup of this rank: the layout, the model, the data, and this rank's compiled stages,
 // which the executor takes once (takeLocalStages). Move-only: the local stages point into
 // model().split.stages and their compiled graphs into *model().compile_cache.
-class JobPlan {
+class JobSetup {
  public:
-  JobPlan(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
-          std::vector<LocalStage> local_stages);
-  JobPlan(JobPlan&&) = default;
-  JobPlan& operator=(JobPlan&&) = default;
+  JobSetup(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
+           std::vector<LocalStage> local_stages);
+  JobSetup(JobSetup&&) = default;
+  JobSetup& operator=(JobSetup&&) = default;
 
   const JobLayout& layout() const { return layout_; }
   const RankModel& model() const { return model_; }
@@ -96,6 +96,10 @@ class JobPlan {
   // Lets go of the fp32 values bf16 master weights start from (ModelSplit::master_values),
   // once the step runner has copied them.
   void releaseMasterValues() { model_.split.master_values.clear(); }
+
+  // The split's method as the log and the reports give it: "time" where its split points
+  // are --pipeline.balance time's cut (train/auto_plan.h, cutByTime).
+  void setSplitMethod(std::string method) { model_.split.partition.method = std::move(method); }
 
   // --train.tp above 1: gives this rank's tensor-parallel group its communicator, split
   // from `world`. Collective; nothing with a tp of 1.
@@ -119,10 +123,10 @@ class JobPlan {
   std::unique_ptr<EvalModel> eval_;
 };
 
-// The agreed plan of this rank of `world` (collective; see above), which cuts `run`'s
+// The agreed setup of this rank of `world` (collective; see above), which cuts `run`'s
 // capture of the model. Sets this process's intra-op threads and TorchScript's shape
-// strategy. Throws JobError on every rank when any rank's planning failed.
-JobPlan planJob(const Config& config, CapturedRun run, Communicator& world);
+// strategy. Throws JobError on every rank when any rank's setup failed.
+JobSetup setUpJob(const Config& config, CapturedRun run, Communicator& world);
 
 // The job's layout over `world` ranks: pp = world / (dp x tp); stages from
 // --pipeline.stages, else one more than the split points, else one per pipeline rank

@@ -1,4 +1,4 @@
-// split::plan: which contiguous run of a model's graph each pipeline stage gets. A stage is
+// split::partition: which contiguous run of a model's graph each pipeline stage gets. A stage is
 // a contiguous range of units (units.h), cut at split points or balanced.
 #pragma once
 
@@ -14,14 +14,14 @@
 namespace ppstage {
 
 struct StageRange {
-  size_t first_unit = 0;  // [first_unit, end_unit) into StagePlan::units
+  size_t first_unit = 0;  // [first_unit, end_unit) into StagePartition::units
   size_t end_unit = 0;
 };
 
-struct StagePlan {
+struct StagePartition {
   std::vector<SplitUnit> units;
   std::vector<StageRange> stages;
-  std::string method;  // "split_points", "params" or "flops"
+  std::string method;  // "split_points", "params", "flops" or "time" (split points cut by time)
 
   size_t numStages() const { return stages.size(); }
   // The stage that runs top-level node `node_index`.
@@ -33,8 +33,8 @@ struct StagePlan {
 // writes split points: train/auto_plan.h). Throws ppstage::Error for a split point that
 // names no module (listing the valid ones), two points starting one stage, or more stages
 // than units. Split points may come in any order.
-StagePlan planStages(const ModelGraph& model, const ValueShapes& shapes,
-                     const PipelineConfig& config);
+StagePartition partitionStages(const ModelGraph& model, const ValueShapes& shapes,
+                               const PipelineConfig& config);
 
 // The contiguous partition of `costs` into `parts` non-empty ranges whose largest sum is
 // smallest; returns the start index of every part after the first.

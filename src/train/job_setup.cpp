@@ -1,5 +1,5 @@
-// See include/ppstage/train/job_plan.h.
-#include "ppstage/train/job_plan.h"
+// See include/ppstage/train/job_setup.h.
+#include "ppstage/train/job_setup.h"
 
 #include <optional>
 #include <utility>
@@ -27,7 +27,7 @@ ModelSplit splitForJob(const Config& config, const Topology& topology, CapturedM
 }
 
 // Everything local: no collective, so that runAgreed can report any rank's failure.
-JobPlan planLocally(const Config& config, int rank, int world, CapturedRun& run) {
+JobSetup setUpLocally(const Config& config, int rank, int world, CapturedRun& run) {
   JobLayout layout = layoutOf(config, rank, world);
   const Topology& topology = layout.topology;
   const std::optional<DataFile>& file = run.file;
@@ -74,35 +74,35 @@ JobPlan planLocally(const Config& config, int rank, int world, CapturedRun& run)
     if (!reads) eval->data = nullptr;
   }
   releaseLoadedTensors(model.split);
-  JobPlan plan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
+  JobSetup plan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
   plan.setEval(std::move(eval));
   return plan;
 }
 
 }  // namespace
 
-JobPlan::JobPlan(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
-                 std::vector<LocalStage> local_stages)
+JobSetup::JobSetup(JobLayout layout, RankModel model, std::shared_ptr<const Dataset> data,
+                   std::vector<LocalStage> local_stages)
     : layout_(std::move(layout)),
       model_(std::move(model)),
       data_(std::move(data)),
       local_stages_(std::move(local_stages)) {}
 
-void JobPlan::attachTensorParallel(Communicator& world) {
+void JobSetup::attachTensorParallel(Communicator& world) {
   const Topology& topology = layout_.topology;
   if (topology.tpSize() == 1) return;
   model_.tp_group->attach(world.split(topology.tensorParallelColor(), topology.tpRank()));
 }
 
-std::vector<LocalStage> JobPlan::takeLocalStages() {
+std::vector<LocalStage> JobSetup::takeLocalStages() {
   PPSTAGE_INTERNAL_ASSERT(!stages_taken_, "this rank's stages were taken already");
   stages_taken_ = true;
   return std::move(local_stages_);
 }
 
-JobPlan planJob(const Config& config, CapturedRun run, Communicator& world) {
-  std::optional<JobPlan> plan;
-  runAgreed(world, [&] { plan.emplace(planLocally(config, world.rank(), world.size(), run)); });
+JobSetup setUpJob(const Config& config, CapturedRun run, Communicator& world) {
+  std::optional<JobSetup> plan;
+  runAgreed(world, [&] { plan.emplace(setUpLocally(config, world.rank(), world.size(), run)); });
   plan->attachTensorParallel(world);
   return std::move(*plan);
 }
