@@ -30,9 +30,10 @@ ALLOWED = {
     "runtime": {"comm", "compile", "schedule", "split", "graph", "observe", "config", "core"},
     "checkpoint": {"split", "graph", "models", "config", "core"},
     "plan": {"split", "schedule", "config", "core"},
-    "train": {"plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "measure": {"plan", "runtime", "comm", "compile", "split", "graph", "observe", "config", "core"},
+    "train": {"measure", "plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
               "models", "data", "observe", "config", "core"},
-    "cli": {"train", "plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
+    "cli": {"train", "measure", "plan", "parallel", "checkpoint", "runtime", "comm", "compile", "schedule", "split", "graph",
             "models", "data", "observe", "config", "core"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"ppstage/([a-z_]+)/', re.MULTILINE)

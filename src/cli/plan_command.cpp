@@ -24,8 +24,8 @@
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/train/auto_plan.h"
 #include "ppstage/train/job_setup.h"
-#include "ppstage/train/unit_costs.h"
 #include "run_command.h"
 
 namespace ppstage::cli {
@@ -35,12 +35,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The profile to plan with: read from --plan.costs, or measured on every rank of `world`
-// (measureCostProfileOnRanks; none: this process alone), and saved with --plan.save_costs.
+// (measuredProfile; none: this process alone), and saved with --plan.save_costs.
 CostProfile costProfileOf(const Config& config, int ranks, Communicator* world) {
   if (!config.plan.costs.empty()) {
     return readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
   }
-  CostProfile profile = measureCostProfileOnRanks(config, nullptr, ranks, world);
+  CostProfile profile = measuredProfile(config, nullptr, ranks, world);
   if (!config.plan.save_costs.empty() && (world == nullptr || world->rank() == 0)) {
     writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
   }

@@ -31,7 +31,6 @@ void addTerm(std::string& text, int64_t coefficient, const char* variable) {
 }
 
 std::string dimText(const DimSpec& d) {
-  if (d.dynamic) return "?";
   std::string text;
   addTerm(text, d.per_sample, "b");
   addTerm(text, d.per_sample_token, "bL");
@@ -44,10 +43,6 @@ std::string dimText(const DimSpec& d) {
 // nothing.
 DimSpec parseDim(const std::string& text) {
   DimSpec d;
-  if (text == "?") {
-    d.dynamic = true;
-    return d;
-  }
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t end = text.find_first_of("+-", pos + 1);
@@ -124,8 +119,6 @@ std::string recvText(Communicator& comm, int peer, int stage) {
 std::vector<int64_t> TensorSpec::sizes(int64_t batch, int64_t length) const {
   std::vector<int64_t> out;
   for (const DimSpec& d : dims) {
-    PPSTAGE_CHECK(!d.dynamic, "tensor '", name, "' has a dynamic dimension; its size comes ",
-                  "with each message");
     PPSTAGE_INTERNAL_ASSERT(length > 0 || !d.followsLength(), "the sizes of '", name,
                             "', which follow the sequence length, without one");
     out.push_back(d.at(batch, length));

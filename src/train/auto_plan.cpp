@@ -10,14 +10,15 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
+#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
 #include "ppstage/core/units.h"
+#include "ppstage/measure/unit_costs.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_setup.h"
-#include "ppstage/train/unit_costs.h"
 
 namespace ppstage {
 namespace {
@@ -42,12 +43,12 @@ void checkPlannable(const Config& config, int world) {
 }
 
 // The profile a job of `ranks` ranks plans with: read from --plan.costs, or measured on
-// every rank of `world` (measureCostProfileOnRanks) and saved with --plan.save_costs. The
+// every rank of `world` (measuredProfile) and saved with --plan.save_costs. The
 // same on every rank.
 CostProfile agreedProfile(const Config& config, const CapturedRun& run, int ranks,
                           Communicator* world) {
   if (config.plan.costs.empty()) {
-    CostProfile profile = measureCostProfileOnRanks(config, &run, ranks, world);
+    CostProfile profile = measuredProfile(config, &run, ranks, world);
     const bool leader = world == nullptr || world->rank() == 0;
     if (leader && !config.plan.save_costs.empty()) {
       writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
@@ -94,6 +95,19 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 }
 
 }  // namespace
+
+CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
+                            Communicator* world) {
+  const bool alone = world == nullptr || world->size() < 2;
+  setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
+  return measureCostProfileOnRanks(
+      [&] {
+        if (run != nullptr) return measureCostProfile(config, run->model, run->loss, ranks);
+        const CapturedRun captured = captureRun(config);
+        return measureCostProfile(config, captured.model, captured.loss, ranks);
+      },
+      world);
+}
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
                        std::ostream& log) {

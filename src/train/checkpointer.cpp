@@ -25,8 +25,8 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
+#include "ppstage/runtime/optimizer.h"
 #include "ppstage/train/job_setup.h"
-#include "ppstage/train/optimizer.h"
 #include "step_runner.h"
 
 namespace ppstage {

@@ -20,11 +20,11 @@
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/observe/trace.h"
 #include "ppstage/runtime/loss.h"
+#include "ppstage/runtime/optimizer.h"
 #include "ppstage/train/gradient_sync.h"
 #include "ppstage/train/job_setup.h"
 #include "ppstage/train/lr_schedule.h"
 #include "ppstage/train/master_weights.h"
-#include "ppstage/train/optimizer.h"
 #include "ppstage/train/stop_signal.h"
 
 namespace ppstage {

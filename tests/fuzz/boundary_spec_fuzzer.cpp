@@ -17,10 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)spec.describe();
   ppstage::fuzz::require(BoundarySpec::deserialize(spec.serialize()) == spec,
                          "a spec's text reads back to the same spec");
-  for (const ppstage::TensorSpec& tensor : spec.tensors) {
-    bool dynamic = false;
-    for (const ppstage::DimSpec& d : tensor.dims) dynamic = dynamic || d.dynamic;
-    if (!dynamic) (void)tensor.sizes(1, 1);
-  }
+  for (const ppstage::TensorSpec& tensor : spec.tensors) (void)tensor.sizes(1, 1);
   return 0;
 }

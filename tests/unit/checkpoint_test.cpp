@@ -22,8 +22,8 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/runtime/optimizer.h"
 #include "ppstage/split/model_split.h"
-#include "ppstage/train/optimizer.h"
 #include "ppstage/train/stop_signal.h"
 #include "support/local_ranks.h"
 

@@ -79,6 +79,17 @@ std::vector<std::string> labels(const std::vector<PlanCandidate>& candidates, si
   return out;
 }
 
+// A 1-replica candidate of `schedule` over `pp` pipeline ranks, one stage each.
+PlanCandidate candidate(const std::string& schedule, int pp, int64_t microbatches,
+                        int64_t microbatch_size) {
+  PlanCandidate c;
+  c.schedule = schedule;
+  c.pp = pp;
+  c.microbatches = microbatches;
+  c.microbatch_size = microbatch_size;
+  return c;
+}
+
 TEST(CostProfile, InterpolatesTheLineThroughItsTwoSizes) {
   const std::vector<int64_t> sizes{2, 8};
   const std::vector<double> values{3.0, 6.0};  // 2 + 0.5 b
@@ -124,11 +135,7 @@ TEST(CostProfile, RoundTripsThroughJsonAndRefusesOtherFiles) {
 TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
   const CostProfile profile = uniformProfile(8, 16, 1e-3, 2e-4);
   const ScheduleRegistry registry = makeScheduleRegistry();
-  PlanCandidate c;
-  c.schedule = "1f1b";
-  c.pp = 4;
-  c.microbatches = 8;
-  c.microbatch_size = 2;
+  PlanCandidate c = candidate("1f1b", 4, 8, 2);
   c.stage_starts = {2, 4, 6};
   const PlanCandidate predicted = predictCandidate(profile, c, registry);
 
@@ -155,11 +162,7 @@ TEST(Planner, PredictsTheSimulatorsMakespanForItsCut) {
 TEST(Planner, CutForFindsTheFastestCutOfItsLayout) {
   const CostProfile profile = uniformProfile(8, 16, 1e-3, 0, /*last_weight=*/4);
   const ScheduleRegistry registry = makeScheduleRegistry();
-  PlanCandidate c;
-  c.schedule = "1f1b";
-  c.pp = 2;
-  c.microbatches = 4;
-  c.microbatch_size = 4;
+  PlanCandidate c = candidate("1f1b", 2, 4, 4);
   const PlanCandidate cut = cutFor(profile, c, registry);
   ASSERT_EQ(cut.stage_starts.size(), 1u);
   double fastest = std::numeric_limits<double>::infinity();
@@ -204,11 +207,7 @@ TEST(Planner, CountsWhatWaitsForWInZeroBubblePeaks) {
   // Stage 0 of 2: 4 units of 0.5 MB per sample, micro-batches of 4 samples.
   const double stage_activations = 4 * 0.5e6 * 4;
   for (const std::string schedule : {"1f1b", "gpipe", "zb-h1", "zb-v"}) {
-    PlanCandidate c;
-    c.schedule = schedule;
-    c.pp = 2;
-    c.microbatches = 8;
-    c.microbatch_size = 4;
+    PlanCandidate c = candidate(schedule, 2, 8, 4);
     if (schedule == "zb-v") {
       c.stages_per_rank = 2;
       c.placement = Placement::kV;

@@ -9,8 +9,7 @@
 //
 // Wire format (text, versioned): "ppstage-boundary 2 <stage> <count>\n" then one line per
 // tensor: name, dtype, requires_grad, dims as a sum of terms in b (the micro-batch size)
-// and L (the sequence length): "b", "16b", "L", "bL", "64bL+3", "96". A dim may be marked
-// dynamic ("?"): reserved for sizes known only from each message, which no tensor has yet.
+// and L (the sequence length): "b", "16b", "L", "bL", "64bL+3", "96".
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,7 +30,6 @@ struct DimSpec {
   int64_t fixed = 0;
   int64_t per_token = 0;
   int64_t per_sample_token = 0;
-  bool dynamic = false;  // reserved: size sent with every message
 
   bool followsLength() const { return per_token != 0 || per_sample_token != 0; }
   int64_t at(int64_t batch, int64_t length = 0) const {
@@ -39,7 +37,7 @@ struct DimSpec {
   }
   bool operator==(const DimSpec& o) const {
     return per_sample == o.per_sample && fixed == o.fixed && per_token == o.per_token &&
-           per_sample_token == o.per_sample_token && dynamic == o.dynamic;
+           per_sample_token == o.per_sample_token;
   }
 };
 

@@ -1,5 +1,5 @@
 // plan: what the planner plans with. A CostProfile is what one measurement of a model
-// found (train/unit_costs.h measures it; `ppstage plan --plan.save_costs` writes it as
+// found (measure/unit_costs.h measures it; `ppstage plan --plan.save_costs` writes it as
 // JSON and `--plan.costs` reads it back, so a plan needs no model and no measuring): each
 // splittable unit's F, B, I and W seconds and the bytes one micro-batch keeps alive in it,
 // at two micro-batch sizes, its parameter bytes, and what a step costs after its actions.

@@ -1,7 +1,7 @@
 // plan: the planner. From a CostProfile and a number of ranks it picks the pipeline
 // configuration a user would otherwise find with a grid of runs: the dp x pp layout, the
 // schedule, micro-batches, stages per rank, placement and the cut. It reads costs and
-// simulates; it never runs a model (measuring is train's job, train/unit_costs.h).
+// simulates; it never runs a model (measuring is measure/'s job, unit_costs.h).
 //
 // Note [Planning a pipeline]
 // Candidates: every dp x pp layout of the ranks whose dp divides the batch; every schedule

@@ -1,5 +1,5 @@
 // The planner inside a run (plan/planner.h), on the cost profile of the run's own capture
-// (train/unit_costs.h: measured on every rank, or read from --plan.costs):
+// (measure/unit_costs.h: measured on every rank, or read from --plan.costs):
 //   --pipeline.auto           `ppstage train` takes the plan's layout, schedule,
 //                             micro-batches and cut (planAutomatically);
 //   --pipeline.balance time   `ppstage train` and `ppstage split` keep the job's layout,
@@ -21,6 +21,13 @@
 namespace ppstage {
 
 class Communicator;
+
+// The cost profile of `config`'s model for a job of `ranks` ranks, measured on every rank
+// of `world` (measure/unit_costs.h, measureCostProfileOnRanks; null: this process alone),
+// each rank on the compute threads such a job gives it (computeThreads). `run`: this
+// rank's capture of the model; null: captured here (captureRun). Collective.
+CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
+                            Communicator* world);
 
 // Collective over `world`. Sets in `config` what the plan chose (plan_config.h,
 // applyCandidate), and rank 0 writes to `log` what it chose and why. Every rank throws

@@ -7,11 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ppstage/config/config.h"
 #include "ppstage/plan/cost_profile.h"
-#include "ppstage/train/captured_run.h"
+#include "ppstage/split/model_split.h"
 
 namespace ppstage {
 
@@ -24,20 +25,21 @@ class Communicator;
 // extrapolate from the line through both.
 std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 
-// Measures `run`'s model (captured on its data file's samples where it has one) in
-// `config`'s compile mode, for a plan over `ranks` ranks; the link figures come from
-// config.plan. Throws ppstage::Error where a unit boundary cannot be cut.
-CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int ranks);
+// Measures `captured` (the run's capture of the model, on its data file's samples where
+// it has one) with the run's loss of kind `loss`, in `config`'s compile mode, for a plan
+// over `ranks` ranks; the link figures come from config.plan. Throws ppstage::Error where
+// a unit boundary cannot be cut.
+CostProfile measureCostProfile(const Config& config, const CapturedModel& captured, LossKind loss,
+                               int ranks);
 
-// measureCostProfile on every rank of `world` at once, as a run computes (each rank then
-// shares the machine with the others, which a measurement alone would not see), the
-// profiles averaged (which also evens out one process's luck with its memory), and the
-// links measured between the ranks (comm/link_probe.h). With one rank (or no `world`):
-// measureCostProfile alone, the links as [plan] assumes them. Sets the compute threads
-// a rank of `ranks` gets. Collective; every rank returns the same profile, and throws the
-// same JobError when one rank cannot measure. `run`: this rank's capture of the model;
-// null: captured here (captureRun).
-CostProfile measureCostProfileOnRanks(const Config& config, const CapturedRun* run, int ranks,
+// `measure` (this rank's measureCostProfile) on every rank of `world` at once, as a run
+// computes (each rank then shares the machine with the others, which a measurement alone
+// would not see), the profiles averaged (which also evens out one process's luck with its
+// memory), and the links measured between the ranks (comm/link_probe.h). With one rank (or
+// no `world`): `measure` alone, the links as [plan] assumes them. Collective; every rank
+// returns the same profile, and throws the same JobError when one rank cannot measure.
+// The caller sets the compute threads a rank gets first.
+CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world);
 
 }  // namespace ppstage

@@ -1,5 +1,5 @@
-// See include/ppstage/train/unit_costs.h.
-#include "ppstage/train/unit_costs.h"
+// See include/ppstage/measure/unit_costs.h.
+#include "ppstage/measure/unit_costs.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -21,11 +21,10 @@
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/runtime/loss.h"
+#include "ppstage/runtime/optimizer.h"
 #include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/train/job_setup.h"
-#include "ppstage/train/optimizer.h"
 
 namespace ppstage {
 
@@ -311,12 +310,12 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks) {
   return {1, std::min(largest, batch_size)};
 }
 
-CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int ranks) {
-  const CapturedModel& captured = run.model;
+CostProfile measureCostProfile(const Config& config, const CapturedModel& captured,
+                               LossKind loss_kind, int ranks) {
   const std::vector<SplitUnit> split_units = findUnits(captured.graph, captured.shapes);
   const std::vector<StageModule> units = unitStages(captured.graph, split_units, captured.shapes);
   CompiledUnits compiled = compileUnits(config, captured.graph, units);
-  const UnitLoss loss = trainingLoss(run.loss);
+  const UnitLoss loss = trainingLoss(loss_kind);
   CostProfile profile;
   profile.model = config.model.name;
   profile.compile_mode = toString(config.compile.mode);
@@ -367,22 +366,12 @@ CostProfile measureCostProfile(const Config& config, const CapturedRun& run, int
 
 namespace ppstage {
 
-CostProfile measureCostProfileOnRanks(const Config& config, const CapturedRun* run, int ranks,
+CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world) {
-  const auto measure = [&] {
-    if (run != nullptr) return measureCostProfile(config, *run, ranks);
-    return measureCostProfile(config, captureRun(config), ranks);
-  };
-  if (world == nullptr || world->size() < 2) {
-    setComputeThreads(computeThreads(config.train, ranks));
-    return measure();
-  }
+  if (world == nullptr || world->size() < 2) return measure();
   const LinkCosts links = measureLinks(*world);
   std::string mine;
-  runAgreed(*world, [&] {
-    setComputeThreads(computeThreads(config.train, world->size()));
-    mine = costProfileToJson(measure());
-  });
+  runAgreed(*world, [&] { mine = costProfileToJson(measure()); });
   std::vector<CostProfile> profiles;
   for (const std::string& text : allGatherStrings(*world, mine)) {
     profiles.push_back(readCostProfile(text, "a rank's"));

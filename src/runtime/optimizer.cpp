@@ -1,5 +1,5 @@
-// See include/ppstage/train/optimizer.h.
-#include "ppstage/train/optimizer.h"
+// See include/ppstage/runtime/optimizer.h.
+#include "ppstage/runtime/optimizer.h"
 
 #include <ATen/ATen.h>
 #include <torch/optim/adamw.h>
