@@ -16,7 +16,6 @@
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/model_compiler.h"
 #include "ppstage/core/clock.h"
-#include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/tensor_memory.h"

@@ -102,9 +102,9 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
   setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
   return measureCostProfileOnRanks(
       [&] {
-        if (run != nullptr) return measureCostProfile(config, run->model, run->loss, ranks);
-        const CapturedRun captured = captureRun(config);
-        return measureCostProfile(config, captured.model, captured.loss, ranks);
+        std::optional<CapturedRun> captured;  // where the run passed none
+        const CapturedRun& mine = run != nullptr ? *run : captured.emplace(captureRun(config));
+        return measureCostProfile(config, mine.model, mine.loss, ranks);
       },
       world);
 }

@@ -74,9 +74,9 @@ JobSetup setUpLocally(const Config& config, int rank, int world, CapturedRun& ru
     if (!reads) eval->data = nullptr;
   }
   releaseLoadedTensors(model.split);
-  JobSetup plan(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
-  plan.setEval(std::move(eval));
-  return plan;
+  JobSetup setup(std::move(layout), std::move(model), reads ? data : nullptr, std::move(stages));
+  setup.setEval(std::move(eval));
+  return setup;
 }
 
 }  // namespace
@@ -101,10 +101,10 @@ std::vector<LocalStage> JobSetup::takeLocalStages() {
 }
 
 JobSetup setUpJob(const Config& config, CapturedRun run, Communicator& world) {
-  std::optional<JobSetup> plan;
-  runAgreed(world, [&] { plan.emplace(setUpLocally(config, world.rank(), world.size(), run)); });
-  plan->attachTensorParallel(world);
-  return std::move(*plan);
+  std::optional<JobSetup> setup;
+  runAgreed(world, [&] { setup.emplace(setUpLocally(config, world.rank(), world.size(), run)); });
+  setup->attachTensorParallel(world);
+  return std::move(*setup);
 }
 
 }  // namespace ppstage

@@ -17,29 +17,29 @@ namespace {
 
 // " (auto: labels are int64)" when --train.loss auto picked the loss, what the model is fed
 // for --train.loss model; else "".
-std::string lossChoiceText(const Config& c, const JobSetup& plan) {
-  const DataRoles& roles = plan.layout().roles;
-  if (plan.layout().loss == LossKind::kModel && plan.data() != nullptr) {
+std::string lossChoiceText(const Config& c, const JobSetup& setup) {
+  const DataRoles& roles = setup.layout().roles;
+  if (setup.layout().loss == LossKind::kModel && setup.data() != nullptr) {
     const size_t fed = static_cast<size_t>(
         std::find(roles.inputs.begin(), roles.inputs.end(), roles.target) - roles.inputs.begin());
-    return " (forward takes '" + plan.data()->fields().at(roles.target).name + "' as '" +
-           plan.model().split.graph.input_names.at(fed) + "' and returns the loss)";
+    return " (forward takes '" + setup.data()->fields().at(roles.target).name + "' as '" +
+           setup.model().split.graph.input_names.at(fed) + "' and returns the loss)";
   }
-  if (c.train.loss || plan.data() == nullptr) return "";
-  const SampleField& target = plan.data()->fields().at(plan.layout().roles.target);
+  if (c.train.loss || setup.data() == nullptr) return "";
+  const SampleField& target = setup.data()->fields().at(setup.layout().roles.target);
   return " (auto: " + target.name + " are " + dtypeName(target.sample.dtype) + ")";
 }
 
 // "bf16 (...), messages 32.0 KiB / 32.0 KiB per micro-batch": what the stages compute in,
 // and the bytes of one micro-batch's activations at each cut.
-std::string precisionText(const Config& c, const JobSetup& plan) {
-  const JobLayout& layout = plan.layout();
+std::string precisionText(const Config& c, const JobSetup& setup) {
+  const JobLayout& layout = setup.layout();
   std::ostringstream out;
   if (layout.compute_dtype == at::kBFloat16) {
     out << "bf16 (forward, backward, messages and buffers; master weights, optimizer state, "
            "gradient sync and norm in fp32, and the loss unless the model computes it)";
   } else if (c.train.precision == Precision::kBf16) {
-    out << "fp32 (bf16 falls back: " << plan.model().split.precision_fallback << ")";
+    out << "fp32 (bf16 falls back: " << setup.model().split.precision_fallback << ")";
   } else {
     out << "fp32";
   }
@@ -54,8 +54,8 @@ std::string precisionText(const Config& c, const JobSetup& plan) {
 
 // "variable: each micro-batch padded to its longest document, padding masked out of the
 // loss", with a warning for a model whose outputs see the padding after a document.
-std::string lengthsText(const Config& c, const JobSetup& plan) {
-  const SequenceBatches& sequences = *plan.layout().sequences;
+std::string lengthsText(const Config& c, const JobSetup& setup) {
+  const SequenceBatches& sequences = *setup.layout().sequences;
   std::string text = toString(sequences.policy());
   switch (sequences.policy()) {
     case SeqLenPolicy::kFixed: text += ": every document padded to "; break;
@@ -71,7 +71,7 @@ std::string lengthsText(const Config& c, const JobSetup& plan) {
     text += joinText(buckets, ", ") + " it fits";
   }
   text += ", padding masked out of the loss";
-  if (plan.model().split.sees_later_tokens && sequences.varies()) {
+  if (setup.model().split.sees_later_tokens && sequences.varies()) {
     text += detail::concat(
         "\n  warning:  the model's outputs at a token change with the tokens after it (attention "
         "that is not causal, without a mask): the padding after each document changes them, so ",
@@ -119,8 +119,8 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
 
 }  // namespace
 
-void printConfiguration(std::ostream& log, const Config& c, const JobSetup& plan) {
-  const JobLayout& layout = plan.layout();
+void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setup) {
+  const JobLayout& layout = setup.layout();
   const Topology& t = layout.topology;
   log << "ppstage train: " << t.worldSize() << " rank" << (t.worldSize() > 1 ? "s" : "") << " = pp "
       << t.ppSize() << " x dp " << t.dpSize();
@@ -128,7 +128,7 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& plan
   log << ", " << t.numStages() << " stage" << (t.numStages() > 1 ? "s" : "") << " ("
       << t.stagesPerRank() << " per rank, " << toString(t.placement()) << " placement), "
       << layout.threads << " thread" << (layout.threads > 1 ? "s" : "") << " per rank\n"
-      << "  model     " << modelDescription(c.model, plan.model().split) << "\n"
+      << "  model     " << modelDescription(c.model, setup.model().split) << "\n"
       << "  schedule  " << layout.schedule.name << ", " << layout.batch.microbatches
       << " micro-batches of " << layout.batch.microbatch_size << " (batch " << c.train.batch_size
       << "), simulated bubble " << std::fixed << std::setprecision(3)
@@ -138,15 +138,15 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& plan
       << "  train     " << c.train.steps << " steps, " << toString(c.train.optimizer) << " lr "
       << c.train.lr << lrScheduleText(c.train) << " weight_decay " << c.train.weight_decay
       << ", grad_clip " << c.train.grad_clip << ", loss " << toString(layout.loss)
-      << lossChoiceText(c, plan) << ", seed " << c.train.seed << "\n"
-      << "  data      " << (plan.data() != nullptr ? plan.data()->describe() : "?") << "\n"
-      << "  precision " << precisionText(c, plan) << "\n";
-  if (plan.eval() != nullptr && plan.eval()->data != nullptr) {
-    log << "  eval      every " << c.eval.every << " steps, " << plan.eval()->batches
-        << " batches of " << plan.eval()->data->describe() << "\n";
+      << lossChoiceText(c, setup) << ", seed " << c.train.seed << "\n"
+      << "  data      " << (setup.data() != nullptr ? setup.data()->describe() : "?") << "\n"
+      << "  precision " << precisionText(c, setup) << "\n";
+  if (setup.eval() != nullptr && setup.eval()->data != nullptr) {
+    log << "  eval      every " << c.eval.every << " steps, " << setup.eval()->batches
+        << " batches of " << setup.eval()->data->describe() << "\n";
   }
-  if (layout.sequences) log << "  lengths   " << lengthsText(c, plan) << "\n";
-  for (const TpStageReport& report : plan.model().tp_reports) {
+  if (layout.sequences) log << "  lengths   " << lengthsText(c, setup) << "\n";
+  for (const TpStageReport& report : setup.model().tp_reports) {
     log << "  tp        stage " << report.stage << ": " << summarizeRegions(report) << "\n";
     for (const std::string& region : describeRegions(report))
       log << "            " << region << "\n";

@@ -15,7 +15,7 @@ struct StepResult;
 // "ppstage train: 2 ranks = pp 2 x dp 1, ..." and one line each for the model, schedule,
 // compile mode, training, data, precision, and where they apply eval, lengths and tensor
 // parallelism.
-void printConfiguration(std::ostream& log, const Config& c, const JobSetup& plan);
+void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setup);
 
 // "step    3/50  loss 4.1234  lr 0.003  time 0.031 s  tokens/s 16516  bubble 0.301
 // grad_norm 1.234" (accuracy after the loss when classifying; samples/s for inputs that are

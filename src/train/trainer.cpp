@@ -36,19 +36,20 @@ namespace {
 // for by a signal. Ends the run through summarizeRun, whichever way it ends.
 class TrainLoop {
  public:
-  TrainLoop(const Config& config, JobSetup& plan, Communicator& world, std::ostream& log,
+  TrainLoop(const Config& config, JobSetup& setup, Communicator& world, std::ostream& log,
             bool live_progress)
       : config_(config),
-        plan_(plan),
+        setup_(setup),
         world_(world),
         log_(log),
         leader_(world.rank() == 0),
-        runner_(config, plan.layout(), plan.model(), plan.data(), plan.takeLocalStages(), world),
-        checkpointer_(config, plan.layout(), plan.model(), world),
+        runner_(config, setup.layout(), setup.model(), setup.data(), setup.takeLocalStages(),
+                world),
+        checkpointer_(config, setup.layout(), setup.model(), world),
         live_progress_(live_progress && leader_) {
-    plan.releaseMasterValues();  // the runner's MasterWeights hold them now
-    if (plan.eval() != nullptr) {
-      evaluator_ = std::make_unique<Evaluator>(config, plan.layout(), *plan.eval(), world);
+    setup.releaseMasterValues();  // the runner's MasterWeights hold them now
+    if (setup.eval() != nullptr) {
+      evaluator_ = std::make_unique<Evaluator>(config, setup.layout(), *setup.eval(), world);
     }
   }
 
@@ -56,7 +57,7 @@ class TrainLoop {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
     if (live_progress_) {
-      const JobLayout& layout = plan_.layout();
+      const JobLayout& layout = setup_.layout();
       progress_.emplace(log_, record_.first_step, config_.train.steps,
                         layout.token_inputs ? "tokens" : "samples");
     }
@@ -90,8 +91,8 @@ class TrainLoop {
   // went to its last step measures its messages first (comm_s): one stopped by a signal
   // or a failure has seconds left before it is killed, and spends them on its checkpoint.
   RunMetrics finish() {
-    RunMetrics metrics = summarizeRun(config_, plan_.layout(), plan_.model(), runner_, plan_.data(),
-                                      record_, world_, log_);
+    RunMetrics metrics = summarizeRun(config_, setup_.layout(), setup_.model(), runner_,
+                                      setup_.data(), record_, world_, log_);
     if (runner_.tracing()) {
       const int64_t events = runner_.writeTrace();
       if (leader_) {
@@ -108,7 +109,7 @@ class TrainLoop {
   void logStep(int64_t step, const StepResult& result) {
     if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
       clearProgress();
-      printStep(log_, config_, plan_.layout(), step, result);
+      printStep(log_, config_, setup_.layout(), step, result);
     }
     if (progress_) progress_->update(step, result.loss, result.seconds, result.tokens);
   }
@@ -120,8 +121,8 @@ class TrainLoop {
     if (!leader_) return;
     clearProgress();
     log_ << "eval step " << steps << ": loss " << std::fixed << std::setprecision(4) << r.loss;
-    if (plan_.layout().classifies) log_ << " accuracy " << r.accuracy;
-    log_ << " (" << plan_.eval()->batches << " batches, " << std::setprecision(2) << r.seconds
+    if (setup_.layout().classifies) log_ << " accuracy " << r.accuracy;
+    log_ << " (" << setup_.eval()->batches << " batches, " << std::setprecision(2) << r.seconds
          << " s)" << std::defaultfloat << std::setprecision(6) << std::endl;
   }
 
@@ -215,7 +216,7 @@ class TrainLoop {
   static constexpr int kExitNonfinite = 3;
 
   const Config& config_;
-  JobSetup& plan_;
+  JobSetup& setup_;
   Communicator& world_;
   std::ostream& log_;
   const bool leader_;
@@ -243,16 +244,16 @@ RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bo
   } else if (balancesByTime(config.pipeline)) {
     time_cut = cutByTime(config, *run, world.size(), &world);
   }
-  JobSetup plan = setUpJob(config, std::move(*run), world);
-  if (time_cut) plan.setSplitMethod("time");
+  JobSetup setup = setUpJob(config, std::move(*run), world);
+  if (time_cut) setup.setSplitMethod("time");
   if (world.rank() == 0) {
     if (time_cut) log << timeCutText(*time_cut) << "\n";
-    printConfiguration(log, config, plan);
-    printPlanTable(log, plan.model().split);
+    printConfiguration(log, config, setup);
+    printPlanTable(log, setup.model().split);
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  TrainLoop loop(config, plan, world, log, live_progress);
+  TrainLoop loop(config, setup, world, log, live_progress);
   return loop.run();
 }
 

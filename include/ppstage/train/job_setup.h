@@ -105,7 +105,7 @@ class JobSetup {
   // from `world`. Collective; nothing with a tp of 1.
   void attachTensorParallel(Communicator& world);
 
-  // This rank's compiled stages, in order, for its executor. Taken once: the plan keeps
+  // This rank's compiled stages, in order, for its executor. Taken once: the setup keeps
   // none afterwards, and taking them again is our bug.
   std::vector<LocalStage> takeLocalStages();
 
