@@ -4,6 +4,7 @@
 # with libFuzzer and the sanitizers.
 set(PPSTAGE_CORE_SOURCES
   src/core/text.cpp
+  src/core/affine_dim.cpp
   src/core/file.cpp
   src/core/mapped_file.cpp
   src/core/allocator.cpp

@@ -14,76 +14,6 @@ namespace {
 
 constexpr const char* kMagic = "ppstage-boundary";
 constexpr int kVersion = 2;
-// No tensor has a dimension near this many elements per sample or token. With coefficients
-// at most this, their sums cannot overflow, nor DimSpec::at() for b * (L + 1) below 2^31.
-constexpr int64_t kMaxCoefficient = int64_t{1} << 31;
-
-// "16b", "-L", "3": one term of a dim's text (a zero coefficient gives no term).
-void addTerm(std::string& text, int64_t coefficient, const char* variable) {
-  if (coefficient == 0) return;
-  if (!text.empty() && coefficient > 0) text += '+';
-  if (*variable == '\0' || (coefficient != 1 && coefficient != -1)) {
-    text += std::to_string(coefficient);
-  } else if (coefficient == -1) {
-    text += '-';
-  }
-  text += variable;
-}
-
-std::string dimText(const DimSpec& d) {
-  std::string text;
-  addTerm(text, d.per_sample, "b");
-  addTerm(text, d.per_sample_token, "bL");
-  addTerm(text, d.per_token, "L");
-  addTerm(text, d.fixed, "");
-  return text.empty() ? "0" : text;
-}
-
-// The inverse of dimText: signed terms, each a coefficient (or none: 1) and b, bL, L or
-// nothing.
-DimSpec parseDim(const std::string& text) {
-  DimSpec d;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t end = text.find_first_of("+-", pos + 1);
-    const std::string term = text.substr(pos, end == std::string::npos ? end : end - pos);
-    pos = end == std::string::npos ? text.size() : end;
-    const size_t variable = term.find_first_of("bL");
-    const std::string number = term.substr(0, variable);
-    PPSTAGE_CHECK(variable != std::string::npos || (number != "+" && number != "-"),
-                  "malformed dimension '", text, "': a sign with no term after it");
-    int64_t coefficient = 1;
-    if (number == "-") {
-      coefficient = -1;
-    } else if (!number.empty() && number != "+") {
-      size_t used = 0;
-      try {
-        coefficient = std::stoll(number, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      PPSTAGE_CHECK(used == number.size(), "malformed dimension '", text, "'");
-    }
-    const std::string name = variable == std::string::npos ? "" : term.substr(variable);
-    int64_t* sum = &d.fixed;
-    if (name == "b") {
-      sum = &d.per_sample;
-    } else if (name == "L") {
-      sum = &d.per_token;
-    } else {
-      PPSTAGE_CHECK(name.empty() || name == "bL", "malformed dimension '", text, "'");
-      if (!name.empty()) sum = &d.per_sample_token;
-    }
-    // Both at most kMaxCoefficient in size: the sum cannot overflow.
-    const auto inRange = [](int64_t c) { return c >= -kMaxCoefficient && c <= kMaxCoefficient; };
-    PPSTAGE_CHECK(inRange(coefficient), "dimension '", text, "' has a coefficient beyond ",
-                  kMaxCoefficient);
-    *sum += coefficient;
-    PPSTAGE_CHECK(inRange(*sum), "dimension '", text, "' has a coefficient beyond ",
-                  kMaxCoefficient);
-  }
-  return d;
-}
 
 at::ScalarType parseDtype(const std::string& text) {
   for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); ++i) {
@@ -118,7 +48,7 @@ std::string recvText(Communicator& comm, int peer, int stage) {
 
 std::vector<int64_t> TensorSpec::sizes(int64_t batch, int64_t length) const {
   std::vector<int64_t> out;
-  for (const DimSpec& d : dims) {
+  for (const AffineDim& d : dims) {
     PPSTAGE_INTERNAL_ASSERT(length > 0 || !d.followsLength(), "the sizes of '", name,
                             "', which follow the sequence length, without one");
     out.push_back(d.at(batch, length));
@@ -127,7 +57,7 @@ std::vector<int64_t> TensorSpec::sizes(int64_t batch, int64_t length) const {
 }
 
 bool TensorSpec::followsLength() const {
-  for (const DimSpec& d : dims) {
+  for (const AffineDim& d : dims) {
     if (d.followsLength()) return true;
   }
   return false;
@@ -135,7 +65,7 @@ bool TensorSpec::followsLength() const {
 
 std::string TensorSpec::describe() const {
   std::string text = name + " [";
-  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + dimText(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + affineDimText(dims[i]);
   return text + "] " + c10::toString(dtype) + (requires_grad ? " grad" : "");
 }
 
@@ -151,7 +81,7 @@ std::string BoundarySpec::serialize() const {
   for (const TensorSpec& t : tensors) {
     out << t.name << '\t' << c10::toString(t.dtype) << '\t' << (t.requires_grad ? 1 : 0) << '\t'
         << t.dims.size();
-    for (const DimSpec& d : t.dims) out << '\t' << dimText(d);
+    for (const AffineDim& d : t.dims) out << '\t' << affineDimText(d);
     out << '\n';
   }
   return out.str();
@@ -186,7 +116,7 @@ BoundarySpec BoundarySpec::deserialize(const std::string& text) {
       std::string dim;
       PPSTAGE_CHECK(static_cast<bool>(fields >> dim), "tensor line of a boundary description ",
                     "ends after ", d, " of its ", rank, " dims: '", line, "'");
-      t.dims.push_back(parseDim(dim));
+      t.dims.push_back(parseAffineDim(dim));
     }
     spec.tensors.push_back(std::move(t));
   }

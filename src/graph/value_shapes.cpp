@@ -111,7 +111,7 @@ std::vector<c10::IValue> runProbe(const Probe& probe, const ModelGraph& model,
 }
 
 TensorMeta inputMeta(const at::Tensor& t) {
-  return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}, {}, {}};
+  return TensorMeta{t.sizes().vec(), t.scalar_type(), t.requires_grad(), {}, false};
 }
 
 // The graph's inputs: the data inputs and the parameters, as they are.
@@ -126,20 +126,20 @@ void addInputShapes(const ModelGraph& model, const std::vector<at::Tensor>& inpu
   }
 }
 
-// Per-sample growth of each dimension between batch `small` and batch `batch`; empty
-// when the shapes are not affine in the batch.
-std::vector<int64_t> perSample(const std::vector<int64_t>& at_batch, int64_t batch,
-                               const std::vector<int64_t>& at_small, int64_t small) {
+// Each dimension as a function of the batch, from its sizes at batch `batch` and batch
+// `small`; empty when the shape is not affine in the batch.
+std::vector<AffineDim> batchDims(const std::vector<int64_t>& at_batch, int64_t batch,
+                                 const std::vector<int64_t>& at_small, int64_t small) {
   if (at_batch.size() != at_small.size()) return {};
-  std::vector<int64_t> growth;
+  std::vector<AffineDim> dims;
   for (size_t d = 0; d < at_batch.size(); ++d) {
     const int64_t delta = at_batch[d] - at_small[d];
     if (delta % (batch - small) != 0) return {};
     const int64_t per = delta / (batch - small);
     if (per < 0 || at_batch[d] - per * batch < 0) return {};
-    growth.push_back(per);
+    dims.push_back(AffineDim{per, at_batch[d] - per * batch});
   }
-  return growth;
+  return dims;
 }
 
 using Sizes = std::unordered_map<const Value*, std::vector<int64_t>>;
@@ -177,35 +177,34 @@ struct ShortProbes {
   Sizes at2, at3, check2;
 };
 
-// Fills `meta`'s per-token growth from its sizes at the example `batch` and `length` (and
-// its per-sample growth there), and at `p`'s; leaves it empty when the shape is not affine
+// Makes `meta`'s dims follow the length, from its sizes at the example `batch` and `length`
+// (and its dims there), and at `p`'s; leaves them as they are when the shape is not affine
 // in the length.
 void addLengthGrowth(TensorMeta& meta, const Value* value, int64_t batch, int64_t length,
                      const ShortProbes& p) {
   const auto s2 = p.at2.find(value), s3 = p.at3.find(value), c2 = p.check2.find(value);
-  if (meta.per_sample.size() != meta.sizes.size() || s2 == p.at2.end() || s3 == p.at3.end()) {
-    return;
-  }
+  if (meta.dims.size() != meta.sizes.size() || s2 == p.at2.end() || s3 == p.at3.end()) return;
   const int64_t dl = length - p.length;
-  std::vector<int64_t> per_token, per_sample_token;
+  std::vector<AffineDim> dims;
   for (size_t d = 0; d < meta.sizes.size(); ++d) {
     if (s2->second.size() != meta.sizes.size() || s3->second.size() != meta.sizes.size()) return;
-    const int64_t grow_long = meta.per_sample[d];
-    const int64_t fixed_long = meta.sizes[d] - grow_long * batch;
+    const int64_t grow_long = meta.dims[d].per_sample;
+    const int64_t fixed_long = meta.dims[d].fixed;
     const int64_t grow_short = s3->second[d] - s2->second[d];
     const int64_t fixed_short = s2->second[d] - 2 * grow_short;
     if ((grow_long - grow_short) % dl != 0 || (fixed_long - fixed_short) % dl != 0) return;
     const int64_t pst = (grow_long - grow_short) / dl, pt = (fixed_long - fixed_short) / dl;
-    if (c2 != p.check2.end()) {  // a third length must fall on the same line
-      const int64_t at_check = (grow_long + pst * (p.check_length - length)) * 2 + fixed_long +
-                               pt * (p.check_length - length);
-      if (c2->second.size() != meta.sizes.size() || c2->second[d] != at_check) return;
+    const AffineDim dim{grow_long - pst * length, fixed_long - pt * length, pt, pst};
+    // A third length must fall on the same line.
+    if (c2 != p.check2.end()) {
+      if (c2->second.size() != meta.sizes.size() || c2->second[d] != dim.at(2, p.check_length)) {
+        return;
+      }
     }
-    per_sample_token.push_back(pst);
-    per_token.push_back(pt);
+    dims.push_back(dim);
   }
-  meta.per_token = std::move(per_token);
-  meta.per_sample_token = std::move(per_sample_token);
+  meta.dims = std::move(dims);
+  meta.follows_length = true;
 }
 
 }  // namespace
@@ -240,12 +239,9 @@ ValueShapes recordValueShapes(const ModelGraph& model,
     const c10::IValue& out = full[next];
     if (isTensor(value)) {
       const std::vector<int64_t> sizes = out.toIntVector();
-      TensorMeta meta{sizes,
-                      static_cast<at::ScalarType>(full[next + 1].toInt()),
+      TensorMeta meta{sizes, static_cast<at::ScalarType>(full[next + 1].toInt()),
                       few[next + 1].toBool(),
-                      perSample(sizes, batch, few[next].toIntVector(), small),
-                      {},
-                      {}};
+                      batchDims(sizes, batch, few[next].toIntVector(), small), false};
       shapes[value] = std::move(meta);
       next += 2;
     } else {
@@ -253,14 +249,15 @@ ValueShapes recordValueShapes(const ModelGraph& model,
       const std::vector<int64_t> sizes =
           out.isInt() ? std::vector<int64_t>{}
                       : std::vector<int64_t>{static_cast<int64_t>(out.toIntList().size())};
-      const std::vector<int64_t> zeros(sizes.size(), 0);
-      shapes[value] = TensorMeta{sizes, at::kLong, false, zeros, {}, {}};
+      std::vector<AffineDim> dims;
+      for (const int64_t size : sizes) dims.push_back(AffineDim{0, size});
+      shapes[value] = TensorMeta{sizes, at::kLong, false, dims, false};
       next += 1;
     }
   }
   for (size_t i = 0; i < input.size(); ++i) {
-    shapes[graph_inputs[i]].per_sample =
-        perSample(input[i].sizes().vec(), batch, small_input.at(i).sizes().vec(), small);
+    shapes[graph_inputs[i]].dims =
+        batchDims(input[i].sizes().vec(), batch, small_input.at(i).sizes().vec(), small);
   }
   return shapes;
 }
@@ -302,8 +299,7 @@ ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Ten
                                static_cast<at::ScalarType>(outputs[next + 1].toInt()),
                                false,
                                {},
-                               {},
-                               {}};
+                               false};
     next += 2;
   }
   return shapes;

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "ppstage/core/affine_dim.h"
 #include "ppstage/core/text.h"
 
 namespace ppstage {
@@ -101,13 +102,22 @@ void printTable(std::ostream& out, const std::vector<std::string>& header,
   }
 }
 
+// A boundary tensor's dims as the boundary description writes them ("b", "16", "bL"), or
+// null for a shape that is not affine in the batch.
+nlohmann::json dimsJson(const TensorMeta& meta) {
+  if (meta.dims.size() != meta.sizes.size()) return nullptr;
+  nlohmann::json dims = nlohmann::json::array();
+  for (const AffineDim& d : meta.dims) dims.push_back(affineDimText(d));
+  return dims;
+}
+
 nlohmann::json tensorJson(const BoundaryTensor& t) {
   return {{"name", t.name},
           {"shape", t.meta.sizes},
           {"dtype", dtypeName(t.meta.dtype)},
           {"requires_grad", t.meta.requires_grad},
           {"metadata", t.metadata},
-          {"per_sample", t.meta.per_sample},
+          {"dims", dimsJson(t.meta)},
           {"producer_stage", t.producer_stage}};
 }
 

@@ -13,8 +13,7 @@ SampleShape outputSample(const BoundaryTensor& output, int64_t batch) {
   const TensorMeta& meta = output.meta;
   SampleShape sample{meta.dtype, {}, 0};
   if (meta.sizes.empty()) return sample;
-  const bool batch_first =
-      meta.sizes[0] == batch && !meta.per_sample.empty() && meta.per_sample[0] == 1;
+  const bool batch_first = !meta.dims.empty() && meta.dims[0] == AffineDim{1, 0};
   if (batch_first) {
     sample.shape.assign(meta.sizes.begin() + 1, meta.sizes.end());
   } else {

@@ -57,8 +57,7 @@ JobSetup setUpLocally(const Config& config, int rank, int world, CapturedRun& ru
   layout.classifies = layout.loss == LossKind::kCrossEntropy && target.shape.empty();
   layout.compute_dtype = model.split.compute_dtype;
   layout.message_bytes =
-      messageBytes(model.split, config.train.batch_size, layout.batch.microbatch_size,
-                   planLength(config, model.split));
+      messageBytes(model.split, layout.batch.microbatch_size, planLength(config, model.split));
   layout.tokens_per_step = config.train.batch_size;
   if (layout.token_inputs) {
     for (int64_t d : input.shape) layout.tokens_per_step *= d;

@@ -22,9 +22,9 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
     stage.compiled = compiler.compile(module.graph, module.inputs.size(), module.node_call,
                                       "stage " + std::to_string(s));
     const int64_t length = planLength(config, model.split);
-    stage.input_spec = boundarySpecOf(module, true, config.train.batch_size, length);
+    stage.input_spec = boundarySpecOf(module, true, length);
     if (s + 1 < topology.numStages()) {
-      stage.output_spec = boundarySpecOf(module, false, config.train.batch_size, length);
+      stage.output_spec = boundarySpecOf(module, false, length);
     }
     stages.push_back(std::move(stage));
     model.mine.push_back(&module);

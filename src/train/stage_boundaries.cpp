@@ -6,20 +6,6 @@
 
 namespace ppstage {
 
-namespace {
-
-// One dim of `meta`: with `plan_length` 0 (lengths do
-// not vary) as a function of the batch, else of the batch and the sequence length.
-DimSpec dimSpecOf(const TensorMeta& meta, size_t d, int64_t plan_batch, int64_t plan_length) {
-  const int64_t per_sample = meta.per_sample[d];
-  const int64_t fixed = meta.sizes[d] - per_sample * plan_batch;
-  if (plan_length == 0) return {per_sample, fixed};
-  const int64_t pst = meta.per_sample_token[d], pt = meta.per_token[d];
-  return {per_sample - pst * plan_length, fixed - pt * plan_length, pt, pst};
-}
-
-}  // namespace
-
 int64_t planLength(const Config& config, const ModelSplit& split) {
   if (config.data.seq_len_policy == SeqLenPolicy::kFixed) return 0;
   const at::Tensor& input = split.example_inputs.at(0);
@@ -28,39 +14,32 @@ int64_t planLength(const Config& config, const ModelSplit& split) {
   return input.size(1);
 }
 
-BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_batch,
-                            int64_t plan_length) {
+BoundarySpec boundarySpecOf(const StageModule& stage, bool inputs, int64_t plan_length) {
   BoundarySpec spec;
   spec.stage = inputs ? stage.index : stage.index + 1;
   for (const BoundaryTensor& t : inputs ? stage.inputs : stage.outputs) {
     const TensorMeta& meta = t.meta;
-    PPSTAGE_CHECK(meta.per_sample.size() == meta.sizes.size(), "the tensor '", t.name,
+    PPSTAGE_CHECK(meta.dims.size() == meta.sizes.size(), "the tensor '", t.name,
                   "' crossing into stage ", spec.stage, " has a shape that does not grow ",
                   "linearly with the batch, so it cannot be cut into micro-batches");
-    PPSTAGE_CHECK(plan_length == 0 || meta.per_token.size() == meta.sizes.size(), "the tensor '",
-                  t.name, "' crossing into stage ", spec.stage, " has a shape ",
-                  shapeText(meta.sizes), " that does not follow the sequence length (a size ",
+    PPSTAGE_CHECK(plan_length == 0 || meta.follows_length, "the tensor '", t.name,
+                  "' crossing into stage ", spec.stage, " has a shape ", shapeText(meta.sizes),
+                  " that does not follow the sequence length (a size ",
                   "that is its square?), so micro-batches cannot differ in length: move the ",
                   "split point, or use --data.seq_len_policy fixed");
-    TensorSpec tensor;
-    tensor.name = t.name;
-    tensor.dtype = meta.dtype;
-    tensor.requires_grad = meta.requires_grad;
-    for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      tensor.dims.push_back(dimSpecOf(meta, d, plan_batch, plan_length));
-    }
-    spec.tensors.push_back(std::move(tensor));
+    PPSTAGE_INTERNAL_ASSERT(plan_length != 0 || !meta.follows_length, "'", t.name,
+                            "' follows a sequence length that does not vary");
+    spec.tensors.push_back(TensorSpec{t.name, meta.dtype, meta.dims, meta.requires_grad});
   }
   return spec;
 }
 
-std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t plan_batch, int64_t microbatch,
+std::vector<int64_t> messageBytes(const ModelSplit& split, int64_t microbatch,
                                   int64_t plan_length) {
   std::vector<int64_t> bytes;
   for (size_t s = 0; s + 1 < split.stages.size(); ++s) {
     int64_t total = 0;
-    for (const TensorSpec& t :
-         boundarySpecOf(split.stages[s], false, plan_batch, plan_length).tensors) {
+    for (const TensorSpec& t : boundarySpecOf(split.stages[s], false, plan_length).tensors) {
       int64_t numel = 1;
       for (int64_t size : t.sizes(microbatch, plan_length)) numel *= size;
       total += numel * static_cast<int64_t>(c10::elementSize(t.dtype));

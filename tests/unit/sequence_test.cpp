@@ -161,15 +161,17 @@ TEST(SequenceShapes, CutsRecordHowTheyFollowTheLength) {
   const ModelSplit split = splitModel(config);
   const TensorMeta& meta = split.stages.at(1).inputs.at(0).meta;
   EXPECT_EQ(meta.sizes, (std::vector<int64_t>{8, 32, 32}));
-  EXPECT_EQ(meta.per_token, (std::vector<int64_t>{0, 1, 0}));
-  EXPECT_EQ(meta.per_sample_token, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_TRUE(meta.follows_length);
+  EXPECT_EQ(meta.dims, (std::vector<AffineDim>{{1, 0}, {0, 0, 1}, {0, 32}}));
   config.data.seq_len_policy = SeqLenPolicy::kFixed;
-  EXPECT_TRUE(splitModel(config).stages.at(1).inputs.at(0).meta.per_token.empty());
+  const TensorMeta fixed = splitModel(config).stages.at(1).inputs.at(0).meta;
+  EXPECT_FALSE(fixed.follows_length);
+  EXPECT_EQ(fixed.dims, (std::vector<AffineDim>{{1, 0}, {0, 32}, {0, 32}}));
 }
 
 // Each dim of a (b, L, L) value follows the length; a flattened (b, L * L) one does not
 // (the probe at a quarter of the length falls off the line through the other two), so its
-// growth stays empty and a cut through it is refused.
+// dims hold at the example's length only and a cut through it is refused.
 TEST(SequenceShapes, AShapeNotAffineInTheLengthIsFound) {
   ScriptModuleBuilder builder;
   const torch::jit::Module module = builder.make(
@@ -189,11 +191,13 @@ def forward(self, x):
   int affine_squares = 0, flattened = 0;
   for (const auto& [value, meta] : shapes) {
     if (meta.sizes == std::vector<int64_t>{4, 16, 16}) {
-      EXPECT_EQ(meta.per_token, (std::vector<int64_t>{0, 1, 1}));
+      EXPECT_TRUE(meta.follows_length);
+      EXPECT_EQ(meta.dims, (std::vector<AffineDim>{{1, 0}, {0, 0, 1}, {0, 0, 1}}));
       ++affine_squares;
     }
     if (meta.sizes == std::vector<int64_t>{4, 256}) {
-      EXPECT_TRUE(meta.per_token.empty());
+      EXPECT_FALSE(meta.follows_length);
+      EXPECT_EQ(meta.dims, (std::vector<AffineDim>{{1, 0}, {0, 256}}));
       ++flattened;
     }
   }

@@ -152,7 +152,7 @@ Reference runReference(LoadedModel& model, const at::Tensor& input) {
 }
 
 // What crossed each boundary must be what the plan said: sizes (at `batch`, from the
-// per-sample growth when `batch` is not the plan's), dtype and requires_grad.
+// planned dims when `batch` is not the plan's), dtype and requires_grad.
 void expectMatchesPlan(const std::vector<c10::IValue>& values,
                        const std::vector<BoundaryTensor>& planned, int64_t batch,
                        int64_t plan_batch) {
@@ -162,9 +162,9 @@ void expectMatchesPlan(const std::vector<c10::IValue>& values,
     const TensorMeta& meta = planned[i].meta;
     std::vector<int64_t> sizes = meta.sizes;
     if (batch != plan_batch) {
-      ASSERT_EQ(meta.per_sample.size(), sizes.size()) << planned[i].name;
-      for (size_t d = 0; d < sizes.size(); ++d)
-        sizes[d] += meta.per_sample[d] * (batch - plan_batch);
+      ASSERT_EQ(meta.dims.size(), sizes.size()) << planned[i].name;
+      ASSERT_FALSE(meta.follows_length) << planned[i].name;
+      for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = meta.dims[d].at(batch);
     }
     EXPECT_EQ(t.sizes().vec(), sizes) << planned[i].name << " at batch " << batch;
     EXPECT_EQ(t.scalar_type(), meta.dtype) << planned[i].name;

@@ -17,34 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/core/affine_dim.h"
+
 namespace ppstage {
 
 class Communicator;
 
-// One dimension as a function of the micro-batch size b and the sequence length L:
-// per_sample * b + fixed + per_token * L + per_sample_token * b * L. A batch dimension is
-// {1, 0}; with fixed lengths a flattened (batch * seq) one {seq, 0} and others {0, size};
-// with lengths that differ a sequence dimension {0, 0, 1} and a flattened one {0, 0, 0, 1}.
-struct DimSpec {
-  int64_t per_sample = 0;
-  int64_t fixed = 0;
-  int64_t per_token = 0;
-  int64_t per_sample_token = 0;
-
-  bool followsLength() const { return per_token != 0 || per_sample_token != 0; }
-  int64_t at(int64_t batch, int64_t length = 0) const {
-    return (per_sample + per_sample_token * length) * batch + fixed + per_token * length;
-  }
-  bool operator==(const DimSpec& o) const {
-    return per_sample == o.per_sample && fixed == o.fixed && per_token == o.per_token &&
-           per_sample_token == o.per_sample_token;
-  }
-};
-
 struct TensorSpec {
   std::string name;
   at::ScalarType dtype = at::kFloat;
-  std::vector<DimSpec> dims;
+  std::vector<AffineDim> dims;
   bool requires_grad = false;
 
   // The sizes for a micro-batch of `batch` samples of `length` tokens (the length only

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ppstage/core/affine_dim.h"
 #include "ppstage/graph/model_graph.h"
 
 namespace torch::jit {
@@ -18,19 +19,19 @@ struct Value;
 namespace ppstage {
 
 struct TensorMeta {
-  std::vector<int64_t> sizes;  // for the example batch
+  std::vector<int64_t> sizes;  // for the example input
   at::ScalarType dtype = at::kFloat;
   bool requires_grad = false;
-  // Per dimension, how much it grows per sample: size(b) = per_sample*b + (sizes - per_sample*B)
-  // for the example batch B. 1 for a batch dimension, seq for a flattened (batch*seq) one,
-  // 0 for the rest; empty when the shape is not an affine function of the batch.
-  std::vector<int64_t> per_sample;
-  // With a second sequence length probed (recordValueShapes' `short_length`), per
-  // dimension, its growth per token of the sequence length L, in the part that does not
-  // grow with the batch (`per_token`: a (b, L, C) activation's L) and in the per-sample
-  // growth (`per_sample_token`: a flattened (b*L, C) one's b*L). Both empty when not probed,
-  // or when the shape is not affine in the length (a flattened (b, L*L) attention matrix).
-  std::vector<int64_t> per_token, per_sample_token;
+  // Each dimension as a function of the batch (core/affine_dim.h): at the example's batch,
+  // `sizes`. A batch dimension is {1, 0}, a flattened (batch * seq) one {seq, 0}, the rest
+  // {0, size}. Empty when the shape is not an affine function of the batch.
+  std::vector<AffineDim> dims;
+  // Whether `dims` also say how the shape follows the sequence length L: where
+  // recordLengthGrowth probed a second length and the shape is affine in it (a (b, L, C)
+  // activation's L is {0, 0, 1}, a flattened (b*L, C) one's b*L {0, 0, 0, 1}). Otherwise
+  // `dims` hold at the example's length only: with fixed lengths (never probed), and for a
+  // shape not affine in the length (a flattened (b, L*L) attention matrix).
+  bool follows_length = false;
 
   int64_t numel() const;
 };
@@ -49,7 +50,7 @@ ValueShapes recordValueShapes(
     const std::function<std::vector<at::Tensor>(int64_t batch)>& make_input, int64_t batch);
 
 // Adds to `shapes` (recordValueShapes' at `batch`) how every value follows the sequence
-// length (TensorMeta::per_token and per_sample_token), from probes without autograd on the
+// length (TensorMeta::dims and follows_length), from probes without autograd on the
 // inputs cut to `short_length` along their dimension 1 (batches 2 and 3), checked at half
 // of it (batch 2). Nothing when the inputs have no dimension 1 longer than `short_length`.
 // Throws what the model throws on the shorter inputs.
@@ -62,7 +63,7 @@ void recordLengthGrowth(const ModelGraph& model,
 std::vector<at::Tensor> narrowSequences(const std::vector<at::Tensor>& inputs, int64_t length);
 
 // One probe run on `input` (one tensor per model input) without autograd: sizes and dtypes of the
-// graph's inputs and top-level tensor values (requires_grad and per_sample are not filled). Values
+// graph's inputs and top-level tensor values (requires_grad and dims are not filled). Values
 // that are not always tensors (see findMaybeUninitialized in value_shapes.cpp) are not listed.
 ValueShapes probeTensorValues(const ModelGraph& model, const std::vector<at::Tensor>& input);
 
