@@ -1,13 +1,16 @@
 // graph::capture: a torch::jit::Module's forward -> ModelGraph (see capture.h).
 //
-// Steps, in order:
+// Steps, in order; inlineForward takes 1-3, once per model, and specializeForward 4-7, once
+// per graph made from it (training, evaluation):
 //   1. copy forward's graph; bake in defaults of extra arguments     (bindForwardArguments)
 //   2. inline every call, tagging nodes with their module call       (module_inliner.cpp)
-//   3. parameters/buffers -> graph inputs, other attributes -> constants  (liftAttributes)
-//   4. drop `self`, flatten tuple outputs (dropping Nones in them), simplify
-//   4b. with an example input: decide rank and dtype checks          (specializeToTypes)
-//   5. key random ops: each draws from a generator of its own           (keyed_random.cpp)
-//   6. group tied tensors
+//   3. parameters/buffers -> graph inputs, other attributes -> constants (AttributeLifter),
+//      noting the reads of `training`; drop `self`
+//   4. copy the graph; for evaluation every `training` read false     (copyOf)
+//   5. flatten tuple outputs (dropping Nones in them), simplify
+//   5b. with an example input: decide rank and dtype checks          (specializeToTypes)
+//   6. key random ops: each draws from a generator of its own           (keyed_random.cpp)
+//   7. group tied tensors
 #include "ppstage/graph/capture.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -19,6 +22,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "keyed_random.h"
 #include "module_inliner.h"
@@ -119,8 +124,12 @@ bool isModule(const Value* value) {
 // path), anything else a constant.
 class AttributeLifter {
  public:
-  AttributeLifter(const torch::jit::Module& module, torch::jit::Graph& graph, ModelGraph& out)
-      : module_(module), graph_(graph), out_(out), self_(graph.inputs().at(0)) {}
+  AttributeLifter(const torch::jit::Module& module, InlinedForward& forward)
+      : module_(module),
+        graph_(*forward.model.graph),
+        out_(forward.model),
+        training_reads_(forward.training_reads),
+        self_(graph_.inputs().at(0)) {}
 
   void run(torch::jit::Block* block) {
     for (auto it = block->nodes().begin(); it != block->nodes().end();) {
@@ -167,6 +176,7 @@ class AttributeLifter {
       replacement = *constant;
       // The constant stands where the attribute was read, in the same module call.
       if (call != ModelGraph::kRootCall) out_.node_call[replacement->node()] = call;
+      if (name == "training" && value.isBool()) training_reads_.push_back(replacement->node());
     }
     node->output()->replaceAllUsesWith(replacement);
     // Forget the node before destroying it: a new node may get its address.
@@ -224,6 +234,7 @@ class AttributeLifter {
   const torch::jit::Module& module_;
   torch::jit::Graph& graph_;
   ModelGraph& out_;
+  std::vector<Node*>& training_reads_;
   Value* self_;
   std::map<std::string, Value*> inputs_;
 };
@@ -414,6 +425,51 @@ void specializeToTypes(ModelGraph& out, const std::vector<at::Tensor>& example) 
     forgetDestroyedNodes(out.graph->block(), out);
   }
 }
+
+// Every node of `block`, at any depth.
+void collectNodes(const torch::jit::Block* block, std::unordered_set<const Node*>& nodes) {
+  for (const Node* node : block->nodes()) {
+    nodes.insert(node);
+    for (const torch::jit::Block* sub : node->blocks()) collectNodes(sub, nodes);
+  }
+}
+
+// Each node of `from` and its copy in `to`, a clone of it (Graph::copy keeps the order).
+void mapCopiedNodes(const torch::jit::Block* from, torch::jit::Block* to,
+                    std::unordered_map<const Node*, Node*>& copies) {
+  auto copy = to->nodes().begin();
+  for (const Node* node : from->nodes()) {
+    PPSTAGE_INTERNAL_ASSERT(copy != to->nodes().end() && copy->kind() == node->kind(),
+                            "a copied graph has its nodes in the original's order");
+    copies.emplace(node, *copy);
+    for (size_t b = 0; b < node->blocks().size(); ++b) {
+      mapCopiedNodes(node->blocks()[b], copy->blocks()[b], copies);
+    }
+    ++copy;
+  }
+}
+
+// `forward`'s model with a graph of its own (the tensors shared), each node's module call
+// kept, and for kEval every `training` read false.
+ModelGraph copyOf(const InlinedForward& forward, ForwardMode mode) {
+  ModelGraph out = forward.model;
+  out.graph = forward.model.graph->copy();
+  std::unordered_map<const Node*, Node*> copies;
+  mapCopiedNodes(forward.model.graph->block(), out.graph->block(), copies);
+  out.node_call.clear();
+  for (const auto& [node, call] : forward.model.node_call) {
+    out.node_call.emplace(copies.at(node), call);
+  }
+  if (mode != ForwardMode::kEval) return out;
+  for (const Node* read : forward.training_reads) {
+    Node* copy = copies.at(read);
+    torch::jit::WithInsertPoint guard(copy);
+    copy->output()->replaceAllUsesWith(out.graph->insertConstant(false));
+    out.node_call.erase(copy);
+    copy->destroy();
+  }
+  return out;
+}
 }  // namespace
 
 at::Tensor firstModelOutput(const c10::IValue& output) {
@@ -429,8 +485,14 @@ ModelGraph captureModel(const torch::jit::Module& module, const at::Tensor& exam
 
 ModelGraph captureModel(const torch::jit::Module& module, const std::vector<std::string>& inputs,
                         const std::vector<at::Tensor>& example) {
+  return specializeForward(inlineForward(module, inputs), ForwardMode::kAsInlined, example);
+}
+
+InlinedForward inlineForward(const torch::jit::Module& module,
+                             const std::vector<std::string>& inputs) {
   const torch::jit::Method forward = module.get_method("forward");
-  ModelGraph out;
+  InlinedForward inlined;
+  ModelGraph& out = inlined.model;
   out.graph = torch::jit::toGraphFunction(forward.function()).graph()->copy();
   torch::jit::Graph& graph = *out.graph;
   out.input_names = bindForwardArguments(graph, forward.function().getSchema(), inputs);
@@ -444,11 +506,25 @@ ModelGraph captureModel(const torch::jit::Module& module, const std::vector<std:
   // are dropped from node_call after each pass. A node a pass creates may still inherit a
   // stale tag within that pass; only constants are made that way, and units ignore the
   // tags of constants (see Note [Splittable units]).
-  AttributeLifter(module, graph, out).run(graph.block());
+  AttributeLifter(module, inlined).run(graph.block());
   torch::jit::EliminateDeadCode(out.graph);
   forgetDestroyedNodes(graph.block(), out);
   PPSTAGE_INTERNAL_ASSERT(!graph.inputs()[0]->hasUses(), "self is still used after lifting");
   graph.eraseInput(0);
+  // Reads of the flag that dead-code elimination removed are gone.
+  std::unordered_set<const Node*> live;
+  collectNodes(graph.block(), live);
+  std::vector<Node*>& reads = inlined.training_reads;
+  reads.erase(std::remove_if(reads.begin(), reads.end(),
+                             [&](const Node* read) { return live.count(read) == 0; }),
+              reads.end());
+  return inlined;
+}
+
+ModelGraph specializeForward(const InlinedForward& forward, ForwardMode mode,
+                             const std::vector<at::Tensor>& example) {
+  ModelGraph out = copyOf(forward, mode);
+  torch::jit::Graph& graph = *out.graph;
   // Simplify before reading the outputs: a tuple returned through an `if` on a baked-in
   // default or a fed Optional (`if labels is not None`) is a plain TupleConstruct afterwards.
   foldIdentityTests(graph.block());

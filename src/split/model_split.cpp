@@ -35,27 +35,45 @@ class Stopwatch {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+// The values a module's floating tensors had before castFloatingTensors cast them, by
+// tensor: what a bf16 capture's fp32 master weights are, and what the module goes back to
+// where bf16 falls back to fp32.
+struct Fp32Values {
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> before;  // every floating tensor's
+  std::unordered_set<const c10::TensorImpl*> trainable;           // parameters that require grad
+};
+
 // Casts `module`'s floating tensors (parameters, buffers, other tensor attributes) to
-// `dtype` in place (the same tensors, so the capture lifts them as before). With
-// `keep_values`, returns the values its trainable parameters had before, by tensor.
-std::unordered_map<const c10::TensorImpl*, at::Tensor> castFloatingTensors(
-    torch::jit::Module& module, at::ScalarType dtype, bool keep_values) {
-  std::unordered_set<const c10::TensorImpl*> trainable;
+// `dtype` in place (the same tensors, so the inlined forward holds them cast).
+Fp32Values castFloatingTensors(torch::jit::Module& module, at::ScalarType dtype) {
+  Fp32Values fp32;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    if (p.value.requires_grad()) trainable.insert(p.value.unsafeGetTensorImpl());
+    if (p.value.requires_grad()) fp32.trainable.insert(p.value.unsafeGetTensorImpl());
   }
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> before;
-  std::unordered_set<const c10::TensorImpl*> cast;
   at::NoGradGuard no_grad;
   for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
     if (!attribute.value.isTensor()) continue;
     at::Tensor tensor = attribute.value.toTensor();
-    const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-    if (!tensor.is_floating_point() || !cast.insert(impl).second) continue;
-    if (keep_values && trainable.count(impl) > 0) before.emplace(impl, tensor.detach().clone());
+    if (!tensor.is_floating_point()) continue;
+    auto [it, fresh] = fp32.before.try_emplace(tensor.unsafeGetTensorImpl());
+    if (!fresh) continue;          // a tensor with several paths, cast already
+    it->second = tensor.detach();  // the fp32 storage: set_data gives the tensor new storage
     tensor.set_data(tensor.to(dtype));
   }
-  return before;
+  return fp32;
+}
+
+// castFloatingTensors undone: `module`'s tensors hold their fp32 values again.
+void restoreFloatingTensors(torch::jit::Module& module, const Fp32Values& fp32) {
+  at::NoGradGuard no_grad;
+  for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
+    if (!attribute.value.isTensor()) continue;
+    at::Tensor tensor = attribute.value.toTensor();
+    const auto it = fp32.before.find(tensor.unsafeGetTensorImpl());
+    if (it != fp32.before.end() && tensor.scalar_type() != it->second.scalar_type()) {
+      tensor.set_data(it->second);
+    }
+  }
 }
 
 // One forward and backward of `model` on `inputs` (on copies of its tensors), for a kernel
@@ -144,16 +162,11 @@ void addLengthGrowth(CapturedModel& captured,
         short_length, " tokens (of ", length, "; a model traced at one length?): ",
         describeModelFailure(captured.graph, cut, errorMessage(e))));
   }
-  captured.sees_later_tokens = seesLaterTokens(captured, make_input(2), short_length);
 }
 
-// captureForSplit computing in `dtype`.
-CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool training,
-                        at::ScalarType dtype) {
-  Stopwatch watch;
-  CapturedModel captured;
-  captured.model = loadModel(config.model, config.train);
-  captured.compute_dtype = dtype;
+// `captured.model`'s example input: `data_input` bound to forward's arguments where it
+// offers named fields, `data_input` as it is where it does not, else the model's own.
+void bindExampleInput(CapturedModel& captured, const Config& config, const InputSpec* data_input) {
   InputSpec& input = captured.model.input;
   if (data_input != nullptr && !data_input->names.empty()) {
     const InputBinding binding =
@@ -163,25 +176,25 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
   } else if (data_input != nullptr) {
     input = *data_input;
   }
-  if (!training) captured.model.module.eval();
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> fp32;  // training's master weights
-  if (dtype != at::kFloat) fp32 = castFloatingTensors(captured.model.module, dtype, training);
-  captured.timings.load_s = watch.lap();
+}
+
+// Specializes `captured.forward` for `mode` on the example inputs and records every value's
+// shape on them (and, where lengths vary, how each follows the length); a bf16 training
+// graph's backward is run once too.
+void specializeCaptured(CapturedModel& captured, const Config& config, ForwardMode mode) {
+  Stopwatch watch;
+  const InputSpec& input = captured.model.input;
   const uint64_t seed = static_cast<uint64_t>(config.train.seed);
   const auto make_input = [&](int64_t batch) { return exampleInputsOf(captured, batch, seed); };
   try {
-    captured.graph = captureModel(captured.model.module, input.names,
-                                  make_input(std::min<int64_t>(config.train.batch_size, 2)));
+    captured.graph = specializeForward(*captured.forward, mode,
+                                       make_input(std::min<int64_t>(config.train.batch_size, 2)));
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind("the model fails on an example input", 0) != 0) throw;
     throw Error(what + " (the example input is set by " + input.source + ")");
   }
-  for (const ModelParameter& p : captured.graph.parameters) {
-    const auto it = fp32.find(p.value.unsafeGetTensorImpl());
-    if (it != fp32.end()) captured.master_values.emplace(p.path, it->second);
-  }
-  captured.timings.capture_s = watch.lap();
+  captured.timings.capture_s += watch.lap();
   captured.example_inputs = make_input(config.train.batch_size);
   try {
     captured.shapes = recordValueShapes(captured.graph, make_input, config.train.batch_size);
@@ -196,9 +209,10 @@ CapturedModel captureIn(const Config& config, const InputSpec* data_input, bool 
   if (config.data.seq_len_policy != SeqLenPolicy::kFixed) {
     addLengthGrowth(captured, make_input, config);
   }
-  if (dtype != at::kFloat && training) checkBackwardRuns(captured.graph, make_input(2));
-  captured.timings.shapes_s = watch.lap();
-  return captured;
+  if (captured.compute_dtype != at::kFloat && mode == ForwardMode::kAsInlined) {
+    checkBackwardRuns(captured.graph, make_input(2));
+  }
+  captured.timings.shapes_s += watch.lap();
 }
 
 // The cause in a capture's error ("\"cdist\" not implemented for 'BFloat16' (aten::cdist)"),
@@ -227,21 +241,69 @@ std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t b
   return inputs;
 }
 
-CapturedModel captureForSplit(const Config& config, const InputSpec* data_input, bool training) {
-  if (config.train.precision != Precision::kBf16) {
-    return captureIn(config, data_input, training, at::kFloat);
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input) {
+  Stopwatch watch;
+  CapturedModel captured;
+  captured.model = loadModel(config.model, config.train);
+  bindExampleInput(captured, config, data_input);
+  torch::jit::Module& module = captured.model.module;
+  Fp32Values fp32;
+  if (config.train.precision == Precision::kBf16) {
+    fp32 = castFloatingTensors(module, at::kBFloat16);
+    captured.compute_dtype = at::kBFloat16;
   }
+  captured.timings.load_s = watch.lap();
+  captured.forward =
+      std::make_shared<const InlinedForward>(inlineForward(module, captured.model.input.names));
+  captured.timings.capture_s = watch.lap();
+  const auto specialize = [&] {
+    specializeCaptured(captured, config, ForwardMode::kAsInlined);
+    if (config.data.seq_len_policy == SeqLenPolicy::kFixed) return;
+    const std::vector<at::Tensor> two =
+        exampleInputsOf(captured, 2, static_cast<uint64_t>(config.train.seed));
+    captured.sees_later_tokens = seesLaterTokens(captured, two, two.at(0).size(1) / 2);
+  };
   try {
-    return captureIn(config, data_input, training, at::kBFloat16);
+    specialize();
   } catch (const Error& e) {
     // An op without a bf16 kernel in this LibTorch ("... not implemented for 'BFloat16'
     // (in module 'x', aten::y)"), or a model that mixes dtypes once cast: train in fp32.
     const std::string why = e.what();
-    if (why.find("BFloat16") == std::string::npos) throw;
-    CapturedModel captured = captureIn(config, data_input, training, at::kFloat);
+    if (captured.compute_dtype == at::kFloat || why.find("BFloat16") == std::string::npos) throw;
+    restoreFloatingTensors(module, fp32);
+    fp32 = Fp32Values();
+    captured.compute_dtype = at::kFloat;
     captured.precision_fallback = causeOf(why);
-    return captured;
+    specialize();
   }
+  for (const ModelParameter& p : captured.graph.parameters) {
+    const c10::TensorImpl* impl = p.value.unsafeGetTensorImpl();
+    if (fp32.trainable.count(impl) > 0)
+      captured.master_values.emplace(p.path, fp32.before.at(impl));
+  }
+  return captured;
+}
+
+CapturedModel evalCaptureOf(const ModelSplit& train, const Config& config,
+                            const InputSpec* data_input) {
+  PPSTAGE_INTERNAL_ASSERT(train.forward != nullptr,
+                          "the eval-mode model is made before the loaded tensors go");
+  CapturedModel captured;
+  captured.model = train.model;  // the same module: its tensors, in what training computes in
+  bindExampleInput(captured, config, data_input);
+  captured.forward = train.forward;
+  captured.compute_dtype = train.compute_dtype;
+  captured.precision_fallback = train.precision_fallback;
+  captured.sees_later_tokens = train.sees_later_tokens;
+  try {
+    specializeCaptured(captured, config, ForwardMode::kEval);
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    if (train.compute_dtype == at::kFloat || why.find("BFloat16") == std::string::npos) throw;
+    throw Error("--eval.every: the eval-mode model fails in bf16 (" + causeOf(why) +
+                "), which training runs in; train with --train.precision fp32");
+  }
+  return captured;
 }
 
 bool balancesByTime(const PipelineConfig& pipeline) {
@@ -258,6 +320,7 @@ ModelSplit splitCaptured(CapturedModel captured, const PipelineConfig& pipeline)
   split.ties = findTiedParameters(captured.graph, split.stages);
   split.timings.extract_s = watch.lap();
   split.model = std::move(captured.model);
+  split.forward = std::move(captured.forward);
   split.graph = std::move(captured.graph);
   split.example_inputs = std::move(captured.example_inputs);
   split.input_fields = std::move(captured.input_fields);
@@ -277,6 +340,7 @@ void releaseLoadedTensors(ModelSplit& split) {
     split.code = split.model.module._ivalue()->compilation_unit();
   }
   split.model.module = torch::jit::Module();
+  split.forward = nullptr;  // it holds the module's tensors too
   split.model.input.samples = nullptr;
   // Keyed by the loaded tensor: tied paths share one. A loaded tensor stays alive until the
   // last path holding it is swapped, so no key is reused while it is looked up.

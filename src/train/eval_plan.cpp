@@ -45,15 +45,7 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
     pipeline.split_points.push_back(plan.units.at(plan.stages[s].first_unit).path);
   }
   auto eval = std::make_unique<EvalModel>();
-  Config eval_config = config;  // what training computes in, after any bf16 fallback
-  eval_config.train.precision =
-      train.split.compute_dtype == at::kFloat ? Precision::kFp32 : Precision::kBf16;
-  eval->model.split =
-      splitCaptured(captureForSplit(eval_config, data_input, /*training=*/false), pipeline);
-  PPSTAGE_CHECK(eval->model.split.compute_dtype == train.split.compute_dtype,
-                "--eval.every: the eval-mode model falls back to fp32 (",
-                eval->model.split.precision_fallback, ") where training runs in bf16; train with ",
-                "--train.precision fp32");
+  eval->model.split = splitCaptured(evalCaptureOf(train.split, config, data_input), pipeline);
   shardLocalStages(config, topology, eval->model, train.tp_group);
   for (int s : topology.myStages()) {
     shareParameters(train.split.stages.at(static_cast<size_t>(s)),

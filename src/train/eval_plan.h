@@ -1,5 +1,6 @@
-// Evaluation's model (--eval.every): captured in eval mode, cut where training is, sharing
-// training's parameters, with the validation set.
+// Evaluation's model (--eval.every): the training capture specialized for eval mode
+// (evalCaptureOf), cut where training is, sharing training's parameters, with the
+// validation set.
 // Internal to train/: job_setup.cpp assembles the setup from these.
 #pragma once
 

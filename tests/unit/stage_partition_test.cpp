@@ -12,6 +12,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/graph/capture.h"
+#include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
@@ -247,7 +248,7 @@ namespace ppstage {
 namespace {
 
 // The training flags a captured graph passes to dropout and batch norm: constants.
-std::vector<bool> trainingFlags(const CapturedModel& c) {
+std::vector<bool> trainingFlags(const ModelGraph& graph) {
   std::vector<bool> flags;
   std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
     for (torch::jit::Node* node : block->nodes()) {
@@ -260,7 +261,7 @@ std::vector<bool> trainingFlags(const CapturedModel& c) {
       flags.push_back(flag.value_or(true));
     }
   };
-  visit(c.graph.graph->block());
+  visit(graph.graph->block());
   return flags;
 }
 
@@ -270,12 +271,43 @@ TEST(EvalMode, CapturedInEvalModeNoDropoutAndBatchNormOnRunningStatistics) {
   config.model.input_dtype = InputDtype::kFloat32;
   config.model.input_shape = {4, 3, 32, 32};
   config.train.batch_size = 4;
-  const std::vector<bool> training = trainingFlags(captureForSplit(config));
-  const std::vector<bool> eval = trainingFlags(captureForSplit(config, nullptr, false));
+  const ModelSplit train = splitModel(config);
+  const std::vector<bool> training = trainingFlags(train.graph);
+  const CapturedModel eval_model = evalCaptureOf(train, config, nullptr);
+  const std::vector<bool> eval = trainingFlags(eval_model.graph);
   ASSERT_FALSE(training.empty());
   EXPECT_EQ(std::count(training.begin(), training.end(), true), static_cast<long>(training.size()));
   EXPECT_EQ(eval.size(), training.size());
   EXPECT_EQ(std::count(eval.begin(), eval.end(), true), 0);
+  // One inlining, one module: the eval-mode graph is made from the training capture's.
+  EXPECT_EQ(eval_model.forward, train.forward);
+  EXPECT_TRUE(train.model.module.is_training());
+}
+
+// The eval-mode graph, made from the training capture without capturing again, computes
+// what the module computes after module.eval(): a GPT with dropout, and a DenseNet with
+// BatchNorm (running statistics) and dropout.
+TEST(EvalMode, TheEvalGraphComputesWhatTheModuleComputesInEvalMode) {
+  Config densenet;
+  densenet.model.name = test::fixturePath("real/densenet.pt");
+  densenet.model.input_dtype = InputDtype::kFloat32;
+  densenet.model.input_shape = {4, 3, 32, 32};
+  densenet.train.batch_size = 4;
+  Config gpt = test::builtinConfig("gpt", 2);
+  gpt.model.dropout = 0.5;
+  for (const Config& config : {densenet, gpt}) {
+    const ModelSplit train = splitModel(config);
+    const CapturedModel eval = evalCaptureOf(train, config, nullptr);
+    std::vector<c10::IValue> inputs(eval.example_inputs.begin(), eval.example_inputs.end());
+    for (const ModelParameter& p : eval.graph.parameters) inputs.emplace_back(p.value);
+    at::NoGradGuard no_grad;
+    const at::Tensor graph_out =
+        GraphRunner(eval.graph.graph->copy(), "eval").run(inputs).at(0).toTensor();
+    torch::jit::Module module = train.model.module.clone();
+    module.eval();
+    const at::Tensor module_out = firstModelOutput(module.forward({eval.example_inputs.at(0)}));
+    EXPECT_TRUE(at::allclose(graph_out, module_out, 1e-5, 1e-6)) << config.model.name;
+  }
 }
 
 // --train.precision bf16: the model is captured in bf16 (parameters, example run, the
@@ -329,6 +361,10 @@ def forward(self, x):
   EXPECT_NE(captured.precision_fallback.find("cdist"), std::string::npos)
       << captured.precision_fallback;
   EXPECT_NE(captured.precision_fallback.find("BFloat16"), std::string::npos);
+  // The module loaded once, its tensors back to their fp32 values bitwise.
+  ASSERT_EQ(captured.graph.parameters.size(), 1u);
+  EXPECT_TRUE(at::equal(captured.graph.parameters[0].value, model.attr("w").toTensor()));
+  EXPECT_TRUE(captured.master_values.empty());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ppstage/config/config.h"
+#include "ppstage/graph/capture.h"
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
@@ -31,6 +32,9 @@ struct SplitTimings {
 // recorded on the example input.
 struct CapturedModel {
   LoadedModel model;
+  // The model's forward inlined once (graph/capture.h): `graph` is specialized from it, and
+  // so is the eval-mode graph (evalCaptureOf).
+  std::shared_ptr<const InlinedForward> forward;
   ModelGraph graph;
   ValueShapes shapes;
   // One per model input (graph.input_names), (train.batch_size, ...): what `shapes` are for.
@@ -55,6 +59,7 @@ struct CapturedModel {
 
 struct ModelSplit {
   LoadedModel model;
+  std::shared_ptr<const InlinedForward> forward;  // see CapturedModel
   ModelGraph graph;
   std::vector<at::Tensor> example_inputs;     // what the plan's shapes are for (CapturedModel)
   std::vector<size_t> input_fields{0};        // see CapturedModel
@@ -74,13 +79,21 @@ struct ModelSplit {
 // Loads (or builds) the model of `config` and captures it on its example input, or on
 // `data_input` when given (the first samples of a data file's fields on offer, bound to
 // forward's arguments by bindInputs with --model.inputs: no shape flags needed), in
-// training mode, or in eval mode (`training` false: no dropout, BatchNorm on its running
-// statistics, as module.eval() makes it), in bf16 with --train.precision bf16 (falling back
-// to fp32 when an op has no bf16 kernel; CapturedModel::precision_fallback says which).
-// Throws ppstage::Error for anything the user can fix (a missing file, a model that fails
-// on its example input).
-CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr,
-                              bool training = true);
+// training mode, in bf16 with --train.precision bf16. Where an op has no bf16 kernel, the
+// module's tensors go back to their fp32 values and the same inlined forward is
+// specialized again in fp32 (CapturedModel::precision_fallback says which op): the model is
+// loaded and inlined once. Throws ppstage::Error for anything the user can fix (a missing
+// file, a model that fails on its example input).
+CapturedModel captureForSplit(const Config& config, const InputSpec* data_input = nullptr);
+
+// The model of `train` (a training capture's split, its loaded tensors not yet released)
+// in eval mode, for evaluation: no dropout, BatchNorm on its running statistics, as
+// module.eval() makes it. Specialized from the same inlined forward (no second load or
+// capture), in what training computes in, its shapes recorded on `data_input` as
+// captureForSplit's. Throws ppstage::Error where the eval-mode model fails on its example
+// input (in bf16: an op without a bf16 kernel that training does not reach).
+CapturedModel evalCaptureOf(const ModelSplit& train, const Config& config,
+                            const InputSpec* data_input);
 
 // `batch` samples of `captured`'s example inputs (makeExampleInputs), floating ones in
 // what it computes in (bf16 with --train.precision bf16).
