@@ -1,7 +1,8 @@
 // A run's model before it is cut: its data file opened (where the file describes its
 // samples), the model captured once on the data's first samples, and the loss the run
-// computes. Balance by time, --pipeline.auto and the job's split all start from one
-// capture (captureRun); only evaluation captures again, in eval mode.
+// computes. Balance by time, --pipeline.auto, the job's split and evaluation all start from
+// one capture (captureRun): evaluation's eval-mode graph is specialized from the same
+// inlined forward (split/model_split.h, evalCaptureOf).
 #pragma once
 
 #include <memory>
