@@ -8,10 +8,12 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "ppstage/core/allocator.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/software_stack.h"
+#include "ppstage/core/text.h"
 #include "run_command.h"
 
 namespace {
@@ -40,12 +42,15 @@ void printVersion(std::ostream& out) {
 
 // The command named `name`; throws ppstage::Error listing the commands otherwise.
 const ppstage::cli::Command& findCommand(const std::string& name) {
-  std::string known;
+  std::vector<std::string> known;
   for (const auto& command : ppstage::cli::kCommands) {
     if (name == command.name) return command;
-    known += (known.empty() ? "" : ", ") + std::string(command.name);
+    known.push_back(command.name);
   }
-  PPSTAGE_FAIL("unknown command '", name, "' (commands: ", known, ")");
+  const std::string closest = ppstage::closestName(name, known);
+  PPSTAGE_FAIL("unknown command '", name, "'",
+               closest.empty() ? "" : "; did you mean " + closest + "?",
+               " (commands: ", ppstage::joinText(known, ", "), ")");
 }
 
 }  // namespace

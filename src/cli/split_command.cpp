@@ -101,6 +101,7 @@ int splitMain(int argc, const char* const* argv) {
   addScheduleOptions(options, config.pipeline);
   addTrainOptions(options, config.train);
   addCompileOptions(options, config.compile);
+  addDataOptions(options, config.data);
   po::options_description output("Output");
   output.add_options()("json", po::bool_switch(&json),
                        "print the plan as JSON (stages with index, modules, num_params, "
@@ -123,6 +124,7 @@ int splitMain(int argc, const char* const* argv) {
   validate(config.pipeline);
   validate(config.train);
   validate(config.compile);
+  validate(config.data);
 
   CapturedRun run = captureRun(config);
   std::optional<TimeCut> time_cut;

@@ -12,6 +12,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/text.h"
 
 namespace ppstage {
 namespace {
@@ -42,6 +43,42 @@ std::set<std::string> knownConfigOptions() {
   std::set<std::string> names;
   for (const auto& option : all.options()) names.insert(option->long_name());
   return names;
+}
+
+// "; did you mean --train.steps?" for a misspelt option name ("train.step"), among every
+// option a command knows and `options` (this command's own); "" when none is near.
+std::string didYouMean(const std::string& typed, const po::options_description& options) {
+  std::set<std::string> names = knownConfigOptions();
+  for (const auto& option : options.options()) names.insert(option->long_name());
+  std::string name = typed;
+  name.erase(0, name.find_first_not_of('-'));
+  const std::string closest = closestName(name, {names.begin(), names.end()});
+  return closest.empty() ? "" : "; did you mean --" + closest + "?";
+}
+
+// The options other commands declare and `own` does not (`--output.log_every` given to
+// `plan`): the command line takes them as a config file does, bound to `ignored`, and leaves
+// them to the commands that read them.
+po::options_description otherCommandsOptions(const po::options_description& own, Config& ignored) {
+  po::options_description all;
+  addAllOptions(all, ignored);
+  po::options_description others;
+  for (const auto& option : all.options()) {
+    if (own.find_nothrow(option->long_name(), /*approx=*/false) == nullptr) others.add(option);
+  }
+  return others;
+}
+
+// Of an option given more than once (a script appending `--train.steps 2` to its line), the
+// last is taken, as argparse does.
+void keepLastOccurrences(po::parsed_options& parsed) {
+  std::set<std::string> seen;
+  std::vector<po::option> kept;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    if (!it->string_key.empty() && !seen.insert(it->string_key).second) continue;
+    kept.push_back(*it);
+  }
+  parsed.options.assign(kept.rbegin(), kept.rend());
 }
 
 // Each option's text in `parsed` (its tokens joined by spaces; a switch's "true"), unless
@@ -83,7 +120,7 @@ po::parsed_options storeConfigFile(const std::string& path, const po::options_de
     for (const auto& option : parsed.options) {
       if (option.unregistered) {
         PPSTAGE_CHECK(known.count(option.string_key) > 0, "unknown option '", option.string_key,
-                      "' in config file '", path, "'");
+                      "' in config file '", path, "'", didYouMean(option.string_key, options));
       }
     }
     po::store(parsed, vm);
@@ -473,14 +510,18 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
   for (int i = 1; i < argc; ++i) {
     refusePlaceholders(argv[i], detail::concat("the command-line argument '", argv[i], "'"));
   }
+  Config ignored;
+  po::options_description parsed_options;
+  parsed_options.add(options).add(otherCommandsOptions(options, ignored));
   po::variables_map vm;
   try {
     // No guessing of abbreviations: `--train.step 3` is refused on the command line as it is
     // in a config file, not taken for --train.steps.
     const int style =
         po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    const po::parsed_options command_line =
-        po::command_line_parser(argc, argv).options(options).style(style).run();
+    po::parsed_options command_line =
+        po::command_line_parser(argc, argv).options(parsed_options).style(style).run();
+    keepLastOccurrences(command_line);
     po::store(command_line, vm);
     if (vm.count("help")) {
       out << usage << "\n\n" << options << "\n";
@@ -493,8 +534,11 @@ bool parseOptions(int argc, const char* const* argv, po::options_description& op
     }
     po::notify(vm);
     for (const auto& [name, value] : vm) {
-      if (given != nullptr && !value.defaulted()) given->insert(name);
+      const bool own = options.find_nothrow(name, /*approx=*/false) != nullptr;
+      if (given != nullptr && own && !value.defaulted()) given->insert(name);
     }
+  } catch (const po::unknown_option& e) {
+    throw Error(e.what() + didYouMean(e.get_option_name(), options));
   } catch (const po::error& e) {
     throw Error(e.what());
   }

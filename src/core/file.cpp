@@ -36,12 +36,18 @@ std::string parentOf(const std::string& path) {
 
 }  // namespace
 
-std::string readFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+void checkReadableFile(const std::string& path, const std::string& what) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
   PPSTAGE_CHECK(!error, "cannot read ", what, " '", path, "': ", error.message());
   PPSTAGE_CHECK(!std::filesystem::is_directory(status), "cannot read ", what, " '", path,
                 "': it is a directory");
+  const std::ifstream file(path, std::ios::binary);
+  PPSTAGE_CHECK(file.good(), "cannot read ", what, " '", path, "': ", systemReason());
+}
+
+std::string readFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  checkReadableFile(path, what);
   std::ifstream file(path, std::ios::binary);
   PPSTAGE_CHECK(file.good(), "cannot read ", what, " '", path, "': ", systemReason());
   std::string bytes;

@@ -1,6 +1,7 @@
 // See include/ppstage/core/text.h.
 #include "ppstage/core/text.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace ppstage {
@@ -36,6 +37,42 @@ std::string joinText(const std::vector<std::string>& items, const std::string& s
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
   return out;
+}
+
+namespace {
+
+// The optimal string alignment distance between `a` and `b`: Levenshtein's, where swapping
+// two neighbouring characters ("stpes" for "steps") also costs 1.
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, substitute});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string closestName(const std::string& typed, const std::vector<std::string>& names) {
+  const size_t limit = typed.size() >= 12 ? 3 : 2;
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const std::string& name : names) {
+    const size_t distance = editDistance(typed, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best;
 }
 
 std::string shapeText(const std::vector<int64_t>& sizes) {

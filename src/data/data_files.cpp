@@ -7,6 +7,7 @@
 
 #include "named_arrays.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
 #include "token_file.h"
 
@@ -22,6 +23,7 @@ bool endsWith(const std::string& text, const std::string& tail) {
 
 // The first bytes of `path` (fewer when it is shorter).
 std::string head(const std::string& path, size_t bytes) {
+  checkReadableFile(path, "the data file --data.path");
   std::ifstream file(path, std::ios::binary);
   PPSTAGE_CHECK(file.good(), "cannot read the data file --data.path '", path, "'");
   std::string out(bytes, '\0');

@@ -115,6 +115,16 @@ TEST(PlanCli, HelpDocumentsEveryFlag) {
   }
 }
 
+// Every option of a training config is taken on the command line, as in a config file:
+// `--output.log_every` is train's, and plan leaves it alone.
+TEST(PlanCli, TakesTrainingOptionsItDoesNotUse) {
+  const Result r = runPpstage("plan --output.log_every 0 --eval.every 5 --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const Result typo = runPpstage("plan --output.log_evry 0 --help");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("did you mean --output.log_every?"), std::string::npos) << typo.err;
+}
+
 TEST(PlanCli, BadInputEndsWithOneLine) {
   struct Case {
     std::string args, launcher, message;

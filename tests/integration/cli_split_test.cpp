@@ -49,6 +49,21 @@ TEST(CliSplit, JsonHasTheDocumentedFields) {
   EXPECT_EQ(total, plan.at("num_params").get<int64_t>() + tied);
 }
 
+// --data.path as in train: the model is captured on the data's first samples, so a model
+// of images needs no shape flags, and the JSON gives each boundary's dims.
+TEST(CliSplit, CapturesOnTheDataFile) {
+  const Result r = runPpstage("split --model.name " + fixture("data/small_resnet.pt") +
+                              " --data.path " + fixture("data/tiny-images-idx3-ubyte.gz") +
+                              " --data.targets " + fixture("data/tiny-labels-idx1-ubyte.gz") +
+                              " --train.batch_size 4 --pipeline.stages 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan.at("input").at("shape"), (std::vector<int64_t>{4, 1, 8, 8}));
+  const auto& boundary = plan.at("stages")[0].at("outputs")[0];
+  EXPECT_EQ(boundary.at("dims")[0], "b");
+  EXPECT_EQ(boundary.at("dims").size(), boundary.at("shape").size());
+}
+
 // --train.tp: per stage, the regions the pass shards (gpt-tiny: each block's attention and
 // MLP), why the others stay whole, and the all-reduces each micro-batch costs.
 TEST(CliSplit, TensorParallelRegionsPerStage) {

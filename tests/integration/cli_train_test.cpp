@@ -285,7 +285,8 @@ TEST(TrainCli, TensorParallelRegionRequiredButNotShardable) {
 
 TEST(TrainCli, DataFileMissing) {
   expectBadTrainInput(2, "--data.path /nonexistent/ppstage.txt",
-                      "cannot read the data file --data.path '/nonexistent/ppstage.txt'");
+                      "cannot read the data file --data.path '/nonexistent/ppstage.txt': No "
+                      "such file or directory");
 }
 
 TEST(TrainCli, DataFileShorterThanOneSequence) {

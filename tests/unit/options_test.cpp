@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "ppstage/config/options.h"
@@ -47,19 +48,72 @@ TEST(Options, UnknownOptionInConfigFileIsAnError) {
   const std::string ini = writeIni("[model]\nlayres = 6\n");
   Config config;
   EXPECT_THROW(parse({"--config", ini.c_str()}, config), Error);
+  try {
+    parse({"--config", ini.c_str()}, config);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown option 'model.layres' in config file"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("; did you mean --model.layers?"), std::string::npos)
+        << e.what();
+  }
   std::remove(ini.c_str());
 }
 
-TEST(Options, BadValuesAreErrors) {
+// A misspelt option names the nearest known one, of this command or another; a name far
+// from every option names none.
+TEST(Options, AnUnknownOptionNamesTheNearestKnownOne) {
+  const auto error = [](std::vector<const char*> argv) {
+    Config config;
+    try {
+      parse(std::move(argv), config);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error({"--train.step", "3"}),
+            "unrecognised option '--train.step'; did you mean --train.steps?");
+  EXPECT_EQ(error({"--model.layres", "3"}),
+            "unrecognised option '--model.layres'; did you mean --model.layers?");
+  EXPECT_EQ(error({"--output.log_evry", "3"}),  // an option this command does not declare
+            "unrecognised option '--output.log_evry'; did you mean --output.log_every?");
+  EXPECT_EQ(error({"--no.such_option", "1"}), "unrecognised option '--no.such_option'");
+}
+
+// Every command takes every option of a training config on its command line, as in its
+// config file, and leaves those it does not declare to the commands that do.
+TEST(Options, OptionsOfOtherCommandsAreTakenAndLeftAlone) {
   Config config;
-  EXPECT_THROW(parse({"--model.input_shape", "8,x"}, config), Error);
-  EXPECT_THROW(parse({"--model.layers", "many"}, config), Error);
-  EXPECT_THROW(parse({"--no.such_option", "1"}, config), Error);
-  Config balance;  // a named choice is checked as it is parsed
-  EXPECT_THROW(parse({"--pipeline.balance", "seconds"}, balance), Error);
-  Config stages;
-  ASSERT_TRUE(parse({"--pipeline.stages", "3", "--pipeline.split_points", "a"}, stages));
-  EXPECT_THROW(validate(stages.pipeline), Error);
+  po::options_description options;
+  addModelOptions(options, config.model);
+  std::set<std::string> given;
+  std::ostringstream help;
+  const std::vector<const char*> argv = {"test", "--output.log_every", "0",    "--model.layers",
+                                         "6",    "--compile.mode",     "block"};
+  ASSERT_TRUE(
+      parseOptions(static_cast<int>(argv.size()), argv.data(), options, "usage", help, &given));
+  EXPECT_EQ(config.model.layers, 6);
+  EXPECT_EQ(config.output.log_every, Config().output.log_every);  // not this command's
+  EXPECT_EQ(given, (std::set<std::string>{"model.layers"}));
+  const std::vector<const char*> bad = {"test", "--compile.mode", "fastest"};
+  EXPECT_THROW(parseOptions(static_cast<int>(bad.size()), bad.data(), options, "usage", help),
+               Error);  // checked as the command that reads it would
+}
+
+// An option given twice takes its last value, as argparse does: a script appends an
+// override to its line.
+TEST(Options, AnOptionGivenTwiceTakesTheLastValue) {
+  Config config;
+  ASSERT_TRUE(
+      parse({"--model.layers", "4", "--train.batch_size", "6", "--model.layers", "2"}, config));
+  EXPECT_EQ(config.model.layers, 2);
+  EXPECT_EQ(config.train.batch_size, 6);
+  const std::string ini = writeIni("[model]\nlayers = 9\n");
+  Config both;  // the command line, its last value, over the file
+  ASSERT_TRUE(parse({"--config", ini.c_str(), "--model.layers", "4", "--model.layers", "3"}, both));
+  EXPECT_EQ(both.model.layers, 3);
+  std::remove(ini.c_str());
 }
 
 // --data.buckets: ascending, for the bucket policy only (SequenceBatches checks them

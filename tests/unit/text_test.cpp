@@ -33,5 +33,20 @@ TEST(PrintableText, EscapesBytesThatAreNotUtf8) {
   EXPECT_EQ(printableText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
 }
 
+// "Did you mean": the nearest name within 2 edits (3 for long names), a swap of neighbours
+// one edit; none when every name is further.
+TEST(ClosestName, FindsTheNameAMisspellingMeant) {
+  const std::vector<std::string> names = {"train.steps", "train.seed", "model.layers",
+                                          "output.log_every", "data.path"};
+  EXPECT_EQ(closestName("train.step", names), "train.steps");
+  EXPECT_EQ(closestName("train.stpes", names), "train.steps");
+  EXPECT_EQ(closestName("model.layres", names), "model.layers");
+  EXPECT_EQ(closestName("output.logevery", names), "output.log_every");
+  EXPECT_EQ(closestName("data.paths", names), "data.path");
+  EXPECT_EQ(closestName("no.such_option", names), "");
+  EXPECT_EQ(closestName("train.lr", names), "");
+  EXPECT_EQ(closestName("", {}), "");
+}
+
 }  // namespace
 }  // namespace ppstage

@@ -13,6 +13,10 @@ namespace ppstage {
 // or read or is a directory, and when it is larger than `max_bytes` (0: any size).
 std::string readFile(const std::string& path, const std::string& what, uint64_t max_bytes = 0);
 
+// Throws ppstage::Error "cannot read <what> '<path>': <why>" when `path` cannot be opened for
+// reading ("No such file or directory", "Permission denied", "it is a directory").
+void checkReadableFile(const std::string& path, const std::string& what);
+
 // Writes `bytes` to `path` atomically and durably: to `path.tmp-<pid>` first, fsync, rename
 // over `path`, then fsync the directory, so that after a crash at any point `path` is
 // either absent (or its old content) or complete. Throws ppstage::Error naming `path` and

@@ -17,6 +17,12 @@ std::vector<std::string> splitList(const std::string& text, char separator = ','
 // {"a", "b", "c"} -> "a, b, c" (with separator ", ").
 std::string joinText(const std::vector<std::string>& items, const std::string& separator);
 
+// The one of `names` that `typed` most likely misspells, for "did you mean ...?": the
+// nearest by edit distance (insertions, deletions, substitutions, and swaps of neighbours,
+// each 1), at most 2 away, or 3 for a name of 12 characters or more; the first of several
+// as near. "" when none is that near. "train.step" -> "train.steps".
+std::string closestName(const std::string& typed, const std::vector<std::string>& names);
+
 // {8, 128, 64} -> "[8, 128, 64]"
 std::string shapeText(const std::vector<int64_t>& sizes);
 
