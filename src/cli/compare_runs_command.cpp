@@ -92,18 +92,25 @@ void printJson(const Comparison& c, double rtol, bool same) {
   std::cout << out.dump(2) << std::endl;
 }
 
+// "3 stages", "1 stage"; "4 micro-batches".
+std::string counted(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 void describeRun(const char* role, const std::string& path, const RunMetrics& m) {
-  std::cout << role << " " << path << " (" << m.schedule << ", " << m.stages << " stages, pp "
-            << m.pp << " x dp " << m.dp << ", " << m.microbatches << " micro-batches, compile "
-            << m.compile.mode << ")\n";
+  std::cout << role << " " << path << " (" << m.schedule << ", "
+            << counted(m.stages, "stage", "stages") << ", pp " << m.pp << " x dp " << m.dp
+            << " x tp " << m.tp << ", " << counted(m.microbatches, "micro-batch", "micro-batches")
+            << ", compile " << m.compile.mode << ", " << m.precision << ")\n";
 }
 
 void printText(const Comparison& c, double rtol, bool same, int top) {
   std::cout << std::scientific << std::setprecision(2) << "losses      " << c.steps
             << " steps, max rel diff " << c.loss_diff << " (step " << c.worst_step + 1 << ")\n";
   if (c.with_params) {
-    std::cout << "parameters  " << c.params_compared << " tensors, max rel diff " << c.param_diff
-              << " (" << c.worst_param << ")\n";
+    std::cout << "parameters  " << counted(c.params_compared, "tensor", "tensors")
+              << ", max rel diff " << c.param_diff
+              << (c.worst_param.empty() ? "" : " (" + c.worst_param + ")") << "\n";
     std::vector<std::pair<double, std::string>> worst_first = c.param_diffs;
     std::sort(worst_first.rbegin(), worst_first.rend());
     for (size_t i = 0; i < worst_first.size() && i < static_cast<size_t>(top); ++i) {

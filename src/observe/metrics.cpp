@@ -136,6 +136,7 @@ RunMetrics metricsFromJson(const std::string& text, const std::string& source) {
     m.dp = jsonIntegerOr<int>(json, "dp", 1, source);
     m.tp = jsonIntegerOr<int>(json, "tp", 1, source);
     m.microbatches = jsonIntegerOr<int>(json, "microbatches", 1, source);
+    m.precision = json.value("precision", "fp32");
     m.params_dir = json.value("params_dir", "");
     for (const nlohmann::json& loss : json.at("losses")) {
       m.losses.push_back(loss.is_null() ? std::nan("") : loss.get<double>());

@@ -117,6 +117,17 @@ std::string modelDescription(const ModelConfig& m, const ModelSplit& split) {
                         " tied group", g.ties.size() == 1 ? "" : "s", ")");
 }
 
+// Where evaluation takes every whole batch of the validation set and samples are left
+// over: ", the last 5 samples (less than a batch of 8) not evaluated"; else "".
+std::string evalLeftOverText(const Config& c, const EvalModel& eval) {
+  const int64_t samples = eval.data->size();  // what planEval counts its batches in
+  const int64_t batch = c.train.batch_size;
+  const int64_t left = samples - eval.batches * batch;
+  if (samples == 0 || eval.batches != samples / batch || left == 0) return "";
+  return detail::concat(", the last ", left, left == 1 ? " sample" : " samples",
+                        " (less than a batch of ", batch, ") not evaluated");
+}
+
 }  // namespace
 
 void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setup) {
@@ -143,7 +154,8 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setu
       << "  precision " << precisionText(c, setup) << "\n";
   if (setup.eval() != nullptr && setup.eval()->data != nullptr) {
     log << "  eval      every " << c.eval.every << " steps, " << setup.eval()->batches
-        << " batches of " << setup.eval()->data->describe() << "\n";
+        << " batches of " << setup.eval()->data->describe() << evalLeftOverText(c, *setup.eval())
+        << "\n";
   }
   if (layout.sequences) log << "  lengths   " << lengthsText(c, setup) << "\n";
   for (const TpStageReport& report : setup.model().tp_reports) {

@@ -259,16 +259,22 @@ void printSummary(const RunMetrics& m, std::ostream& log) {
   for (double loss : m.losses) {
     if (std::isfinite(loss)) finite.push_back(loss);
   }
-  const size_t window = std::min<size_t>(10, finite.size());
+  // Windows that do not overlap: on a short run, half of its steps each.
+  const size_t window = std::min<size_t>(10, finite.size() / 2);
   double first = 0, last = 0;
   for (size_t i = 0; i < window; ++i) {
     first += finite[i] / window;
     last += finite[finite.size() - window + i] / window;
   }
-  log << "\ndone: " << n << " steps, loss " << std::fixed << std::setprecision(4) << first << " -> "
-      << last << " (mean of the first and last " << window << "), median step "
-      << std::setprecision(3) << m.measured_step_s << " s, predicted " << m.predicted_step_s
-      << " s (actions " << m.predicted_makespan_s << " + tail "
+  log << "\ndone: " << n << (n == 1 ? " step" : " steps") << ", loss " << std::fixed
+      << std::setprecision(4);
+  if (window > 0) {
+    log << first << " -> " << last << " (mean of the first and last " << window << ")";
+  } else {
+    log << (finite.empty() ? std::nan("") : finite[0]) << " (one finite step)";
+  }
+  log << ", median step " << std::setprecision(3) << m.measured_step_s << " s, predicted "
+      << m.predicted_step_s << " s (actions " << m.predicted_makespan_s << " + tail "
       << m.predicted_step_s - m.predicted_makespan_s << ", messages " << std::setprecision(3)
       << m.comm_s * 1e3 << " ms each), " << std::setprecision(0) << m.tokens_per_s << " "
       << m.throughput_unit << "/s" << std::defaultfloat << std::setprecision(6) << "\n"

@@ -134,6 +134,12 @@ TEST(TrainCli, PluginAndTableSchedulesTrainLikeTheBuiltIns) {
     const Result same = runPpstage("compare-runs --reference " + dir + "ppstage_1f1b.json" +
                                    " --candidate " + metrics);
     EXPECT_EQ(same.exit_code, 0) << name << "\n" << same.out << same.err;
+    // Each run described whole: its layout with tp, counts that read as English.
+    EXPECT_NE(same.out.find(", 2 stages, pp 2 x dp 1 x tp 1, 4 micro-batches, compile none, "
+                            "fp32)"),
+              std::string::npos)
+        << same.out;
+    EXPECT_EQ(same.out.find("()"), std::string::npos) << same.out;
     std::remove(metrics.c_str());
   }
 }
@@ -338,8 +344,10 @@ TEST(TrainCli, AModelFailingInTrainingSaysWhere) {
 
 // Rank 0 prints every stage's parameter count, also of the stages other ranks hold.
 TEST(TrainCli, ThePlanTableCountsTheParametersOfEveryRanksStages) {
-  const Result r = runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 1", mpirun(2));
+  const Result r = runPpstage("train" + config("gpt-tiny.ini") + " --train.steps 3", mpirun(2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A short run's closing line compares windows that do not overlap: 1 step and 1 step.
+  EXPECT_NE(r.out.find("(mean of the first and last 1), median step"), std::string::npos) << r.out;
   std::istringstream lines(r.out);
   std::vector<std::string> params;
   for (std::string line; std::getline(lines, line);) {
@@ -350,6 +358,24 @@ TEST(TrainCli, ThePlanTableCountsTheParametersOfEveryRanksStages) {
   }
   ASSERT_EQ(params.size(), 2u) << r.out;
   for (const std::string& count : params) EXPECT_NE(count, "0") << r.out;
+}
+
+// Evaluation takes whole batches: where the validation set ends in part of one, the
+// start-up line says how many samples are left out (GPL-3's 35149 bytes are 549 sequences
+// of 64: 68 batches of 8 and 5 left).
+TEST(TrainCli, EvaluationSaysWhatItLeavesOut) {
+  const std::string text = "/usr/share/common-licenses/GPL-3";
+  if (!std::ifstream(text).good()) GTEST_SKIP() << text << " is not installed (base-files)";
+  const Result r = runPpstage("train" + config("gpt-tiny.ini") +
+                                  " --train.steps 1 --eval.every 1 --eval.batches 1000 "
+                                  "--data.val_path " +
+                                  text,
+                              mpirun(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("68 batches of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", the last 5 samples (less than a batch of 8) not evaluated"),
+            std::string::npos)
+      << r.out;
 }
 
 // Balanced by time on 2 ranks: both measure the units and plan with their averaged
