@@ -5,6 +5,7 @@
 set(PPSTAGE_CORE_SOURCES
   src/core/text.cpp
   src/core/affine_dim.cpp
+  src/core/cpu_features.cpp
   src/core/file.cpp
   src/core/mapped_file.cpp
   src/core/allocator.cpp

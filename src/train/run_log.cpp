@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ppstage/config/config.h"
+#include "ppstage/core/cpu_features.h"
 #include "ppstage/core/text.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/job_setup.h"
@@ -38,6 +39,10 @@ std::string precisionText(const Config& c, const JobSetup& setup) {
   if (layout.compute_dtype == at::kBFloat16) {
     out << "bf16 (forward, backward, messages and buffers; master weights, optimizer state, "
            "gradient sync and norm in fp32, and the loss unless the model computes it)";
+    if (thisCpusBf16Instructions().empty()) {
+      out << "; warning: this CPU lists no bf16 instructions (avx512_bf16, amx_bf16, ARM "
+             "bf16), so LibTorch converts around every op and bf16 can run slower than fp32";
+    }
   } else if (c.train.precision == Precision::kBf16) {
     out << "fp32 (bf16 falls back: " << setup.model().split.precision_fallback << ")";
   } else {
