@@ -39,6 +39,8 @@ std::string manifestToJson(const Manifest& m) {
                                {"optimizer", m.optimizer},
                                {"seed", m.seed},
                                {"batch_size", m.batch_size},
+                               {"steps", m.steps},
+                               {"lr_schedule", m.lr_schedule},
                                {"samples_seen", m.samples_seen},
                                {"random_keys", m.random_keys},
                                {"layout", layout},
@@ -60,6 +62,8 @@ Manifest manifestFromJson(const std::string& text, const std::string& source) {
     m.optimizer = json.at("optimizer").get<std::string>();
     m.seed = jsonIntegerAt(json, "seed", source);
     m.batch_size = jsonIntegerAt(json, "batch_size", source);
+    m.steps = jsonIntegerOr<int64_t>(json, "steps", 0, source);  // older checkpoints: none
+    m.lr_schedule = json.value("lr_schedule", "");
     m.samples_seen = jsonIntegerAt(json, "samples_seen", source);
     PPSTAGE_CHECK(json.at("random_keys").is_object(), source, ": 'random_keys' is not an object");
     for (const auto& [name, key] : json.at("random_keys").items()) {

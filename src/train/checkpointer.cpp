@@ -101,6 +101,21 @@ std::string describeLayout(const SavedLayout& l) {
                         ", ", l.stages, " stage", l.stages > 1 ? "s" : "", ", ", l.schedule);
 }
 
+// A warning where resuming changes the learning-rate schedule: another --train.steps
+// stretches or shrinks a cosine or linear schedule from the step resumed at; "" where it
+// does not (the same steps, a constant schedule, or a checkpoint that did not record them).
+std::string scheduleChangeText(const Manifest& m, const TrainConfig& train) {
+  if (m.steps == 0 || m.steps == train.steps || train.lr_schedule == LrSchedule::kConstant) {
+    return "";
+  }
+  return detail::concat("warning: the checkpoint was saved by a run of --train.steps ", m.steps,
+                        " (lr_schedule ", m.lr_schedule, "); this run has --train.steps ",
+                        train.steps, ", so its ", toString(train.lr_schedule),
+                        " learning rate from step ", m.step + 1, " on follows a schedule over ",
+                        train.steps, " steps, not ", m.steps, " (give --train.steps ", m.steps,
+                        " to continue the schedule as it was)");
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& config, const JobLayout& layout, const RankModel& model,
@@ -207,6 +222,8 @@ Manifest Checkpointer::manifestOf(int64_t steps_done, int64_t samples_seen) cons
   m.optimizer = toString(config_.train.optimizer);
   m.seed = config_.train.seed;
   m.batch_size = config_.train.batch_size;
+  m.steps = config_.train.steps;
+  m.lr_schedule = toString(config_.train.lr_schedule);
   m.samples_seen = samples_seen;
   m.random_keys = randomKeys(model_.split.graph);
   m.layout = savedLayoutOf(config_, layout_, model_.split);
@@ -283,6 +300,8 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(StepRunner& runner, st
   if (leader) {
     log << "resuming from " << chosen << " (saved at " << describeLayout(resumed.manifest.layout)
         << ")" << std::endl;
+    const std::string reshaped = scheduleChangeText(resumed.manifest, config_.train);
+    if (!reshaped.empty()) log << reshaped << std::endl;
   }
   return resumed;
 }

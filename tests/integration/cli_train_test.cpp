@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -376,6 +377,27 @@ TEST(TrainCli, EvaluationSaysWhatItLeavesOut) {
   EXPECT_NE(r.out.find(", the last 5 samples (less than a batch of 8) not evaluated"),
             std::string::npos)
       << r.out;
+}
+
+// Resuming with another --train.steps reshapes a cosine schedule from the step resumed at:
+// the run says so, naming both values.
+TEST(TrainCli, ResumingWithOtherStepsWarnsThatTheScheduleChanges) {
+  const std::string dir = testing::TempDir() + "ppstage_resume_steps";
+  std::filesystem::remove_all(dir);
+  const std::string common = "train" + config("gpt-tiny.ini") +
+                             " --train.lr_schedule cosine --checkpoint.dir " + dir +
+                             " --checkpoint.resume true --train.steps ";
+  const Result first = runPpstage(common + "4", mpirun(2));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out.find("warning: the checkpoint"), std::string::npos) << first.out;
+  const Result longer = runPpstage(common + "8", mpirun(2));
+  ASSERT_EQ(longer.exit_code, 0) << longer.err;
+  EXPECT_NE(longer.out.find("warning: the checkpoint was saved by a run of --train.steps 4 "
+                            "(lr_schedule cosine); this run has --train.steps 8, so its cosine "
+                            "learning rate from step 5 on follows a schedule over 8 steps, not 4"),
+            std::string::npos)
+      << longer.out;
+  std::filesystem::remove_all(dir);
 }
 
 // Balanced by time on 2 ranks: both measure the units and plan with their averaged

@@ -48,6 +48,10 @@ struct Manifest {
   std::string optimizer;  // "adamw" | "sgd"
   int64_t seed = 0;       // --train.seed: sample order and random ops follow it
   int64_t batch_size = 0;
+  // The saving run's --train.steps and --train.lr_schedule: the schedule's length and shape
+  // (0 and "" in checkpoints saved before they were recorded).
+  int64_t steps = 0;
+  std::string lr_schedule;
   int64_t samples_seen = 0;  // the data order position: samples consumed so far
   // The randomness rewrite's key of each module call ("drop#random_key" -> key); empty
   // when the model has no random ops. See Note [Keyed random ops].
