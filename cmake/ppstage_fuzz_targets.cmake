@@ -13,6 +13,6 @@ set(PPSTAGE_FUZZ_trace_SOURCES src/observe/chrome_trace_reader.cpp src/observe/t
     src/observe/timeline_svg.cpp src/observe/trace.cpp)
 set(PPSTAGE_FUZZ_data_file_SOURCES src/data/data_files.cpp src/data/dataset.cpp
     src/data/documents.cpp src/data/named_arrays.cpp src/data/npy_file.cpp
-    src/data/idx_file.cpp src/data/token_file.cpp src/data/tensor_file.cpp
+    src/data/idx_file.cpp src/data/gzip.cpp src/data/token_file.cpp src/data/tensor_file.cpp
     src/data/embedded_text.cpp src/core/dtype_name.cpp)
 set(PPSTAGE_FUZZ_data_file_TORCH ON)

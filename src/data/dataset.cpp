@@ -10,6 +10,7 @@
 #include <random>
 
 #include "documents.h"
+#include "gzip.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
@@ -197,18 +198,21 @@ std::unique_ptr<Dataset> openDataset(const DataConfig& config, const DataRequest
   PPSTAGE_CHECK(mismatch.empty(), source, " ", mismatch);
   std::string bytes =
       embedded ? std::string(embeddedText()) : readFile(config.path, "the data file --data.path");
+  std::string name = embedded ? embeddedTextName() : config.path;
+  if (!embedded && isGzip(bytes)) {  // a text shipped gzipped: its text, not its bytes
+    bytes = gunzip(bytes, "the data file --data.path '" + config.path + "'");
+    name += " (gunzipped)";
+  }
   const int64_t seq_len = request.input.shape[0];
   if (config.cutsDocuments()) {
     const DocumentRanges paragraphs = paragraphRanges(bytes);
-    const std::string name = embedded ? embeddedTextName() : config.path;
     return documentDataset(byteTokens(std::move(bytes)), paragraphs, seq_len, kByteVocabulary,
                            detail::concat(name, ", ", paragraphs.size(), " paragraphs"));
   }
   PPSTAGE_CHECK(static_cast<int64_t>(bytes.size()) >= seq_len + 1, source, " has ", bytes.size(),
                 " bytes, shorter than one sequence of ", seq_len,
                 " tokens plus its next-token target (", seq_len + 1, " bytes)");
-  return std::make_unique<TextDataset>(std::move(bytes),
-                                       embedded ? embeddedTextName() : config.path, seq_len);
+  return std::make_unique<TextDataset>(std::move(bytes), name, seq_len);
 }
 
 SampleOrder::SampleOrder(int64_t dataset_size, int64_t seed) : size_(dataset_size), seed_(seed) {}

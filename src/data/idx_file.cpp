@@ -3,10 +3,10 @@
 // uint32 sizes, then the values. Debian's dataset-fashion-mnist ships the files gzipped;
 // they are inflated into memory (47 MB for the 60000 training images).
 #include <ATen/ATen.h>
-#include <zlib.h>
 
 #include <cstring>
 
+#include "gzip.h"
 #include "named_arrays.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
@@ -15,31 +15,6 @@ namespace ppstage {
 namespace {
 
 constexpr uint8_t kUnsignedByte = 0x08;
-
-bool isGzip(const std::string& bytes) {
-  return bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
-         static_cast<uint8_t>(bytes[1]) == 0x8b;
-}
-
-std::string gunzip(const std::string& packed, const std::string& where) {
-  z_stream z{};
-  PPSTAGE_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, "zlib cannot start inflating ", where);
-  std::string out;
-  char buffer[1 << 16];
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-  z.avail_in = static_cast<uInt>(packed.size());
-  int status = Z_OK;
-  while (status == Z_OK) {
-    z.next_out = reinterpret_cast<Bytef*>(buffer);
-    z.avail_out = sizeof(buffer);
-    status = inflate(&z, Z_NO_FLUSH);
-    out.append(buffer, sizeof(buffer) - z.avail_out);
-  }
-  inflateEnd(&z);
-  PPSTAGE_CHECK(status == Z_STREAM_END, where,
-                " is a damaged gzip file (zlib: ", z.msg != nullptr ? z.msg : "cut short", ")");
-  return out;
-}
 
 uint32_t bigEndian32(const std::string& bytes, size_t at) {
   uint32_t v = 0;

@@ -301,6 +301,25 @@ TEST(Data, EmbeddedTextIsTheDefault) {
   EXPECT_EQ(data->sample(0, 0)[0].item<int64_t>(), 'W');  // "Welcome to the Jargon File"
 }
 
+// A text shipped gzipped (jargon.txt.gz) is trained on as its text, not as compressed
+// bytes, as gzipped IDX files are.
+TEST(Data, AGzippedTextIsReadAsItsText) {
+  const std::string text(4000, 'a');
+  const std::string path = testing::TempDir() + "ppstage_text.txt.gz";
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(file);
+  DataConfig config;
+  config.path = path;
+  const auto data = openDataset(config, tokenRequest(64, 256));
+  EXPECT_EQ(data->size(), static_cast<int64_t>((text.size() - 1) / 64));
+  EXPECT_EQ(data->sample(0, 0)[0].item<int64_t>(), 'a');
+  EXPECT_NE(data->describe().find("(gunzipped)"), std::string::npos) << data->describe();
+  std::remove(path.c_str());
+}
+
 TEST(Data, BadDataIsRejectedWithTheReason) {
   DataConfig missing;
   missing.path = "/nonexistent/ppstage.txt";
