@@ -2,6 +2,7 @@
 #include "run_log.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -173,8 +174,9 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setu
 
 void printStep(std::ostream& log, const Config& c, const JobLayout& layout, int64_t step,
                const StepResult& r) {
-  log << "step " << std::setw(4) << step + 1 << "/" << c.train.steps << "  loss " << std::fixed
-      << std::setprecision(4) << r.loss;
+  log << "step " << std::setw(4) << step + 1 << "/" << c.train.steps << std::fixed;
+  if (std::isfinite(r.epoch)) log << "  epoch " << std::setprecision(2) << r.epoch;
+  log << "  loss " << std::setprecision(4) << r.loss;
   if (layout.classifies) log << "  accuracy " << r.accuracy;
   log << std::defaultfloat << std::setprecision(3) << "  lr " << r.lr << std::fixed << "  time "
       << r.seconds << " s  " << (layout.token_inputs ? "tokens/s " : "samples/s ")

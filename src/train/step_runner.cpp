@@ -183,8 +183,8 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   executor_ =
       std::make_unique<Executor>(world, layout.topology, std::move(stages), actions, options);
   // Documents: every rank orders the samples, to know each micro-batch's length.
-  const int64_t samples = layout.sequences ? layout.sequences->size() : data ? data->size() : 0;
-  order_ = std::make_unique<SampleOrder>(samples, config.train.seed);
+  data_samples_ = layout.sequences ? layout.sequences->size() : data ? data->size() : 0;
+  order_ = std::make_unique<SampleOrder>(data_samples_, config.train.seed);
 }
 
 StepRunner::~StepRunner() = default;
@@ -282,6 +282,7 @@ StepResult StepRunner::run(int64_t step) {
   result.tokens = data.tokens;
   result.padded_tokens = data.padded_tokens;
   result.microbatch_lengths = data.lengths;
+  result.epoch = data_samples_ > 0 ? static_cast<double>(samples_seen_) / data_samples_ : NAN;
   double idle = 0;
   for (double busy : result.reduced.busy_s) idle += std::max(0.0, result.seconds - busy);
   result.bubble = idle / (world_.size() * result.seconds);

@@ -60,6 +60,9 @@ struct StepResult {
   // not run), and the step's tail after its actions (gradient sync, all-reduce, optimizer).
   PerCompute<double> action_s;
   double tail_s = 0;
+  // The data set's passes done through this step: samples consumed over its samples; NaN
+  // for endless data (synthetic).
+  double epoch = 0;
   // The same mean seconds per stage of this rank (in increasing stage order).
   std::vector<PerCompute<double>> stage_action_s;
   // Seconds this rank waited for transfers, per kind.
@@ -158,6 +161,7 @@ class StepRunner {
   std::unique_ptr<SampleOrder> order_;
   std::vector<BoundaryLink> links_;  // the boundaries to other ranks this rank's stages have
   int64_t samples_seen_ = 0;
+  int64_t data_samples_ = 0;  // what the sample order draws from; 0: endless (synthetic)
 };
 
 }  // namespace ppstage
