@@ -1,6 +1,7 @@
 // See include/ppstage/compile/compiled_stage.h.
 #include "ppstage/compile/compiled_stage.h"
 
+#include <torch/csrc/jit/codegen/fuser/interface.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -125,6 +126,8 @@ void countNodes(const torch::jit::Block* block, CompileStats& stats) {
 }
 
 }  // namespace
+
+bool fusesOnCpu() { return torch::jit::canFuseOnCPU(); }
 
 void CompileCache::countOptimizedGraphs() {
   stats_.fusion_groups = 0;

@@ -156,10 +156,15 @@ TEST(CompareCompile, FewStepsReportNoMemoryGrowth) {
   EXPECT_TRUE(mode.at("rss_growth_mb_per_100_steps").is_null()) << json.out;
   EXPECT_EQ(mode.at("rss_growth_steps").get<int>(), 5);
   const Result text = runPpstage("compare-compile" + config("mlp-tiny.ini") +
-                                 " --compile.modes none --train.steps 8 --train.threads 1");
+                                 " --compile.modes none,block --train.steps 8 --train.threads 1");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("n/a"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("these runs had 5 (--train.steps 8)"), std::string::npos) << text.out;
+  // Which mode to use, and why nothing fused on this CPU.
+  EXPECT_NE(text.out.find("\nfastest: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("0 fusion groups: LibTorch does not fuse kernels on the CPU"),
+            std::string::npos)
+      << text.out;
 }
 
 // compare-compile runs every mode on the same training: the same losses, identical blocks

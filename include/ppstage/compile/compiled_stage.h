@@ -57,6 +57,11 @@ struct CompileStats {
 // each with a bounded number of specializations (TorchScript's fusion strategy). Process-wide.
 void setShapeStrategy(bool dynamic);
 
+// Whether TorchScript may fuse kernels on the CPU in this process: false by default in
+// LibTorch (torch::jit::canFuseOnCPU), and a wheel built without LLVM has no CPU fuser, so
+// stage and block make no fusion groups on the CPU. On a GPU the TensorExpr fuser fuses.
+bool fusesOnCpu();
+
 // The executors of one rank, shared by all its stages. Executors are keyed by the graph's
 // structure and its inputs' dtypes, requires_grad and devices, and, with static shapes,
 // their sizes: a new shape gets its own executor (compiled again, counted as a
