@@ -299,20 +299,27 @@ void checkFullyInlined(const torch::jit::Block* block, const ModelGraph& out) {
   }
 }
 
-// Nodes destroyed by the passes must not linger as keys (their addresses get reused).
-void keepLiveNodes(const torch::jit::Block* block, const ModelGraph& out,
-                   std::unordered_map<const Node*, int>& live) {
+// Every node of `block`, at any depth.
+void collectNodes(const torch::jit::Block* block, std::unordered_set<const Node*>& nodes) {
   for (const Node* node : block->nodes()) {
-    const auto it = out.node_call.find(node);
-    if (it != out.node_call.end()) live.emplace(*it);
-    for (const torch::jit::Block* sub : node->blocks()) keepLiveNodes(sub, out, live);
+    nodes.insert(node);
+    for (const torch::jit::Block* sub : node->blocks()) collectNodes(sub, nodes);
   }
 }
 
-void forgetDestroyedNodes(const torch::jit::Block* block, ModelGraph& out) {
-  std::unordered_map<const Node*, int> live;
-  keepLiveNodes(block, out, live);
-  out.node_call.swap(live);
+// Nodes destroyed by the passes must not linger, as node_call keys or noted reads of
+// `training` (their addresses get reused).
+void forgetDestroyedNodes(const torch::jit::Block* block, ModelGraph& out,
+                          std::vector<Node*>* training_reads = nullptr) {
+  std::unordered_set<const Node*> live;
+  collectNodes(block, live);
+  for (auto it = out.node_call.begin(); it != out.node_call.end();) {
+    it = live.count(it->first) > 0 ? std::next(it) : out.node_call.erase(it);
+  }
+  if (training_reads == nullptr) return;
+  training_reads->erase(std::remove_if(training_reads->begin(), training_reads->end(),
+                                       [&](const Node* read) { return live.count(read) == 0; }),
+                        training_reads->end());
 }
 
 // Note [Specializing to ranks and dtypes]
@@ -426,14 +433,6 @@ void specializeToTypes(ModelGraph& out, const std::vector<at::Tensor>& example) 
   }
 }
 
-// Every node of `block`, at any depth.
-void collectNodes(const torch::jit::Block* block, std::unordered_set<const Node*>& nodes) {
-  for (const Node* node : block->nodes()) {
-    nodes.insert(node);
-    for (const torch::jit::Block* sub : node->blocks()) collectNodes(sub, nodes);
-  }
-}
-
 // Each node of `from` and its copy in `to`, a clone of it (Graph::copy keeps the order).
 void mapCopiedNodes(const torch::jit::Block* from, torch::jit::Block* to,
                     std::unordered_map<const Node*, Node*>& copies) {
@@ -508,16 +507,9 @@ InlinedForward inlineForward(const torch::jit::Module& module,
   // tags of constants (see Note [Splittable units]).
   AttributeLifter(module, inlined).run(graph.block());
   torch::jit::EliminateDeadCode(out.graph);
-  forgetDestroyedNodes(graph.block(), out);
+  forgetDestroyedNodes(graph.block(), out, &inlined.training_reads);
   PPSTAGE_INTERNAL_ASSERT(!graph.inputs()[0]->hasUses(), "self is still used after lifting");
   graph.eraseInput(0);
-  // Reads of the flag that dead-code elimination removed are gone.
-  std::unordered_set<const Node*> live;
-  collectNodes(graph.block(), live);
-  std::vector<Node*>& reads = inlined.training_reads;
-  reads.erase(std::remove_if(reads.begin(), reads.end(),
-                             [&](const Node* read) { return live.count(read) == 0; }),
-              reads.end());
   return inlined;
 }
 
