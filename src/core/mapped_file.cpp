@@ -39,6 +39,12 @@ MappedFile::MappedFile(const std::string& path, const std::string& what) : path_
   ::close(fd);  // the mapping stays valid without the descriptor
 }
 
+void MappedFile::adviseSequential(bool sequential) const {
+  if (data_ == nullptr) return;
+  // Advice only: a kernel that ignores it reads the same bytes.
+  ::madvise(const_cast<uint8_t*>(data_), size_, sequential ? MADV_SEQUENTIAL : MADV_NORMAL);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -43,6 +43,11 @@ class DocumentDataset : public Dataset {
 
   int64_t size() const override { return static_cast<int64_t>(lengths_.size()); }
   const std::vector<SampleField>& fields() const override { return fields_; }
+  // Over the whole source: input ids and labels are its tokens.
+  std::optional<std::pair<int64_t, int64_t>> valueRange(size_t field,
+                                                        int64_t ignored) const override {
+    return tokens_->valueRange(ignored);
+  }
   int64_t length(int64_t index) const override { return lengths_.at(static_cast<size_t>(index)); }
   at::Tensor sample(size_t field, int64_t index) const override {
     const int64_t n = length(index);

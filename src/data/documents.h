@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,11 @@ class TokenSource {
   virtual int64_t size() const = 0;
   // Tokens [first, first + count) into `out`.
   virtual void read(int64_t first, int64_t count, int64_t* out) const = 0;
+  // The smallest and largest token, leaving out `ignored`, as Dataset::valueRange; nullopt
+  // when the source does not scan itself.
+  virtual std::optional<std::pair<int64_t, int64_t>> valueRange(int64_t ignored) const {
+    return std::nullopt;
+  }
 };
 
 // [begin, end) of each document.

@@ -113,6 +113,11 @@ InputBinding bindInputs(const torch::jit::Module& module, const std::vector<std:
   return binding;
 }
 
+std::string vocabSizeAdvice(const ModelConfig& model, int64_t largest_id) {
+  if (!model.builtin()) return "";
+  return detail::concat(" (set --model.vocab_size ", largest_id + 1, " or more)");
+}
+
 InputSpec boundInputSpec(const InputSpec& offered, const InputBinding& binding) {
   InputSpec spec = offered;
   spec.names = binding.arguments;
@@ -124,6 +129,10 @@ InputSpec boundInputSpec(const InputSpec& offered, const InputBinding& binding) 
     for (size_t f : fields) fed.push_back(samples.at(f));
     return fed;
   };
+  if (offered.value_range) {
+    const auto ranges = offered.value_range;
+    spec.value_range = [ranges, fields](size_t i) { return ranges(fields.at(i)); };
+  }
   const at::Tensor first = spec.samples(1).at(0);
   spec.dtype = first.scalar_type();
   spec.shape = first.sizes().vec();

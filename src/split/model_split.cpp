@@ -13,6 +13,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
 #include "ppstage/graph/capture.h"
+#include "ppstage/graph/embedding_tables.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/value_shapes.h"
@@ -241,6 +242,24 @@ std::vector<at::Tensor> exampleInputsOf(const CapturedModel& captured, int64_t b
   return inputs;
 }
 
+// Before the first example input runs: the data's ids must index inside every embedding
+// they feed, or the model fails deep in aten::embedding ("index out of range in self").
+void checkDataIdsFit(const CapturedModel& captured, const Config& config,
+                     const InputSpec* data_input) {
+  const InputSpec& input = captured.model.input;
+  if (!input.value_range) return;
+  for (const EmbeddingTable& table : embeddingTablesOf(captured.forward->model)) {
+    const auto ids = input.value_range(table.input);
+    if (!ids) continue;
+    // The data's field name: what the user knows from their file.
+    const std::string name = data_input->names.empty()
+                                 ? "input"
+                                 : data_input->names.at(captured.input_fields.at(table.input));
+    checkIdsFit(table, *ids, name, "--data.path '" + config.data.path + "'",
+                vocabSizeAdvice(config.model, ids->second));
+  }
+}
+
 CapturedModel captureForSplit(const Config& config, const InputSpec* data_input) {
   Stopwatch watch;
   CapturedModel captured;
@@ -256,6 +275,7 @@ CapturedModel captureForSplit(const Config& config, const InputSpec* data_input)
   captured.forward =
       std::make_shared<const InlinedForward>(inlineForward(module, captured.model.input.names));
   captured.timings.capture_s = watch.lap();
+  checkDataIdsFit(captured, config, data_input);
   const auto specialize = [&] {
     specializeCaptured(captured, config, ForwardMode::kAsInlined);
     if (config.data.seq_len_policy == SeqLenPolicy::kFixed) return;

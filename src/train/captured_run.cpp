@@ -33,6 +33,9 @@ InputSpec dataInputSpec(const std::shared_ptr<const Dataset>& data, const DataRo
     }
     return padded;
   };
+  spec.value_range = [data, fields](size_t i) {
+    return data->valueRange(fields.at(i), std::numeric_limits<int64_t>::min());
+  };
   return spec;
 }
 

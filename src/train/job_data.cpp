@@ -2,10 +2,13 @@
 #include "job_data.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
 #include "ppstage/data/data_files.h"
+#include "ppstage/graph/embedding_tables.h"
+#include "ppstage/models/model_source.h"
 
 namespace ppstage {
 
@@ -49,6 +52,18 @@ void checkTargetsOf(const Dataset& data, const JobLayout& layout, const SampleSh
   checkTargetsFit(data.fields().at(target), output, layout.loss, ignore_index, range);
 }
 
+void checkIdsFitEmbeddings(const Dataset& data, const JobLayout& layout, const ModelGraph& graph,
+                           const ModelConfig& model, const std::string& source) {
+  for (const EmbeddingTable& table : embeddingTablesOf(graph)) {
+    const size_t field = layout.roles.inputs.at(table.input);
+    const auto ids = data.valueRange(field, std::numeric_limits<int64_t>::min());
+    if (ids) {
+      checkIdsFit(table, *ids, data.fields().at(field).name, source,
+                  vocabSizeAdvice(model, ids->second));
+    }
+  }
+}
+
 std::shared_ptr<const Dataset> openValidationSet(const Config& config, const JobLayout& layout,
                                                  const ModelSplit& split, const Dataset& train) {
   DataConfig val = config.data;
@@ -64,6 +79,8 @@ std::shared_ptr<const Dataset> openValidationSet(const Config& config, const Job
   PPSTAGE_CHECK(fields == fieldsText(train.fields()), "--data.val_path '", val.path, "' gives ",
                 fields, "; the training data gives ", fieldsText(train.fields()));
   checkHoldsOneBatch(*data, config.train.batch_size);
+  checkIdsFitEmbeddings(*data, layout, split.graph, config.model,
+                        "--data.val_path '" + val.path + "'");
   checkTargetsOf(*data, layout,
                  outputSample(split.stages.back().outputs.at(0), config.train.batch_size),
                  config.train.ignore_index);

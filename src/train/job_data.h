@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ppstage/data/data_files.h"
@@ -26,6 +27,12 @@ void checkHoldsOneBatch(const Dataset& data, int64_t batch_size);
 // checkTargetsFit for `data`'s target field, over its values where the data set knows them.
 void checkTargetsOf(const Dataset& data, const JobLayout& layout, const SampleShape& output,
                     int64_t ignore_index);
+
+// Throws ppstage::Error when a field of `data` fed to the model holds an id outside an
+// embedding table it indexes (checkIdsFit); `source` names the data. Captures check the
+// training data (captureForSplit); this checks a validation set.
+void checkIdsFitEmbeddings(const Dataset& data, const JobLayout& layout, const ModelGraph& graph,
+                           const ModelConfig& model, const std::string& source);
 
 // The validation set, read as the training data is, whose fields match the training data's.
 std::shared_ptr<const Dataset> openValidationSet(const Config& config, const JobLayout& layout,

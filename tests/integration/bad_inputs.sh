@@ -53,6 +53,7 @@ printf '0F0,0B0\n' > "$work/one-stage.csv"
 printf '{"traceEvents": [{"ph": "X", "ts": ' > "$work/truncated-trace.json"
 : > "$work/empty.bin"
 printf 'abc' > "$work/odd.bin"
+{ head -c 400 /dev/zero; printf '\x2c\x01'; head -c 400 /dev/zero; } > "$work/big-id.bin"  # id 300
 printf 'not an npy file' > "$work/x.npy"
 head -c 100 "$fixtures/data/tiny-images-idx3-ubyte.gz" > "$work/truncated.gz"
 ctrl=$'bad\x1b[2Jname\x07.pt'

@@ -9,6 +9,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/graph/capture.h"
+#include "ppstage/graph/embedding_tables.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/model_graph.h"
 #include "ppstage/graph/random_stream.h"
@@ -100,6 +101,34 @@ TEST(Capture, HuggingFaceStyleModel) {
   }
   EXPECT_TRUE(buffer) << "registered buffers are lifted as non-trainable inputs";
   ASSERT_EQ(graph.ties.size(), 1u) << "lm_head.weight is transformer.wte.weight";
+}
+
+TEST(EmbeddingTables, FoundWhereTheDataInputIndexesThem) {
+  const LoadedModel gpt = loadModel(test::builtinConfig("gpt", 2).model, TrainConfig{});
+  const std::vector<EmbeddingTable> tables = embeddingTablesOf(inlineForward(gpt.module, {}).model);
+  ASSERT_EQ(tables.size(), 1u) << "wpe is indexed by positions, not by the data";
+  EXPECT_EQ(tables[0].input, 0u);
+  EXPECT_EQ(tables[0].path, "wte.weight");
+  EXPECT_EQ(tables[0].rows, 64);
+  // F.embedding's `if max_norm is not None: input = input.contiguous()` is still a branch
+  // when the forward is inlined: the ids reach the table through it.
+  const LoadedModel hf = loadModel(test::fixtureConfig("hf_gpt2.pt").model, TrainConfig{});
+  const std::vector<EmbeddingTable> hf_tables =
+      embeddingTablesOf(inlineForward(hf.module, {"input_ids"}).model);
+  ASSERT_EQ(hf_tables.size(), 1u);
+  EXPECT_EQ(hf_tables[0].path, "transformer.wte.weight");
+  EXPECT_EQ(hf_tables[0].rows, 96);
+
+  checkIdsFit(tables[0], {0, 63}, "input_ids", "--data.path 'x'");
+  EXPECT_EQ(test::errorOf([&] {
+              checkIdsFit(tables[0], {0, 64}, "input_ids", "--data.path 'x'");
+            }),
+            "--data.path 'x': the ids of 'input_ids' go up to 64, but they index the model's "
+            "embedding 'wte.weight' of 64 rows (ids 0 to 63)");
+  EXPECT_NE(test::errorOf([&] {
+              checkIdsFit(tables[0], {-1, 3}, "input_ids", "x");
+            }).find("go down to -1"),
+            std::string::npos);
 }
 
 TEST(Capture, TracedModelKeepsSubmodulePaths) {

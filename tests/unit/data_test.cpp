@@ -74,6 +74,9 @@ TEST(DataFiles, BareUint16TokensAreWindowsOfInputsAndNextTokens) {
   EXPECT_EQ(data->fields().at(0).name, "input_ids");
   EXPECT_EQ(data->sample(0, 2)[0].item<int64_t>(), 60016);  // beyond int16: read unsigned
   EXPECT_EQ(data->sample(1, 2)[7].item<int64_t>(), 60024);
+  // Over the whole file, the last token too (no window holds it as an input).
+  EXPECT_EQ(data->valueRange(0, -100), std::make_pair(int64_t{60000}, int64_t{60040}));
+  EXPECT_EQ(data->valueRange(1, 60040), std::make_pair(int64_t{60000}, int64_t{60039}));
 }
 
 TEST(DataFiles, TokenHeadersChooseTheDtypeAndMustAgreeWithTheSize) {

@@ -21,6 +21,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the mapping is read from start to end (read ahead, drop behind), or,
+  // with false, in the pattern it guesses itself (the default).
+  void adviseSequential(bool sequential) const;
 
  private:
   std::string path_;

@@ -58,8 +58,9 @@ class Dataset {
   // "embedded text (Jargon File 4.4.7 excerpt, 309840 bytes, 4841 sequences of 64)"
   virtual std::string describe() const = 0;
   // The smallest and largest value of integer field `field` over every sample, leaving out
-  // values equal to `ignored`; nullopt when not known without reading the whole data set
-  // (token files), or when every value is `ignored`.
+  // values equal to `ignored`; nullopt when the data set does not know it, or when every
+  // value is `ignored`. Named arrays know it from their values; a token file scans itself
+  // once (a pass over the mapping) at the first call.
   virtual std::optional<std::pair<int64_t, int64_t>> valueRange(size_t field,
                                                                 int64_t ignored) const {
     return std::nullopt;

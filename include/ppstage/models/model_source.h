@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ppstage/config/config.h"
@@ -26,6 +28,9 @@ struct InputSpec {
   std::vector<std::string> names{};
   // When set, example inputs are the data's: `batch` samples of each of `names`.
   std::function<std::vector<at::Tensor>(int64_t batch)> samples{};
+  // When set, the smallest and largest value of input `i` (of `names`) over the whole data
+  // set, where the data knows it (token files); nullopt where not.
+  std::function<std::optional<std::pair<int64_t, int64_t>>(size_t i)> value_range{};
   // What set the shape, for error lines: "--model.input_shape/--model.input_dtype".
   std::string source =
       "--model.input_shape/--model.input_dtype, or by the first samples of a data file";
@@ -40,6 +45,10 @@ struct LoadedModel {
 // Builds the built-in model `config.model.name` or loads it as a TorchScript file.
 // Throws ppstage::Error when the file is missing or is not a TorchScript module.
 LoadedModel loadModel(const ModelConfig& model, const TrainConfig& train);
+
+// For ids up to `largest_id` that a built-in model's vocabulary does not hold: " (set
+// --model.vocab_size N or more)"; empty for a user's model, whose vocabulary is its own.
+std::string vocabSizeAdvice(const ModelConfig& model, int64_t largest_id);
 
 // Reproducible example inputs following `spec`, one per input, with their batch dimension
 // set to `batch`: spec.samples(batch) when set, else drawn from `seed`.
