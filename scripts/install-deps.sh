@@ -28,6 +28,7 @@ packages=(
   clang-format            # scripts/check-style.sh (CTest's `style` test)
   librsvg2-bin            # rsvg-convert: the timeline test renders the SVGs to PNG
   libxml2-utils           # xmllint: the same test parses them as XML
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (--output.tensorboard)
 )
 # Only the fuzzer (tests/fuzz) needs clang and libFuzzer; ask with PPSTAGE_FUZZ_DEPS=1.
 if [[ "${PPSTAGE_FUZZ_DEPS:-0}" == 1 ]]; then
@@ -89,5 +90,15 @@ install_torch_venv() {
   echo "install-deps: LibTorch $torch_version installed in $venv ($(du -sh "$venv" | cut -f1))"
 }
 
+# TensorBoard's own reader, for the live_metrics test: optional (about 30 MB); without it
+# that test checks the JSON lines only and the unit test decodes the event files.
+install_tensorboard_reader() {
+  if "$venv/bin/python" -c 'import tensorboard' 2>/dev/null; then return; fi
+  echo "install-deps: installing tensorboard into $venv (optional: TensorBoard's reader for a test)"
+  "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-cache-dir tensorboard ||
+    echo "install-deps: tensorboard not installed; the live_metrics test skips TensorBoard's reader"
+}
+
 install_apt_packages "${packages[@]}"
 install_torch_venv
+install_tensorboard_reader

@@ -392,6 +392,14 @@ void addOutputOptions(po::options_description& desc, OutputConfig& o) {
   add("output.metrics_json", po::value(&o.metrics_json)->default_value(o.metrics_json),
       "write the run's metrics (losses, step times, per-rank busy/idle/RSS, predicted "
       "makespan) to this JSON file at the end");
+  add("output.metrics_jsonl", po::value(&o.metrics_jsonl)->default_value(o.metrics_jsonl),
+      "write one JSON line per step (loss, lr, grad_norm, seconds, tokens/s, bubble, epoch) "
+      "and per evaluation to this file as the run goes, each flushed when written; a resumed "
+      "run appends to it");
+  add("output.tensorboard", po::value(&o.tensorboard)->default_value(o.tensorboard),
+      "write TensorBoard event files into this directory as the run goes (train/loss, "
+      "train/lr, train/grad_norm, train/tokens_per_s, ..., eval/loss): tensorboard --logdir "
+      "DIR");
   add("output.params_dir", po::value(&o.params_dir)->default_value(o.params_dir),
       "write every stage's final parameters to this directory (params-rank<r>.pt), for "
       "ppstage compare-runs");

@@ -10,6 +10,7 @@
 #include "ppstage/core/environment.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/observe/tensorboard_events.h"
 
 namespace ppstage {
 
@@ -28,6 +29,13 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
   const bool writes_state = topology.dpRank() == 0;
   if (leader && !config.output.metrics_json.empty()) {
     checkWritableFile(config.output.metrics_json, "output.metrics_json");
+  }
+  if (leader && !config.output.metrics_jsonl.empty()) {
+    checkWritableFile(config.output.metrics_jsonl, "output.metrics_jsonl");
+  }
+  if (leader && !config.output.tensorboard.empty()) {
+    requireTensorBoard();
+    checkWritableDirectory(config.output.tensorboard, "output.tensorboard");
   }
   if (leader && !config.output.trace.empty()) {
     checkWritableFile(config.output.trace, "output.trace");

@@ -18,6 +18,7 @@
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/observe/live_metrics.h"
 #include "ppstage/observe/progress_line.h"
 #include "ppstage/split/plan_report.h"
 #include "ppstage/train/auto_plan.h"
@@ -56,6 +57,7 @@ class TrainLoop {
   RunMetrics run() {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
+    if (leader_) live_ = openLiveMetrics(config_.output, !record_.resumed_from.empty());
     if (live_progress_) {
       const JobLayout& layout = setup_.layout();
       progress_.emplace(log_, record_.first_step, config_.train.steps,
@@ -105,11 +107,26 @@ class TrainLoop {
     return metrics;
   }
 
-  // The step's line (rank 0, every --output.log_every steps) and the live line.
+  // The step's line (rank 0, every --output.log_every steps), its live records (every
+  // step) and the live line.
   void logStep(int64_t step, const StepResult& result) {
     if (leader_ && logsStep(config_.output, step, record_.first_step, config_.train.steps)) {
       clearProgress();
       printStep(log_, config_, setup_.layout(), step, result);
+    }
+    if (!live_.empty()) {
+      const LiveStep live{step + 1,
+                          result.loss,
+                          result.accuracy,
+                          result.lr,
+                          result.grad_norm,
+                          result.seconds,
+                          static_cast<double>(result.tokens) / result.seconds,
+                          setup_.layout().token_inputs,
+                          result.bubble,
+                          result.epoch,
+                          result.finite};
+      for (const auto& sink : live_) sink->step(live);
     }
     if (progress_) progress_->update(step, result.loss, result.seconds, result.tokens);
   }
@@ -118,6 +135,7 @@ class TrainLoop {
   void evaluate(int64_t steps) {
     const EvalResult r = evaluator_->run(steps);
     record_.eval.push_back({steps, r.loss, r.accuracy, r.seconds});
+    for (const auto& sink : live_) sink->eval({steps, r.loss, r.accuracy, r.seconds});
     if (!leader_) return;
     clearProgress();
     log_ << "eval step " << steps << ": loss " << std::fixed << std::setprecision(4) << r.loss;
@@ -225,9 +243,10 @@ class TrainLoop {
   Checkpointer checkpointer_;
   RunRecord record_;
   const bool live_progress_;
-  std::unique_ptr<Evaluator> evaluator_;           // null without --eval.every
-  std::optional<ProgressLine> progress_;           // rank 0 on a terminal
-  std::pair<int64_t, double> last_finite_{-1, 0};  // step, loss
+  std::unique_ptr<Evaluator> evaluator_;                // null without --eval.every
+  std::vector<std::unique_ptr<LiveMetricsSink>> live_;  // rank 0: --output.metrics_jsonl, ...
+  std::optional<ProgressLine> progress_;                // rank 0 on a terminal
+  std::pair<int64_t, double> last_finite_{-1, 0};       // step, loss
   SkippedSteps skipped_{config_.train.max_skipped};
 };
 

@@ -4,12 +4,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "ppstage/core/error.h"
+#include "ppstage/observe/live_metrics.h"
 #include "ppstage/observe/loss_comparison.h"
 #include "ppstage/observe/metrics.h"
+#include "ppstage/observe/tensorboard_events.h"
+#include "support/error_of.h"
 
 namespace ppstage {
 namespace {
@@ -57,6 +63,58 @@ TEST(LossComparison, ANanInOneRunOnlyIsAnInfiniteDifference) {
   EXPECT_EQ(resumed.worst_step, 3);
   EXPECT_NEAR(resumed.max_rel_diff, 0.1, 1e-12);
   EXPECT_THROW(compareLosses({1.0}, 0, {1.0}, 5), Error);
+}
+
+TEST(LiveMetrics, AStepLineHoldsWhatTheStepLineSaysAndNullForANanLoss) {
+  LiveStep s{3, std::nan(""), std::nan(""), 0.001, 2.5, 0.5, 1000, true, 0.25, std::nan(""), false};
+  const nlohmann::json line = nlohmann::json::parse(liveStepJson(s, 12.5));
+  EXPECT_EQ(line.at("kind"), "step");
+  EXPECT_EQ(line.at("step"), 3);
+  EXPECT_TRUE(line.at("loss").is_null());
+  EXPECT_EQ(line.at("tokens_per_s"), 1000);
+  EXPECT_FALSE(line.contains("accuracy")) << "not a classifier";
+  EXPECT_FALSE(line.contains("epoch")) << "endless data";
+  EXPECT_EQ(line.at("finite"), false);
+  s.token_rate = false;
+  s.accuracy = 0.5;
+  const nlohmann::json samples = nlohmann::json::parse(liveStepJson(s, 12.5));
+  EXPECT_EQ(samples.at("samples_per_s"), 1000);
+  EXPECT_EQ(samples.at("accuracy"), 0.5);
+  const nlohmann::json eval = nlohmann::json::parse(liveEvalJson({10, 2.0, 0.75, 0.1}, 1));
+  EXPECT_EQ(eval.at("kind"), "eval");
+  EXPECT_EQ(eval.at("accuracy"), 0.75);
+}
+
+TEST(TensorBoardEvents, WrittenScalarsReadBackAndADamagedRecordIsNamed) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "ppstage_tensorboard_test").string();
+  std::filesystem::remove_all(dir);
+  std::string path;
+  {
+    TensorBoardWriter writer(dir);
+    writer.write(1, {{"train/loss", 5.5}, {"train/lr", 0.003}});
+    writer.write(2, {{"train/loss", 4.25}});
+    path = writer.path();
+    // Flushed as written: readable while the writer is open.
+    EXPECT_EQ(readTensorBoardScalars(path).size(), 3u);
+  }
+  EXPECT_NE(path.find("events.out.tfevents."), std::string::npos);
+  const std::vector<TensorBoardScalar> read = readTensorBoardScalars(path);
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read[0].tag, "train/loss");
+  EXPECT_EQ(read[0].step, 1);
+  EXPECT_FLOAT_EQ(read[0].value, 5.5f);
+  EXPECT_FLOAT_EQ(read[1].value, 0.003f);
+  EXPECT_EQ(read[2].step, 2);
+  EXPECT_FLOAT_EQ(read[2].value, 4.25f);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-6, std::ios::end);  // inside the last event's message
+    file.put('\x7f');
+  }
+  EXPECT_NE(test::errorOf([&] { readTensorBoardScalars(path); }).find("record 2"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

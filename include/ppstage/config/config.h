@@ -258,10 +258,12 @@ struct EvalConfig {
 
 // [output]: what a training run reports.
 struct OutputConfig {
-  int64_t log_every = 1;     // print a step line every N steps (and the last); 0: never
-  std::string metrics_json;  // write the run's metrics here at the end
-  std::string params_dir;    // write each rank's final parameters here (compare-runs reads it)
-  std::string trace;         // write every rank's actions here, one Chrome trace JSON, at the end
+  int64_t log_every = 1;      // print a step line every N steps (and the last); 0: never
+  std::string metrics_json;   // write the run's metrics here at the end
+  std::string metrics_jsonl;  // append one JSON line per step and evaluation as the run goes
+  std::string tensorboard;    // write TensorBoard event files into this directory as it goes
+  std::string params_dir;     // write each rank's final parameters here (compare-runs reads it)
+  std::string trace;          // write every rank's actions here, one Chrome trace JSON, at the end
 };
 
 // [comm]: how ranks talk.
