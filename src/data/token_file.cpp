@@ -53,8 +53,8 @@ class MappedTokens : public TokenSource {
   }
 
  private:
-  // Read in order (the kernel reads ahead), as T, which the compiler vectorizes: about
-  // 2.5 GB/s from the page cache here (docs/benchmarks.md).
+  // Read in order (the kernel reads ahead), as T, which the compiler vectorizes; its cost
+  // at start-up is in docs/benchmarks.md.
   std::pair<int64_t, int64_t> scan(int64_t ignored) const {
     file_->adviseSequential(true);
     const std::pair<int64_t, int64_t> range =
