@@ -6,10 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +21,7 @@
 #include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/clock.h"
+#include "ppstage/core/environment.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/units.h"
 #include "ppstage/observe/tensor_memory.h"
@@ -37,9 +41,17 @@ using Clock = std::chrono::steady_clock;
 // The profile to plan with: read from --plan.costs, or measured on every rank of `world`
 // (measuredProfile; none: this process alone), and saved with --plan.save_costs.
 CostProfile costProfileOf(const Config& config, int ranks, Communicator* world) {
+  const int tp = static_cast<int>(config.train.tp);
   if (!config.plan.costs.empty()) {
-    return readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
+    CostProfile profile =
+        readCostProfile(readFile(config.plan.costs, "cost profile"), config.plan.costs);
+    checkProfileTp(profile, tp, config.plan.costs);
+    return profile;
   }
+  PPSTAGE_CHECK(tp == 1 || world != nullptr, "--train.tp ", tp,
+                ": a plan measures each unit sharded over its tensor-parallel group, the "
+                "group's ranks running at once; run it under mpirun -np ",
+                config.plan.ranks, ", or plan from --plan.costs measured so");
   CostProfile profile = measuredProfile(config, nullptr, ranks, world);
   if (!config.plan.save_costs.empty() && (world == nullptr || world->rank() == 0)) {
     writeFileAtomically(config.plan.save_costs, costProfileToJson(profile));
@@ -47,13 +59,78 @@ CostProfile costProfileOf(const Config& config, int ranks, Communicator* world) 
   return profile;
 }
 
-void writeConfig(const std::string& path, const std::map<std::string, std::string>& given,
+// `path` parsed as `ppstage train --config path` parses it, with the layout its schedule
+// needs filled in as train fills it (defaultScheduleLayout).
+Config parsedAsTrain(const std::string& path) {
+  Config config;
+  po::options_description options;
+  addAllOptions(options, config);
+  const char* const argv[] = {"train", "--config", path.c_str()};
+  std::set<std::string> given;
+  std::ostringstream unused;
+  parseOptions(3, argv, options, "", unused, &given);
+  defaultScheduleLayout(makeScheduleRegistry(config.pipeline.schedule_plugin), config.pipeline,
+                        given);
+  return config;
+}
+
+// Writes the chosen configuration to `path` (configIniOf) once train accepts it on the
+// planned ranks (checkTrainable). A --checkpoint.dir that holds another run's checkpoints
+// without --checkpoint.resume is left out, with the reason in the file's header: train
+// would refuse it.
+void writeConfig(const std::string& path, std::map<std::string, std::string> given,
                  const PlanCandidate& chosen, const CostProfile& profile,
                  const PlanRequest& request) {
+  const int ranks = request.ranks * request.tp;
   std::ostringstream header;
   header << "ppstage plan: " << chosen.label() << ", predicted step " << chosen.step_s
-         << " s\nrun: mpirun -np " << request.ranks << " ppstage train --config " << path;
-  writeFileAtomically(path, configIniOf(given, chosen, profile, header.str()));
+         << " s\nrun: mpirun -np " << ranks << " ppstage train --config " << path;
+  const std::string checking = path + ".checking";
+  writeFileAtomically(checking, configIniOf(given, chosen, profile, header.str()));
+  try {
+    Config config = parsedAsTrain(checking);
+    try {
+      checkFreshCheckpoints(config.checkpoint);
+    } catch (const Error& e) {
+      header << "\ncheckpoint.dir left out: " << e.what();
+      given.erase("checkpoint.dir");
+      writeFileAtomically(checking, configIniOf(given, chosen, profile, header.str()));
+      config = parsedAsTrain(checking);
+    }
+    checkTrainable(config, ranks);
+  } catch (const Error& e) {
+    std::remove(checking.c_str());
+    PPSTAGE_FAIL("the plan's configuration is one train refuses (a bug in ppstage): ", e.what());
+  }
+  PPSTAGE_CHECK(std::rename(checking.c_str(), path.c_str()) == 0, "cannot write --write-config '",
+                path, "': ", std::strerror(errno));
+}
+
+// This machine's cores.
+int coresHere() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// A note where the planned ranks outnumber this machine's cores (empty where they do not):
+// how the costs were measured, and what the prediction does not see.
+std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool measured) {
+  const int64_t here = environment::localRanks().value_or(ranks);
+  const int cores = coresHere();
+  if (here <= cores) return "";
+  std::ostringstream note;
+  note << "note: " << here << " ranks share this machine's " << cores << " cores. ";
+  if (measured && profile.links.rfind("measured over", 0) == 0) {
+    note << "Their costs were measured with the ranks computing at once, as in the run; "
+            "the simulator still takes each rank to compute on cores of its own, so the "
+            "measured step can differ from the prediction either way (on shared cores a "
+            "rank's idle time goes to the others): try a close call with ppstage train.";
+  } else if (measured) {
+    note << "One process measured the costs alone, which the run's ranks will not be: plan "
+            "under mpirun -np "
+         << ranks << " to measure them computing at once.";
+  } else {
+    note << "The costs were read from --plan.costs (" << profile.links
+         << "); the prediction takes each rank to compute on cores of its own.";
+  }
+  return note.str();
 }
 
 nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile) {
@@ -61,6 +138,7 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
   return {{"schedule", c.schedule},
           {"dp", c.dp},
           {"pp", c.pp},
+          {"tp", c.tp},
           {"stages", c.stages()},
           {"stages_per_rank", c.stages_per_rank},
           {"placement", toString(c.placement)},
@@ -80,6 +158,9 @@ nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const Plan
   nlohmann::json best = nlohmann::json::array();
   for (const PlanCandidate& c : plan.best) best.push_back(candidateJson(c, profile));
   return {{"ranks", config.ranks},
+          {"tp", profile.tp},
+          {"cores", coresHere()},
+          {"shared_cores_note", sharedCoresNote(profile, config.ranks, config.costs.empty())},
           {"memory_mb", config.memory_mb},
           {"model", profile.model},
           {"compile_mode", profile.compile_mode},
@@ -108,11 +189,18 @@ void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profi
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
                double measure_s, double plan_s) {
+  const std::string groups = profile.tp > 1
+                                 ? " (" + std::to_string(config.ranks / profile.tp) +
+                                       " groups of --train.tp " + std::to_string(profile.tp) + ")"
+                                 : "";
   std::printf(
-      "plan for %lld ranks: %s (%s), batch %lld, %zu units; measured in %.1f s, "
+      "plan for %lld ranks%s: %s (%s), batch %lld, %zu units; measured in %.1f s, "
       "planned in %.2f s\n",
-      static_cast<long long>(config.ranks), profile.model.c_str(), profile.compile_mode.c_str(),
-      static_cast<long long>(profile.batch_size), profile.units.size(), measure_s, plan_s);
+      static_cast<long long>(config.ranks), groups.c_str(), profile.model.c_str(),
+      profile.compile_mode.c_str(), static_cast<long long>(profile.batch_size),
+      profile.units.size(), measure_s, plan_s);
+  const std::string note = sharedCoresNote(profile, config.ranks, config.costs.empty());
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   std::printf(
       "%lld candidates, %lld simulated, %lld refused by their schedule, %lld over the "
       "memory budget%s\n\n",
@@ -202,8 +290,8 @@ int ranksToPlan(const PlanConfig& plan, int world) {
 int planAndReport(PlanCommand& command, const CostProfile& profile, double measure_s) {
   Config& config = command.config;
   const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-  const PlanRequest request =
-      planRequestOf(config.plan, static_cast<int>(config.plan.ranks), registry);
+  const PlanRequest request = planRequestOf(config.plan, static_cast<int>(config.plan.ranks),
+                                            static_cast<int>(config.train.tp), registry);
   const Clock::time_point start = Clock::now();
   const Plan plan = planPipeline(profile, request, registry);
   const double plan_s = secondsSince(start);

@@ -310,9 +310,12 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks) {
 }
 
 CostProfile measureCostProfile(const Config& config, const CapturedModel& captured,
-                               LossKind loss_kind, int ranks) {
+                               LossKind loss_kind, int ranks, const UnitSharding& sharding) {
   const std::vector<SplitUnit> split_units = findUnits(captured.graph, captured.shapes);
-  const std::vector<StageModule> units = unitStages(captured.graph, split_units, captured.shapes);
+  std::vector<StageModule> units = unitStages(captured.graph, split_units, captured.shapes);
+  if (sharding.shard) {
+    for (StageModule& unit : units) sharding.shard(unit);
+  }
   CompiledUnits compiled = compileUnits(config, captured.graph, units);
   const UnitLoss loss = trainingLoss(loss_kind);
   CostProfile profile;
@@ -321,6 +324,7 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
   const bool bf16 = captured.compute_dtype == at::kBFloat16;  // not where it fell back
   profile.precision = bf16 ? "bf16" : "fp32";
   profile.batch_size = config.train.batch_size;
+  profile.tp = sharding.shard ? sharding.tp : 1;
   const at::Tensor& input = captured.example_inputs.at(0);
   if (at::isIntegralType(input.scalar_type(), /*includeBool=*/false)) {
     profile.tokens_per_sample = input.numel() / std::max<int64_t>(input.size(0), 1);

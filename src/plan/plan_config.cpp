@@ -11,9 +11,14 @@
 
 namespace ppstage {
 
-PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegistry& registry) {
+PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
+                          const ScheduleRegistry& registry) {
+  PPSTAGE_CHECK(tp >= 1 && ranks % tp == 0, "a plan of ", ranks,
+                " ranks needs a number of ranks that --train.tp ", tp,
+                " divides: each pipeline rank of each replica is a tensor-parallel group of ", tp);
   PlanRequest request;
-  request.ranks = ranks;
+  request.ranks = ranks / tp;
+  request.tp = tp;
   request.memory_budget_bytes = plan.memory_mb * kBytesPerMiB;
   request.keep = static_cast<int>(plan.top);
   request.schedules = plan.schedules.empty() ? registry.names() : plan.schedules;
@@ -27,6 +32,12 @@ PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegis
   return request;
 }
 
+void checkProfileTp(const CostProfile& profile, int tp, const std::string& source) {
+  PPSTAGE_CHECK(profile.tp == tp, "cost profile '", source, "' was measured with ",
+                profile.tp > 1 ? "its units sharded over --train.tp " : "--train.tp ", profile.tp,
+                "; this plan has --train.tp ", tp, " (measure the costs again at this tp)");
+}
+
 std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile) {
   std::vector<std::string> points;
   for (size_t start : candidate.stage_starts) points.push_back(profile.units.at(start).path);
@@ -38,6 +49,7 @@ PlanCandidate candidateOf(const Config& config, const Topology& pipeline) {
   c.schedule = config.pipeline.schedule;
   c.dp = pipeline.dpSize();
   c.pp = pipeline.ppSize();
+  c.tp = pipeline.tpSize();
   c.stages_per_rank = pipeline.stagesPerRank();
   c.placement = pipeline.placement();
   c.microbatches =
@@ -56,6 +68,7 @@ void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& 
   p.stages_per_rank = c.stages_per_rank;
   p.placement = c.placement;
   config.train.dp = c.dp;
+  config.train.tp = c.tp;
 }
 
 namespace {
@@ -71,6 +84,7 @@ bool chosenByPlan(const std::string& name) {
                                         "pipeline.placement",
                                         "pipeline.auto",
                                         "train.dp",
+                                        "train.tp",
                                         "config",
                                         "help",
                                         "json",
@@ -103,6 +117,7 @@ std::string configIniOf(const std::map<std::string, std::string>& given, const P
   pipeline["stages_per_rank"] = std::to_string(c.stages_per_rank);
   pipeline["placement"] = toString(c.placement);
   sections["train"]["dp"] = std::to_string(c.dp);
+  sections["train"]["tp"] = std::to_string(c.tp);
   sections["train"]["batch_size"] = std::to_string(profile.batch_size);  // what was planned
   std::ostringstream out;
   std::istringstream lines(header);

@@ -24,6 +24,7 @@ std::string PlanCandidate::label() const {
   std::ostringstream out;
   out << schedule << " dp" << dp << " pp" << pp;
   if (stages_per_rank > 1) out << "x" << stages_per_rank << " " << toString(placement);
+  if (tp > 1) out << " tp" << tp;
   out << " M" << microbatches;
   return out.str();
 }
@@ -569,9 +570,14 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
                   const ScheduleRegistry& registry) {
   PPSTAGE_CHECK(request.ranks >= 1, "--plan.ranks must be at least 1; got ", request.ranks);
   PPSTAGE_CHECK(!request.schedules.empty(), "no schedule to plan with");
+  PPSTAGE_INTERNAL_ASSERT(request.tp == profile.tp, "a plan at tp ", request.tp,
+                          " of costs measured at tp ", profile.tp);
   Plan plan;
   std::vector<Pending> pending = Enumerator(profile, request).all();
-  PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks,
+  PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks * request.tp,
+                request.tp > 1 ? " (" + std::to_string(request.ranks) + " groups of --train.tp " +
+                                     std::to_string(request.tp) + ")"
+                               : std::string(),
                 " cannot be laid out: ", "data parallelism must divide the batch (",
                 profile.batch_size, ") and the pipeline ranks be at most the model's ",
                 possibleStarts(profile).size(), " units");
@@ -582,6 +588,8 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
   std::stable_sort(plan.best.begin(), plan.best.end(), ranksBefore);
   if (static_cast<int>(plan.best.size()) > request.keep) plan.best.resize(request.keep);
   plan.default_config = defaultCandidate(profile, request, registry);
+  for (PlanCandidate& c : plan.best) c.tp = request.tp;
+  plan.default_config.tp = request.tp;
   return plan;
 }
 

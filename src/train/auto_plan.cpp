@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 
@@ -16,6 +17,8 @@
 #include "ppstage/core/text.h"
 #include "ppstage/core/units.h"
 #include "ppstage/measure/unit_costs.h"
+#include "ppstage/parallel/tensor_parallel.h"
+#include "ppstage/parallel/tp_group.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_setup.h"
@@ -38,8 +41,22 @@ void checkPlannable(const Config& config, int world) {
   PPSTAGE_CHECK(config.plan.ranks == 0 || config.plan.ranks == world,
                 "--pipeline.auto plans for the job's ", world, " ranks; --plan.ranks is ",
                 config.plan.ranks);
-  PPSTAGE_CHECK(config.train.tp == 1, "--pipeline.auto plans pp x dp; it does not choose ",
-                "tensor parallelism (--train.tp ", config.train.tp, ")");
+  PPSTAGE_CHECK(world % config.train.tp == 0, "--pipeline.auto plans pp x dp around --train.tp ",
+                config.train.tp, ", which must divide the job's ", world, " ranks");
+}
+
+// This rank's tensor-parallel group for measuring sharded units: as in the run, ranks r
+// and r' share one where r / tp == r' / tp (Topology::tensorParallelColor). Null at tp 1
+// and in one process (whose units are measured whole). Collective over `world`.
+std::unique_ptr<TpGroup> measuringGroup(int tp, Communicator* world) {
+  if (tp <= 1 || world == nullptr || world->size() < 2) return nullptr;
+  runAgreed(*world, [&] {
+    PPSTAGE_CHECK(world->size() % tp == 0, "--train.tp ", tp, " must divide the ", world->size(),
+                  " ranks that measure the model's costs");
+  });
+  auto group = std::make_unique<TpGroup>(world->rank() % tp, tp);
+  group->attach(world->split(world->rank() / tp, world->rank() % tp));
+  return group;
 }
 
 // The profile a job of `ranks` ranks plans with: read from --plan.costs, or measured on
@@ -63,6 +80,7 @@ CostProfile agreedProfile(const Config& config, const CapturedRun& run, int rank
         "cost profile '", config.plan.costs, "' was measured for --model.name '", profile->model,
         "' with a batch of ", profile->batch_size, "; this run has '", config.model.name, "' and ",
         config.train.batch_size);
+    checkProfileTp(*profile, static_cast<int>(config.train.tp), config.plan.costs);
   });
   return *profile;
 }
@@ -100,11 +118,17 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
                             Communicator* world) {
   const bool alone = world == nullptr || world->size() < 2;
   setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
+  const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
   return measureCostProfileOnRanks(
       [&] {
         std::optional<CapturedRun> captured;  // where the run passed none
         const CapturedRun& mine = run != nullptr ? *run : captured.emplace(captureRun(config));
-        return measureCostProfile(config, mine.model, mine.loss, ranks);
+        UnitSharding sharding;
+        if (group) {
+          sharding.tp = group->size();
+          sharding.shard = [&](StageModule& unit) { shardStage(unit, mine.model.graph, *group); };
+        }
+        return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
       world);
 }
@@ -119,7 +143,8 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
   const Clock::time_point planning = Clock::now();
   runAgreed(world, [&] {
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-    PlanRequest request = planRequestOf(config.plan, world.size(), registry);
+    PlanRequest request =
+        planRequestOf(config.plan, world.size(), static_cast<int>(config.train.tp), registry);
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
   });

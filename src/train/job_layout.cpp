@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "ppstage/checkpoint/checkpoint_dir.h"
+#include "ppstage/config/options.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/environment.h"
 #include "ppstage/core/error.h"
@@ -47,18 +48,40 @@ void checkOutputPaths(const Config& config, const Topology& topology) {
   if ((writes_state || leader) && !checkpoints.empty()) {
     checkWritableDirectory(checkpoints, "checkpoint.dir");
   }
-  // A fresh run must not mix its checkpoints with another run's (pruning would keep the
-  // other's newer ones and drop its own).
-  if (leader && !checkpoints.empty() && !config.checkpoint.resume) {
-    const std::string newest = newestStepDirectory(checkpoints);
-    PPSTAGE_CHECK(newest.empty(), "--checkpoint.dir '", checkpoints,
-                  "' already holds checkpoints (", newest,
-                  "); continue from them with --checkpoint.resume true, or give an empty "
-                  "directory");
-  }
+  if (leader) checkFreshCheckpoints(config.checkpoint);
+}
+
+// The micro-batches and the schedule of `topology` (a rank of it, or the layout alone).
+void scheduleLayout(const Config& config, JobLayout& layout) {
+  const Topology& topology = layout.topology;
+  const ScheduleOptions options =
+      scheduleOptionsFor(config.pipeline, topology.numStages(), topology.stagesPerRank());
+  layout.batch = batchLayout(config.train.batch_size, topology.dpSize(), options.microbatches);
+  layout.schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
+  PPSTAGE_CHECK(static_cast<int>(layout.schedule.ranks.size()) == topology.ppSize(), "schedule '",
+                layout.schedule.name, "' has ", layout.schedule.ranks.size(),
+                " ranks; the job has ", topology.ppSize(), " pipeline ranks");
 }
 
 }  // namespace
+
+void checkFreshCheckpoints(const CheckpointConfig& checkpoint) {
+  // A fresh run must not mix its checkpoints with another run's (pruning would keep the
+  // other's newer ones and drop its own).
+  if (checkpoint.dir.empty() || checkpoint.resume) return;
+  const std::string newest = newestStepDirectory(checkpoint.dir);
+  PPSTAGE_CHECK(newest.empty(), "--checkpoint.dir '", checkpoint.dir,
+                "' already holds checkpoints (", newest,
+                "); continue from them with --checkpoint.resume true, or give an empty "
+                "directory");
+}
+
+void checkTrainable(const Config& config, int world) {
+  validate(config);
+  JobLayout layout(jobTopology(config, world));
+  scheduleLayout(config, layout);
+  checkFreshCheckpoints(config.checkpoint);
+}
 
 Topology jobTopology(const Config& config, int world) {
   const PipelineConfig& p = config.pipeline;
@@ -81,13 +104,7 @@ JobLayout layoutOf(const Config& config, int rank, int world) {
   checkOutputPaths(config, topology);
   layout.threads = computeThreads(config.train, world);
   setComputeThreads(layout.threads);
-  const ScheduleOptions options =
-      scheduleOptionsFor(config.pipeline, topology.numStages(), topology.stagesPerRank());
-  layout.batch = batchLayout(config.train.batch_size, topology.dpSize(), options.microbatches);
-  layout.schedule = buildSchedule(makeScheduleRegistry(config.pipeline.schedule_plugin), options);
-  PPSTAGE_CHECK(static_cast<int>(layout.schedule.ranks.size()) == topology.ppSize(), "schedule '",
-                layout.schedule.name, "' has ", layout.schedule.ranks.size(),
-                " ranks; the job has ", topology.ppSize(), " pipeline ranks");
+  scheduleLayout(config, layout);
   return layout;
 }
 

@@ -3,6 +3,7 @@
 // input ending with one clear line and exit 2.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,6 +66,62 @@ TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
   EXPECT_NE(trained.out.find("  schedule  " + chosen.at("schedule").get<std::string>() + ","),
             std::string::npos)
       << trained.out;
+}
+
+// With --train.tp 2 in the user's options, 4 ranks are planned as 2 groups of 2 whose units
+// are measured sharded, and the written config keeps tp: dp x pp x tp = 4, which train runs
+// on 4 ranks. A checkpoint.dir holding another run's checkpoints is left out, with the
+// reason in the file: train would refuse it. Costs measured at tp 2 are refused for tp 1,
+// and a plan of one process cannot measure sharded units.
+TEST(PlanCli, PlansWithinTheUsersTpAndWritesAConfigTrainRuns) {
+  const std::string dir = testing::TempDir() + "ppstage_plan_tp";
+  const std::string ini = dir + "/planned.ini", costs = dir + "/costs.json";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/ckpt/step-00000004").c_str()),
+            0);
+  const Result planned =
+      runPpstage("plan" + tinyGpt() + " --train.tp 2 --json --checkpoint.dir " + dir +
+                     "/ckpt --plan.save_costs " + costs + " --write-config " + ini,
+                 mpirun(4));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json plan = nlohmann::json::parse(planned.out);
+  const nlohmann::json& chosen = plan.at("chosen");
+  EXPECT_EQ(plan.at("tp").get<int>(), 2);
+  EXPECT_EQ(chosen.at("tp").get<int>(), 2);
+  EXPECT_EQ(chosen.at("dp").get<int>() * chosen.at("pp").get<int>(), 2) << chosen.dump();
+  std::cout << "chosen " << chosen.dump() << "\n";
+  const std::string text = readText(ini);
+  EXPECT_NE(text.find("tp = 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# checkpoint.dir left out: --checkpoint.dir '" + dir +
+                      "/ckpt' already "
+                      "holds checkpoints"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("[checkpoint]"), std::string::npos) << text;
+  const Result trained = runPpstage("train --config " + ini + " --train.steps 2", mpirun(4));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err << text;
+  EXPECT_NE(trained.out.find("  schedule  " + chosen.at("schedule").get<std::string>() + ","),
+            std::string::npos)
+      << trained.out;
+
+  EXPECT_EQ(nlohmann::json::parse(readText(costs)).at("tp").get<int>(), 2);
+  // train --pipeline.auto keeps the job's tp too (it refused tp before).
+  const Result automatic = runPpstage(
+      "train" + tinyGpt() + " --train.tp 2 --pipeline.auto true --train.steps 1", mpirun(4));
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_NE(automatic.out.find(" tp2 M"), std::string::npos) << automatic.out;
+
+  const Result other_tp = runPpstage("plan --plan.ranks 4 --plan.costs " + costs);
+  EXPECT_EQ(other_tp.exit_code, 2);
+  EXPECT_NE(other_tp.err.find("was measured with its units sharded over --train.tp 2; this plan "
+                              "has --train.tp 1"),
+            std::string::npos)
+      << other_tp.err;
+  const Result alone = runPpstage("plan" + tinyGpt() + " --train.tp 2 --plan.ranks 4");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--train.tp 2: a plan measures each unit sharded over its "
+                           "tensor-parallel group"),
+            std::string::npos)
+      << alone.err;
 }
 
 // train --pipeline.auto: planned on the job's own ranks, then trained as chosen; the

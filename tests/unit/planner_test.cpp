@@ -19,6 +19,7 @@
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
+#include "ppstage/train/job_setup.h"
 #include "support/error_of.h"
 
 namespace ppstage {
@@ -399,6 +400,59 @@ TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   EXPECT_EQ(read.train.dp, 1);
   EXPECT_EQ(read.train.optimizer, OptimizerKind::kSgd);
   EXPECT_EQ(read.model.layers, 8);
+}
+
+// `path` holding `ini`, parsed as `ppstage train --config path` parses it.
+Config parsedAsTrain(const std::string& ini, const std::string& path) {
+  {
+    std::ofstream file(path);
+    file << ini;
+  }
+  Config read;
+  po::options_description options;
+  addAllOptions(options, read);
+  const std::string arg = "--config=" + path;
+  const char* argv[] = {"train", arg.c_str()};
+  std::ostringstream out;
+  EXPECT_TRUE(parseOptions(2, argv, options, "", out));
+  return read;
+}
+
+// With --train.tp 2 in the user's options, 8 ranks are 4 groups of 2: every candidate a
+// plan keeps, and the default, lay out dp x pp = 4, and each config written of them is
+// one train accepts on the 8 ranks (the layout, the micro-batches, the schedule). Planned
+// as if tp were 1, they laid out 8 and train refused them.
+TEST(PlanConfig, EveryCandidateWithTheUsersTpIsAConfigTrainAccepts) {
+  CostProfile profile = uniformProfile(8, 16);
+  profile.tp = 2;
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanConfig asked;
+  asked.top = 100;
+  const PlanRequest request = planRequestOf(asked, 8, 2, registry);
+  EXPECT_EQ(request.ranks, 4);
+  const Plan plan = planPipeline(profile, request, registry);
+  std::vector<PlanCandidate> all = plan.best;
+  ASSERT_GT(all.size(), 10u);
+  all.push_back(plan.default_config);
+  const std::map<std::string, std::string> given{
+      {"model.layers", "8"}, {"train.tp", "2"}, {"train.dp", "8"}, {"train.batch_size", "16"}};
+  const std::string path = testing::TempDir() + "ppstage_planned_tp.ini";
+  for (const PlanCandidate& c : all) {
+    EXPECT_EQ(c.dp * c.pp * c.tp, 8) << c.label();
+    EXPECT_NE(c.label().find(" tp2 "), std::string::npos) << c.label();
+    const Config read = parsedAsTrain(configIniOf(given, c, profile, "plan"), path);
+    EXPECT_EQ(read.train.tp, 2);
+    EXPECT_EQ(errorOf([&] { checkTrainable(read, 8); }), "(no error)") << c.label();
+  }
+  EXPECT_NE(errorOf([&] {
+              planRequestOf(asked, 6, 4, registry);
+            }).find("a plan of 6 ranks needs a number of ranks that --train.tp 4 divides"),
+            std::string::npos);
+  profile.tp = 1;
+  EXPECT_NE(errorOf([&] { checkProfileTp(profile, 2, "costs.json"); })
+                .find("cost profile 'costs.json' was measured with --train.tp 1; this plan has "
+                      "--train.tp 2"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -13,10 +13,19 @@
 #include "ppstage/config/config.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/split/model_split.h"
+#include "ppstage/split/stage_module.h"
 
 namespace ppstage {
 
 class Communicator;
+
+// Units measured as one rank of a tensor-parallel group holds them: `shard` rewrites each
+// unit stage into this rank's share (train/ passes parallel/'s shardStage with the group,
+// whose other ranks measure their shares at once: its collectives run as in the run).
+struct UnitSharding {
+  int tp = 1;
+  std::function<void(StageModule& unit)> shard;  // empty at tp 1: units whole
+};
 
 // The two micro-batch sizes a plan for `ranks` ranks is measured at (Note [Costs per
 // micro-batch size]): one sample, the smallest any candidate runs (two where one fails: a
@@ -27,10 +36,11 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 
 // Measures `captured` (the run's capture of the model, on its data file's samples where
 // it has one) with the run's loss of kind `loss`, in `config`'s compile mode, for a plan
-// over `ranks` ranks; the link figures come from config.plan. Throws ppstage::Error where
-// a unit boundary cannot be cut.
+// over `ranks` ranks; the link figures come from config.plan. With `sharding`, every unit
+// is made this rank's share first, and measured as such (CostProfile::tp). Throws
+// ppstage::Error where a unit boundary cannot be cut.
 CostProfile measureCostProfile(const Config& config, const CapturedModel& captured, LossKind loss,
-                               int ranks);
+                               int ranks, const UnitSharding& sharding = {});
 
 // `measure` (this rank's measureCostProfile) on every rank of `world` at once, as a run
 // computes (each rank then shares the machine with the others, which a measurement alone

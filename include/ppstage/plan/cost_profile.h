@@ -50,6 +50,10 @@ struct CostProfile {
   std::string compile_mode;  // the compile mode it was measured in
   std::string precision;     // fp32 | bf16
   int64_t batch_size = 0;    // the global batch a step takes (the candidates cut it)
+  // The tensor-parallel ranks each unit was measured sharded over (--train.tp): its seconds
+  // and bytes are one rank's share, its group's all-reduces included, and a plan lays out
+  // groups of this many ranks. Profiles written before it was recorded read it as 1.
+  int tp = 1;
   // Tokens in one sample (the input's elements for token inputs, 1 otherwise): tokens/s.
   int64_t tokens_per_sample = 1;
   std::vector<int64_t> microbatch_sizes;  // ascending; see Note [Costs per micro-batch size]

@@ -14,16 +14,22 @@
 
 namespace ppstage {
 
-// What [plan] asks for over `ranks` ranks: the budget, the schedules (--plan.schedules,
-// or every one `registry` has) and how many to keep (--plan.top). Throws ppstage::Error for
-// a schedule `registry` does not know, listing those it does.
-PlanRequest planRequestOf(const PlanConfig& plan, int ranks, const ScheduleRegistry& registry);
+// What [plan] asks for over `ranks` ranks in tensor-parallel groups of `tp`: the budget,
+// the schedules (--plan.schedules, or every one `registry` has) and how many to keep
+// (--plan.top). Throws ppstage::Error for a schedule `registry` does not know, listing
+// those it does, and for ranks that `tp` does not divide.
+PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
+                          const ScheduleRegistry& registry);
+
+// Throws ppstage::Error where `profile` (read from `source`) was measured at another
+// tensor parallelism than `tp`: its units' seconds and bytes are another shard's.
+void checkProfileTp(const CostProfile& profile, int tp, const std::string& source);
 
 // The cut's split points: the module path of each stage's first unit after the first.
 std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const CostProfile& profile);
 
 // The candidate a run of `config` laid out as `pipeline` is (applyCandidate's inverse): its
-// schedule, dp, pipeline ranks, stages per rank, placement, micro-batches (as the run
+// schedule, dp, pipeline ranks, tp, stages per rank, placement, micro-batches (as the run
 // resolves them) and their size; no cut. Throws ppstage::Error where the batch does not
 // divide into the replicas' micro-batches.
 PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
@@ -33,9 +39,9 @@ PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 
 // An INI file: `given` (the user's options by name, as parseOptions records them), less the
-// ones the plan chooses and the plan's own, plus the candidate's and the profile's batch
-// size (what was planned for), by section. `header`
-// becomes its leading comment lines.
+// ones the plan chooses and the plan's own, plus the candidate's (train.tp among them) and
+// the profile's batch size (what was planned for), by section. `header` becomes its leading
+// comment lines.
 std::string configIniOf(const std::map<std::string, std::string>& given,
                         const PlanCandidate& candidate, const CostProfile& profile,
                         const std::string& header);

@@ -4,7 +4,9 @@
 // simulates; it never runs a model (measuring is measure/'s job, unit_costs.h).
 //
 // Note [Planning a pipeline]
-// Candidates: every dp x pp layout of the ranks whose dp divides the batch; every schedule
+// Candidates: every dp x pp layout of the ranks whose dp divides the batch (with --train.tp
+// T, of the job's ranks over T: each is then a tensor-parallel group, whose units were
+// measured sharded over T ranks at once, so T stays the user's); every schedule
 // asked for; stages per rank 1 to 4 (in a loop, and in a V at 2); every micro-batch count
 // that divides a replica's batch into micro-batches no smaller than the smallest size
 // measured (the model did not run below it: a BatchNorm over one sample). A schedule that refuses a
@@ -44,7 +46,11 @@
 namespace ppstage {
 
 struct PlanRequest {
+  // The ranks a pipeline and its replicas lay out: the job's ranks over `tp`, since each
+  // of them is a tensor-parallel group of `tp` ranks (the profile's units were measured
+  // sharded so: CostProfile::tp).
   int ranks = 1;
+  int tp = 1;
   double memory_budget_bytes = 0;      // per rank; 0: no budget
   std::vector<std::string> schedules;  // the schedules to try (registered names)
   int max_stages_per_rank = 4;
@@ -56,6 +62,7 @@ struct PlanCandidate {
   std::string schedule;
   int dp = 1;
   int pp = 1;  // pipeline ranks
+  int tp = 1;  // tensor-parallel ranks of each (the request's): dp x pp x tp ranks in all
   int stages_per_rank = 1;
   Placement placement = Placement::kLoop;
   int microbatches = 1;
@@ -69,7 +76,7 @@ struct PlanCandidate {
   double tokens_per_s = 0;
 
   int stages() const { return pp * stages_per_rank; }
-  // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8": for tables and logs.
+  // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4": for tables and logs.
   std::string label() const;
 };
 

@@ -24,16 +24,19 @@ class Communicator;
 
 // The cost profile of `config`'s model for a job of `ranks` ranks, measured on every rank
 // of `world` (measure/unit_costs.h, measureCostProfileOnRanks; null: this process alone),
-// each rank on the compute threads such a job gives it (computeThreads). `run`: this
-// rank's capture of the model; null: captured here (captureRun). Collective.
+// each rank on the compute threads such a job gives it (computeThreads). With --train.tp
+// T over a `world`, each unit is measured sharded, in groups of T ranks as the run makes
+// them; alone, whole (CostProfile::tp says which). `run`: this rank's capture of the
+// model; null: captured here (captureRun). Collective.
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world);
 
 // Collective over `world`. Sets in `config` what the plan chose (plan_config.h,
 // applyCandidate), and rank 0 writes to `log` what it chose and why. Every rank throws
 // the same JobError (comm/agreement.h) for a plan that cannot be made: --plan.ranks other
-// than the job's, tensor parallelism, a cost file of another batch, nothing that fits
-// --plan.memory_mb.
+// than the job's, a --train.tp that does not divide them, a cost file of another batch or
+// tp, nothing that fits --plan.memory_mb. The plan keeps --train.tp and lays out pp x dp
+// of the tensor-parallel groups.
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
                        std::ostream& log);
 

@@ -134,6 +134,17 @@ JobSetup setUpJob(const Config& config, CapturedRun run, Communicator& world);
 // make (core/topology.h).
 Topology jobTopology(const Config& config, int world);
 
+// What train checks of `config` on `world` ranks before it makes or measures anything:
+// the options as a whole (config/options.h validate), the layout, the batch cut into each
+// replica's micro-batches, the schedule built for the pipeline ranks, and a checkpoint
+// directory that holds another run's checkpoints without --checkpoint.resume. Throws
+// ppstage::Error with train's own line. `ppstage plan --write-config` proves its config so.
+void checkTrainable(const Config& config, int world);
+
+// Throws ppstage::Error where `checkpoint.dir` already holds checkpoints and
+// --checkpoint.resume is not set: a fresh run must not mix its checkpoints with another's.
+void checkFreshCheckpoints(const CheckpointConfig& checkpoint);
+
 // The intra-op threads of one of `world` ranks: --train.threads, or (0) the cores of this
 // machine shared among the ranks on it (mpirun's local size, else `world`).
 int computeThreads(const TrainConfig& train, int world);
