@@ -86,6 +86,14 @@ TEST(PlanCli, PlansWithinTheUsersTpAndWritesAConfigTrainRuns) {
   const nlohmann::json plan = nlohmann::json::parse(planned.out);
   const nlohmann::json& chosen = plan.at("chosen");
   EXPECT_EQ(plan.at("tp").get<int>(), 2);
+  // 4 ranks on fewer cores: said, with how the costs were measured.
+  const std::string note = plan.at("shared_cores_note").get<std::string>();
+  if (plan.at("cores").get<int>() < 4) {
+    EXPECT_NE(note.find("ranks share this machine's"), std::string::npos) << note;
+    EXPECT_NE(note.find("measured with the ranks computing at once"), std::string::npos) << note;
+  } else {
+    EXPECT_EQ(note, "");
+  }
   EXPECT_EQ(chosen.at("tp").get<int>(), 2);
   EXPECT_EQ(chosen.at("dp").get<int>() * chosen.at("pp").get<int>(), 2) << chosen.dump();
   std::cout << "chosen " << chosen.dump() << "\n";
