@@ -39,7 +39,9 @@ real/shufflenet_v2.pt, real/swin.pt, real/transformer.pt and real/transformer_en
                     with `scripts/python scripts/make_fixtures.py data` (which writes only
                     them): a small ResNet-style classifier and its images and labels as .npy,
                     torch.save and IDX files, token files with and without llm.c's header,
-                    and two inputs (input_ids, attention_mask) with labels for hf_gpt2.pt
+                    and two inputs (input_ids, attention_mask) with labels for hf_gpt2.pt;
+                    `make_fixtures.py masked_bert` writes only masked_bert.pt (a BERT on
+                    nn.TransformerEncoder called with a padding mask) and its tokens
 
   references_1.13.0.pt  per model, an example input and torch 1.13's output (eval mode):
                     `/usr/bin/python3 scripts/make_fixtures.py references` with Debian's
@@ -761,10 +763,55 @@ def write_references():
     print("wrote", len(entries) // 2, "references to", os.path.normpath(out))
 
 
+class MaskedBert(nn.Module):
+    """The BERT most people write: token and position embeddings, nn.TransformerEncoder
+    called with a padding mask (src_key_padding_mask = attention_mask == 0), a classifier on
+    the first token. Layer dropout 0.1, as BERT's."""
+
+    def __init__(self, vocab=96, d=32, heads=4, layers=3, seq=16, classes=4):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, input_ids, attention_mask):
+        pos = torch.arange(input_ids.size(1), device=input_ids.device)
+        x = self.tok(input_ids) + self.pos(pos)
+        x = self.encoder(x, src_key_padding_mask=attention_mask == 0)
+        return self.head(x[:, 0])
+
+
+def write_masked_bert():
+    """data/masked_bert.pt (scripted by torch 2.11, whose TransformerEncoder tests its fast
+    paths at run time) and data/masked_bert_tokens.pt: 64 sequences of 4-16 ids padded with
+    0, attention_mask 1 on the real ids, labels 0-3 (the first id's remainder mod 4, so that
+    the classifier can learn it)."""
+    out = os.path.join(OUT, "data")
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(MaskedBert()), os.path.join(out, "masked_bert.pt"))
+    gen = torch.Generator().manual_seed(2)
+    n, t = 64, 16
+    input_ids = torch.zeros(n, t, dtype=torch.long)
+    mask = torch.zeros(n, t, dtype=torch.long)
+    for i in range(n):
+        length = int(torch.randint(4, t + 1, (1,), generator=gen))
+        input_ids[i, :length] = torch.randint(1, 96, (length,), generator=gen)
+        mask[i, :length] = 1
+    labels = input_ids[:, 0] % 4
+    torch.save({"input_ids": input_ids, "attention_mask": mask, "labels": labels},
+               os.path.join(out, "masked_bert_tokens.pt"))
+    print("wrote masked_bert.pt and masked_bert_tokens.pt to", os.path.normpath(out))
+
+
 def main():
     import sys
     if sys.argv[1:] == ["data"]:
         write_data_fixtures()
+        return
+    if sys.argv[1:] == ["masked_bert"]:
+        write_masked_bert()
         return
     if sys.argv[1:] == ["references"]:
         write_references()
@@ -802,6 +849,7 @@ def main():
     write_loss_model()
     write_real_models()
     write_data_fixtures()
+    write_masked_bert()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "fast_paths.h"
 #include "keyed_random.h"
 #include "module_inliner.h"
 #include "ppstage/core/error.h"
@@ -517,6 +518,15 @@ ModelGraph specializeForward(const InlinedForward& forward, ForwardMode mode,
                              const std::vector<at::Tensor>& example) {
   ModelGraph out = copyOf(forward, mode);
   torch::jit::Graph& graph = *out.graph;
+  // Note [Fast paths]: innermost first, until no test is left to decide.
+  while (graph_detail::ruleOutFastPaths(graph.block())) {
+    torch::jit::ConstantPropagationImmutableTypes(out.graph);
+    while (graph_detail::foldSameBranches(graph.block())) {
+      torch::jit::ConstantPropagationImmutableTypes(out.graph);
+    }
+    torch::jit::EliminateDeadCode(out.graph);
+    forgetDestroyedNodes(graph.block(), out);
+  }
   // Simplify before reading the outputs: a tuple returned through an `if` on a baked-in
   // default or a fed Optional (`if labels is not None`) is a plain TupleConstruct afterwards.
   foldIdentityTests(graph.block());
