@@ -218,8 +218,9 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
     printRow("dflt", plan.default_config, profile);
     std::printf(
         "\nchosen: %s, predicted %.4f s a step, %.2fx the default (1f1b, M = 2 x "
-        "stages, balanced by params)\n",
-        chosen.label().c_str(), chosen.step_s, plan.default_config.step_s / chosen.step_s);
+        "stages, balanced by %s)\n",
+        chosen.label().c_str(), chosen.step_s, plan.default_config.step_s / chosen.step_s,
+        defaultBalanceOf(profile));
   } else {
     std::printf("\nchosen: %s, predicted %.4f s a step\n", chosen.label().c_str(), chosen.step_s);
   }

@@ -201,8 +201,9 @@ void addSplitOptions(po::options_description& desc, PipelineConfig& p) {
       "comma-separated module paths at which a stage starts (e.g. layers.4,layers.8); "
       "empty: balance automatically");
   add("pipeline.balance", po::value(&p.balance)->default_value(p.balance, toString(p.balance)),
-      "what automatic splitting balances across stages: params | flops | time (each unit's "
-      "forward and backward, measured on one micro-batch, the loss included)");
+      "what automatic splitting balances across stages: flops (each unit's forward FLOPs "
+      "counted on the example input; params where none are counted) | params | time (each "
+      "unit's forward and backward, measured on one micro-batch, the loss included)");
   desc.add(section);
 }
 

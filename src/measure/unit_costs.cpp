@@ -355,6 +355,7 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
   for (size_t u = 0; u < units.size(); ++u) {
     UnitCost& unit = profile.units[u];
     unit.path = split_units[u].path;
+    unit.flops = split_units[u].flops;
     for (const StageParameter& p : units[u].parameters) {
       unit.param_bytes += static_cast<int64_t>(p.value.nbytes());
       if (p.value.requires_grad()) unit.trainable_elements += p.value.numel();

@@ -97,6 +97,7 @@ json unitJson(const UnitCost& unit) {
   json out = {{"path", unit.path},
               {"param_bytes", unit.param_bytes},
               {"trainable_elements", unit.trainable_elements},
+              {"flops", unit.flops},
               {"activation_bytes", unit.activation_bytes},
               {"output_bytes", unit.output_bytes},
               {"backward_peak_bytes", unit.backward_peak_bytes},
@@ -114,6 +115,7 @@ UnitCost unitOf(const json& in, size_t sizes) {
   unit.path = in.at("path").get<std::string>();
   unit.param_bytes = jsonIntegerAt(in, "param_bytes", "");
   unit.trainable_elements = jsonIntegerAt(in, "trainable_elements", "");
+  unit.flops = in.value("flops", 0.0);
   unit.activation_bytes = in.at("activation_bytes").get<std::vector<double>>();
   unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
   unit.backward_peak_bytes = in.at("backward_peak_bytes").get<std::vector<double>>();

@@ -11,6 +11,16 @@
 
 namespace ppstage {
 
+// PlanCandidate's (planner.h), beside its other texts: the configuration's options.
+std::string PlanCandidate::label() const {
+  std::ostringstream out;
+  out << schedule << " dp" << dp << " pp" << pp;
+  if (stages_per_rank > 1) out << "x" << stages_per_rank << " " << toString(placement);
+  if (tp > 1) out << " tp" << tp;
+  out << " M" << microbatches;
+  return out.str();
+}
+
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
                           const ScheduleRegistry& registry) {
   PPSTAGE_CHECK(tp >= 1 && ranks % tp == 0, "a plan of ", ranks,

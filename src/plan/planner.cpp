@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
@@ -19,15 +18,6 @@
 #include "ppstage/split/stage_partition.h"
 
 namespace ppstage {
-
-std::string PlanCandidate::label() const {
-  std::ostringstream out;
-  out << schedule << " dp" << dp << " pp" << pp;
-  if (stages_per_rank > 1) out << "x" << stages_per_rank << " " << toString(placement);
-  if (tp > 1) out << " tp" << tp;
-  out << " M" << microbatches;
-  return out.str();
-}
 
 namespace {
 
@@ -530,7 +520,7 @@ PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& re
     return absent();
   }
   c.microbatch_size = profile.batch_size / c.microbatches;
-  if (c.pp > 1) c.stage_starts = paramsCut(profile, c.pp);
+  if (c.pp > 1) c.stage_starts = defaultCut(profile, c.pp);
   try {
     return predictCandidate(profile, c, registry);
   } catch (const Error&) {
@@ -544,6 +534,18 @@ std::vector<size_t> paramsCut(const CostProfile& profile, int stages) {
   std::vector<double> bytes;
   for (const UnitCost& unit : profile.units) bytes.push_back(static_cast<double>(unit.param_bytes));
   return balancedStarts(profile, bytes, stages);
+}
+
+const char* defaultBalanceOf(const CostProfile& profile) {
+  const auto counted = [](const UnitCost& unit) { return unit.flops > 0; };
+  return std::any_of(profile.units.begin(), profile.units.end(), counted) ? "flops" : "params";
+}
+
+std::vector<size_t> defaultCut(const CostProfile& profile, int stages) {
+  std::vector<double> flops;
+  for (const UnitCost& unit : profile.units) flops.push_back(unit.flops);
+  const bool counted = std::string(defaultBalanceOf(profile)) == "flops";
+  return counted ? balancedStarts(profile, flops, stages) : paramsCut(profile, stages);
 }
 
 PlanCandidate cutFor(const CostProfile& profile, PlanCandidate c, const ScheduleRegistry& registry,
@@ -570,14 +572,10 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
                   const ScheduleRegistry& registry) {
   PPSTAGE_CHECK(request.ranks >= 1, "--plan.ranks must be at least 1; got ", request.ranks);
   PPSTAGE_CHECK(!request.schedules.empty(), "no schedule to plan with");
-  PPSTAGE_INTERNAL_ASSERT(request.tp == profile.tp, "a plan at tp ", request.tp,
-                          " of costs measured at tp ", profile.tp);
   Plan plan;
   std::vector<Pending> pending = Enumerator(profile, request).all();
   PPSTAGE_CHECK(!pending.empty(), "--plan.ranks ", request.ranks * request.tp,
-                request.tp > 1 ? " (" + std::to_string(request.ranks) + " groups of --train.tp " +
-                                     std::to_string(request.tp) + ")"
-                               : std::string(),
+                request.tp > 1 ? " in groups of --train.tp " + std::to_string(request.tp) : "",
                 " cannot be laid out: ", "data parallelism must divide the batch (",
                 profile.batch_size, ") and the pipeline ranks be at most the model's ",
                 possibleStarts(profile).size(), " units");

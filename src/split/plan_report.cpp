@@ -140,6 +140,48 @@ nlohmann::json stageJson(const StageModule& stage, const ModelGraph& model) {
       {"parameters", parameters}};
 }
 
+// The largest stage's cost over the mean: parameters where the cut was by params, FLOPs
+// otherwise (1 for one stage, or where nothing is counted).
+struct Imbalance {
+  double ratio = 1;
+  size_t largest = 0;
+  bool by_params = false;
+};
+
+Imbalance imbalanceOf(const ModelSplit& split) {
+  Imbalance out;
+  out.by_params = split.partition.method == "params";
+  std::vector<double> costs;
+  for (const StageModule& stage : split.stages) {
+    costs.push_back(out.by_params ? static_cast<double>(stage.numParams(split.graph))
+                                  : stage.flops);
+  }
+  double total = 0;
+  for (double cost : costs) total += cost;
+  if (costs.size() < 2 || total <= 0) return out;
+  out.largest = static_cast<size_t>(std::max_element(costs.begin(), costs.end()) - costs.begin());
+  out.ratio = costs[out.largest] * static_cast<double>(costs.size()) / total;
+  return out;
+}
+
+// The imbalance left, for the plan's heading: ", imbalance 1.04 (the largest stage's FLOPs
+// over the mean)", and where that stage is one unit, which no cut makes smaller, its name.
+// Empty for one stage.
+std::string imbalanceText(const ModelSplit& split) {
+  if (split.stages.size() < 2) return "";
+  const Imbalance imbalance = imbalanceOf(split);
+  char text[160];
+  std::snprintf(text, sizeof text, ", imbalance %.2f (the largest stage's %s over the mean",
+                imbalance.ratio, imbalance.by_params ? "parameters" : "FLOPs");
+  std::string out = text;
+  const StageModule& stage = split.stages[imbalance.largest];
+  if (stage.modules.size() == 1 && imbalance.ratio > 1.005) {
+    out += "; stage " + std::to_string(imbalance.largest) + " is the single unit " +
+           stage.modules.front() + ", which no cut makes smaller";
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 void printPlanTable(std::ostream& out, const ModelSplit& split) {
@@ -156,7 +198,8 @@ void printPlanTable(std::ostream& out, const ModelSplit& split) {
       << split.stages.size() << " stages over " << split.partition.units.size() << " units, "
       << (split.partition.method == "split_points" ? "cut at the split points"
                                                    : "balanced by " + split.partition.method)
-      << "\n";
+      << (split.partition.why.empty() ? "" : " (" + split.partition.why + ")")
+      << imbalanceText(split) << "\n";
   out << "\n";
   std::vector<std::vector<Cell>> rows;
   for (const StageModule& stage : split.stages) {
@@ -214,6 +257,7 @@ std::string planToJson(const ModelSplit& split) {
   }
   nlohmann::json plan = {{"model", split.model.name},
                          {"method", split.partition.method},
+                         {"imbalance", imbalanceOf(split).ratio},
                          {"input", inputs.at(0)},  // the first, as before several existed
                          {"inputs", inputs},
                          {"num_params", split.graph.numTrainableParams()},

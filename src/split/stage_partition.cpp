@@ -158,15 +158,19 @@ StagePartition partitionBalanced(const ModelGraph& model, const ValueShapes& sha
   PPSTAGE_INTERNAL_ASSERT(config.balance != Balance::kTime || stages == 1,
                           "balance by time is cut by the planner before the split (split points)");
   StagePartition plan;
-  plan.method = toString(config.balance);
   plan.units = findUnits(model, shapes);
   PPSTAGE_CHECK(stages <= plan.units.size(), "--pipeline.stages is ", stages,
                 " but the model has only ", plan.units.size(), " splittable units (",
                 listPaths(plan.units), ")");
+  double counted_flops = 0;
+  for (const SplitUnit& unit : plan.units) counted_flops += unit.flops;
+  // No FLOPs counted (no op the counter knows): parameters are what is left to balance.
+  const bool by_flops = config.balance == Balance::kFlops && counted_flops > 0;
+  plan.method = by_flops || config.balance != Balance::kFlops ? toString(config.balance) : "params";
+  if (config.balance == Balance::kFlops && !by_flops) plan.why = "no unit's FLOPs are counted";
   std::vector<double> costs;
   for (const SplitUnit& unit : plan.units) {
-    costs.push_back(config.balance == Balance::kFlops ? unit.flops
-                                                      : static_cast<double>(unit.num_params));
+    costs.push_back(by_flops ? unit.flops : static_cast<double>(unit.num_params));
   }
   plan.stages = partitioned(costs, stages);
   return plan;

@@ -85,7 +85,8 @@ CostProfile agreedProfile(const Config& config, const CapturedRun& run, int rank
   return *profile;
 }
 
-void logChoice(std::ostream& log, const Plan& plan, double measure_s, double plan_s) {
+void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, double measure_s,
+               double plan_s) {
   const PlanCandidate& c = plan.best.front();
   char line[512];
   std::snprintf(line, sizeof line,
@@ -99,9 +100,9 @@ void logChoice(std::ostream& log, const Plan& plan, double measure_s, double pla
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
   std::snprintf(line, sizeof line,
-                "pipeline.auto: the default (%s, balanced by params) predicts %.4f s: %.2fx "
+                "pipeline.auto: the default (%s, balanced by %s) predicts %.4f s: %.2fx "
                 "slower\n",
-                d.label().c_str(), d.step_s, d.step_s / c.step_s);
+                d.label().c_str(), defaultBalanceOf(profile), d.step_s, d.step_s / c.step_s);
   log << line;
 }
 
@@ -150,7 +151,7 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
   });
   const double plan_s = secondsSince(planning);
   applyCandidate(plan->best.front(), profile, config);
-  if (world.rank() == 0) logChoice(log, *plan, measure_s, plan_s);
+  if (world.rank() == 0) logChoice(log, *plan, profile, measure_s, plan_s);
 }
 
 std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ranks,

@@ -27,6 +27,9 @@ struct UnitCost {
   std::string path;                // module path of the unit ("layers.3"); a split point
   int64_t param_bytes = 0;         // its parameters' storage, as a stage holding it keeps it
   int64_t trainable_elements = 0;  // elements of those that train: gradients, optimizer state
+  // Its forward FLOPs on the captured example input (split/flops.h): what the default
+  // balance evens out. 0 where not counted (profiles written before it was recorded).
+  double flops = 0;
   std::vector<PerCompute<double>> seconds;  // F, B, I, W of one micro-batch
   // Tensor bytes one micro-batch keeps alive between its F and its backward (what autograd
   // saved, and the unit's outputs), and the bytes of its outputs alone (what a cut after

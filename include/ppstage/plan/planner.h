@@ -83,8 +83,8 @@ struct PlanCandidate {
 struct Plan {
   std::vector<PlanCandidate> best;  // fastest first, at most PlanRequest::keep
   // What ppstage train runs when nothing is chosen: 1F1B over all ranks as pipeline
-  // ranks, one stage each, twice the stages in micro-batches, balanced by params; absent
-  // (microbatches 0) where that cannot run.
+  // ranks, one stage each, twice the stages in micro-batches, balanced by FLOPs
+  // (defaultCut); absent (microbatches 0) where that cannot run.
   PlanCandidate default_config;
   int64_t candidates = 0;   // layouts, schedules and micro-batch counts considered
   int64_t simulated = 0;    // of those, simulated
@@ -111,6 +111,11 @@ PlanCandidate cutFor(const CostProfile& profile, PlanCandidate candidate,
 // The cut --pipeline.balance params makes of `stages` stages: the units' parameter bytes
 // balanced (the stage_starts of a candidate).
 std::vector<size_t> paramsCut(const CostProfile& profile, int stages);
+
+// The cut the default --pipeline.balance (flops) makes: the units' FLOPs balanced, or
+// their parameter bytes where the profile has no FLOPs (defaultBalanceOf says which).
+std::vector<size_t> defaultCut(const CostProfile& profile, int stages);
+const char* defaultBalanceOf(const CostProfile& profile);
 
 // `candidate`'s prediction with the cut it holds (stage_starts; empty: balanced as the
 // planner balances), or with its stages' costs as they would be. Throws ppstage::Error

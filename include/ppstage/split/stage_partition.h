@@ -22,6 +22,7 @@ struct StagePartition {
   std::vector<SplitUnit> units;
   std::vector<StageRange> stages;
   std::string method;  // "split_points", "params", "flops" or "time" (split points cut by time)
+  std::string why;     // why the method is not the one asked for ("no unit's FLOPs are counted")
 
   size_t numStages() const { return stages.size(); }
   // The stage that runs top-level node `node_index`.
