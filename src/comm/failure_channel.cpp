@@ -16,8 +16,10 @@ struct FailureChannel::Handle {
 
 namespace {
 
-// The channel carries one kind of message, on a communicator no other message uses.
+// The channel carries two kinds of message, on a communicator no other message uses:
+// failure reports to rank 0, and stop notices (Note [Abandoning a step]) to every rank.
 constexpr int kReportTag = 1;
+constexpr int kStopTag = 2;
 // A report's message is one line; cut to this, it leaves at once (MPI's eager size).
 constexpr size_t kMaxMessageBytes = 1024;
 
@@ -91,6 +93,28 @@ std::vector<FailureReport> collectFailureReports(std::chrono::milliseconds grace
     }
   }
   return reports;
+}
+
+void sendStopNotices() {
+  if (open_channel == MPI_COMM_NULL) return;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(open_channel, &rank);
+  MPI_Comm_size(open_channel, &size);
+  static const char kNotice = 1;  // one byte: leaves at once; never waited for
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(&kNotice, 1, MPI_BYTE, peer, kStopTag, open_channel, &request) == MPI_SUCCESS) {
+      MPI_Request_free(&request);
+    }
+  }
+}
+
+bool stopNoticeWaiting() {
+  if (open_channel == MPI_COMM_NULL) return false;
+  int waiting = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, kStopTag, open_channel, &waiting, MPI_STATUS_IGNORE);
+  return waiting != 0;
 }
 
 }  // namespace ppstage

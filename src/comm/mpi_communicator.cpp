@@ -21,6 +21,7 @@
 #include "ppstage/comm/ring_all_reduce.h"
 #include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/interrupt.h"
 
 namespace ppstage {
 
@@ -87,12 +88,24 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     if (now - start < kBusy) {
       continue;
     }
+    throwIfInterrupted();  // Note [Abandoning a step]
     if (now - start < kSpin) {
       std::this_thread::yield();
       continue;
     }
-    if (now > next_report_check) {  // Note [Failure reports]
+    if (now > next_report_check) {  // Note [Failure reports], Note [Abandoning a step]
       next_report_check = now + kReportCheck;
+      if (interruptible()) {  // a peer that abandoned its step may be what this waits for
+        bool notice = false;
+        {
+          std::lock_guard<std::mutex> lock(handle.mutex);  // Note [MPI thread level]
+          notice = stopNoticeWaiting();
+        }
+        if (notice) {
+          requestInterrupt();
+          throw StepInterrupted();
+        }
+      }
       bool reported = false;
       if (handle.reports_to_here) {
         std::lock_guard<std::mutex> lock(handle.mutex);  // Note [MPI thread level]

@@ -15,6 +15,7 @@
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/interrupt.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
@@ -555,19 +556,29 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
   PPSTAGE_INTERNAL_ASSERT(impl.options.max_length == 0 || !data.lengths.empty(),
                           "micro-batches of different lengths without their lengths");
   if (impl.options.trace != nullptr) impl.options.trace->beginStep(step);
-  for (const Action& a : impl.actions) {
-    switch (a.kind) {
-      case ActionKind::kRecvForward:
-      case ActionKind::kSendForward:
-      case ActionKind::kRecvBackward:
-      case ActionKind::kSendBackward: impl.post(a); break;
-      case ActionKind::kForward: impl.forward(a.stage, a.microbatch, data); break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-      case ActionKind::kBackwardWeight: impl.backward(a.kind, a.stage, a.microbatch); break;
+  try {
+    for (const Action& a : impl.actions) {
+      throwIfInterrupted();  // Note [Abandoning a step]
+      switch (a.kind) {
+        case ActionKind::kRecvForward:
+        case ActionKind::kSendForward:
+        case ActionKind::kRecvBackward:
+        case ActionKind::kSendBackward: impl.post(a); break;
+        case ActionKind::kForward: impl.forward(a.stage, a.microbatch, data); break;
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight: impl.backward(a.kind, a.stage, a.microbatch); break;
+      }
     }
+    impl.waitForSends();
+  } catch (const StepInterrupted&) {
+    throw;
+  } catch (...) {
+    // A wait inside an op (a tensor-parallel all-reduce) that was interrupted reaches here
+    // as the op's failure: it is the interrupt.
+    if (interruptPending()) throw StepInterrupted();
+    throw;
   }
-  impl.waitForSends();
   impl.receive_buffers->reclaim();
   PPSTAGE_INTERNAL_ASSERT(impl.states.empty(), impl.states.size(),
                           " micro-batch states left after the step (first: stage ",

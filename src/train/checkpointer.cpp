@@ -4,8 +4,10 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -178,6 +180,34 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
   }
   maybeDieMidSave(steps_done, world_.rank());
   return part.dump();
+}
+
+double Checkpointer::expectedSaveSeconds() const {
+  if (layout_.topology.dpRank() != 0) return 0;
+  const TrainConfig& train = config_.train;
+  const double state_per_element = train.optimizer == OptimizerKind::kAdamW ? 8
+                                   : train.momentum > 0                     ? 4
+                                                                            : 0;
+  double bytes = 0;
+  for (const StageModule* stage : model_.mine) {
+    for (const StageParameter& p : stage->parameters) {
+      const double whole = static_cast<double>(p.value.numel()) *
+                           (p.shard.sharded() ? layout_.topology.tpSize() : 1);
+      bytes += whole * (4 + (p.is_parameter ? state_per_element : 0));
+    }
+  }
+  constexpr size_t kProbeBytes = 16 << 20;
+  const std::string probe(kProbeBytes, '\1');
+  const std::string path = config_.checkpoint.dir + "/.save-probe-" + std::to_string(world_.rank());
+  double seconds = 0;
+  for (int run = 0; run < 2; ++run) {  // the faster of two: a sync's noise only adds
+    const auto start = std::chrono::steady_clock::now();
+    writeFileAtomically(path, probe);
+    sha256Hex(probe);
+    seconds = run == 0 ? secondsSince(start) : std::min(seconds, secondsSince(start));
+  }
+  std::remove(path.c_str());
+  return bytes * seconds / static_cast<double>(kProbeBytes);
 }
 
 std::string Checkpointer::finishOnLeader(const std::string& dir, int64_t steps_done,

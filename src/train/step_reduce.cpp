@@ -24,6 +24,7 @@ void forEachStepNumber(Reduce& r, Field field) {
   }
   field(r.graphs_compiled);
   field(r.respecializations);
+  field(r.abandoned);
 }
 
 // Calls `number` on every double of a rank's own figures, in forEachOwnFigure's order.

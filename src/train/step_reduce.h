@@ -26,6 +26,9 @@ struct StepReduce {
   PerCompute<KindCost> costs;  // compute seconds and count of every kind
   double graphs_compiled = 0;  // the compile caches' counts so far
   double respecializations = 0;
+  // Ranks that abandoned the step to stop (Note [Abandoning a step]): where any did, no
+  // rank applies it.
+  double abandoned = 0;
   // One slot per rank; each rank fills its own.
   std::vector<double> busy_s;       // compute seconds
   std::vector<double> stop_signal;  // the signal that asked this rank to stop; 0: none
@@ -45,7 +48,7 @@ struct StepReduce {
   void sizeSlots(int world);
 
   // [loss, accuracy, norm_squared, seconds and count of F, B, I, W, graphs, respecializations,
-  //  busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...,
+  //  abandoned, busy_s..., stop_signal..., nonfinite_microbatch..., nonfinite_parameter...,
   //  peak_allocated_mb..., peak_activation_mb...] as one
   // double tensor, and back.
   at::Tensor pack() const;

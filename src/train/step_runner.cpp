@@ -10,8 +10,10 @@
 
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/failure_channel.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/interrupt.h"
 #include "ppstage/core/units.h"
 #include "ppstage/data/sequence_batches.h"
 #include "ppstage/observe/chrome_trace.h"
@@ -153,6 +155,12 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   }
   sync_ = std::make_unique<GradientSync>(world, layout.topology, model.mine, model.split.ties);
   params_ = sync_->parameters();
+  saves_on_stop_ = !config.checkpoint.dir.empty();
+  for (const StageModule* stage : model.mine) {
+    for (const StageParameter& p : stage->parameters) {
+      if (!p.is_parameter && !p.random_key) buffers_.push_back(p.value);
+    }
+  }
   if (model.split.compute_dtype == at::kFloat) {
     optimizer_ = makeOptimizer(config.train, params_);
   } else {
@@ -235,16 +243,57 @@ StepData StepRunner::nextStepData() {
   return data;
 }
 
+bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats) {
+  if (!saves_on_stop_) {
+    stats = executor_->runStep(step, data);
+    sync_->synchronize();
+    return false;
+  }
+  std::vector<at::Tensor> buffers;  // as the step found them (BatchNorm's statistics)
+  for (const at::Tensor& buffer : buffers_) buffers.push_back(buffer.clone());
+  try {
+    const InterruptibleScope interruptible;  // Note [Abandoning a step]
+    stats = executor_->runStep(step, data);
+    sync_->synchronize();
+    return false;
+  } catch (const StepInterrupted&) {
+    sendStopNotices();  // to ranks that wait on this one and got no signal
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers_[i].copy_(buffers[i]);
+    stats = StepStats{};
+    return true;
+  }
+}
+
+StepResult StepRunner::abandoned(int64_t samples_before, StepReduce reduced) {
+  StepResult result;
+  result.abandoned = true;
+  result.reduced = std::move(reduced);
+  result.stop_signal = jobStopSignal(result.reduced.stop_signal);
+  samples_seen_ = samples_before;  // the step's batch is the next one again
+  if (masters_) masters_->clearGradients();
+  clearGradients(params_);
+  // A tensor-parallel all-reduce cut short may have left messages on the group's
+  // communicator that the save's gathers would match: they get a fresh one (collective).
+  if (model_.tp_group) {
+    const Topology& topology = layout_.topology;
+    model_.tp_group->attach(world_.split(topology.tensorParallelColor(), topology.tpRank()));
+  }
+  return result;
+}
+
 StepResult StepRunner::run(int64_t step) {
   const int64_t bytes_at_start = tensorBytesNow();
   resetTensorBytesPeak();
+  const int64_t samples_before = samples_seen_;
   const StepData data = nextStepData();
   if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
   TpGroup* tp = model_.tp_group.get();
   const double tp_s_before = tp ? tp->seconds() : 0;
   const int64_t tp_calls_before = tp ? tp->calls() : 0;
   const auto start = Clock::now();
-  const StepStats stats = executor_->runStep(step, data);
+  StepStats stats;
+  const bool abandoning = runActions(step, data, stats);
   const auto actions_end = Clock::now();
   int64_t traced = trace_ ? TraceRecorder::now() : 0;
   // Adds the span from the last traced instant to now as a `kind` event.
@@ -254,13 +303,14 @@ StepResult StepRunner::run(int64_t step) {
     trace_->add(kind, traced, now);
     traced = now;
   };
-  sync_->synchronize();
   trace(TraceKind::kGradientSync);
   const TensorPeak memory{bytes_at_start, tensorBytesPeak()};  // before the optimizer's state
 
   StepResult result;
-  result.reduced = StepReduce::unpack(allReduceStep(stats, memory, data.targets_in_step));
+  result.reduced =
+      StepReduce::unpack(allReduceStep(stats, memory, data.targets_in_step, abandoning));
   trace(TraceKind::kAllReduce);
+  if (result.reduced.abandoned > 0) return abandoned(samples_before, std::move(result.reduced));
   result.loss = result.reduced.loss;
   result.accuracy = layout_.classifies ? result.reduced.accuracy : std::nan("");
   result.grad_norm = std::sqrt(result.reduced.norm_squared);
@@ -357,7 +407,7 @@ int64_t StepRunner::writeTrace() {
 }
 
 at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& memory,
-                                     int64_t targets_in_step) {
+                                     int64_t targets_in_step, bool abandoning) {
   StepReduce mine;
   // Every replica's last stage adds its share (its first tensor-parallel rank: the others
   // compute the same loss): the sums are the step's loss and accuracy.
@@ -365,7 +415,8 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   mine.loss = counts ? stats.loss_sum : 0;
   mine.accuracy =
       counts ? static_cast<double>(stats.correct) / static_cast<double>(targets_in_step) : 0;
-  mine.norm_squared = sync_->squaredNormShare();
+  mine.norm_squared = abandoning ? 0 : sync_->squaredNormShare();
+  mine.abandoned = abandoning ? 1 : 0;
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};
   }
@@ -378,7 +429,7 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   mine.nonfinite_microbatch[me] = static_cast<double>(stats.first_nonfinite_microbatch + 1);
   mine.peak_allocated_mb[me] = mib(memory.peak);
   mine.peak_activation_mb[me] = mib(memory.peak - memory.at_start);
-  if (!std::isfinite(mine.norm_squared)) {
+  if (!abandoning && !std::isfinite(mine.norm_squared)) {
     const auto [stage, parameter] = sync_->firstNonfiniteGradient();
     if (stage >= 0) {
       mine.nonfinite_parameter[me] = stage * StepReduce::kParameterSlots + parameter + 1;

@@ -56,6 +56,10 @@ struct StepResult {
   bool finite = true;
   std::string nonfinite;
   int stop_signal = 0;  // a signal some rank received before the step's all-reduce; 0: none
+  // Some rank abandoned the step to stop (Note [Abandoning a step]): no rank applied it,
+  // and the parameters, optimizer state and data position are the previous step's. Only
+  // `reduced` and `stop_signal` are filled in then.
+  bool abandoned = false;
   // This rank's own: the mean seconds of its F, B, I and W actions (NaN for a kind it did
   // not run), and the step's tail after its actions (gradient sync, all-reduce, optimizer).
   PerCompute<double> action_s;
@@ -131,7 +135,14 @@ class StepRunner {
   // This rank's part of the step's one world all-reduce, summed over all ranks (packed).
   // `targets_in_step`: what the step's loss was divided by (StepData).
   at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory,
-                           int64_t targets_in_step);
+                           int64_t targets_in_step, bool abandoning);
+  // The step's actions and gradient sync into `stats`; true where they were abandoned to
+  // stop (Note [Abandoning a step]: only with --checkpoint.dir, where a stop saves), the
+  // buffers the forwards wrote (BatchNorm's statistics) put back as the step found them.
+  bool runActions(int64_t step, const StepData& data, StepStats& stats);
+  // The result of a step some rank abandoned: nothing applied, the data position put back
+  // to `samples_before`, the gradients dropped.
+  StepResult abandoned(int64_t samples_before, StepReduce reduced);
   // This rank's share of the next global batch of the sample order (inputs on stage 0's
   // rank, targets on the last stage's), which it then counts as consumed.
   StepData nextStepData();
@@ -153,6 +164,10 @@ class StepRunner {
   Communicator& world_;
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;
+  // Whether a stop saves (--checkpoint.dir), so that a step may be abandoned, and the
+  // buffers of this rank's stages, put back when one is.
+  bool saves_on_stop_ = false;
+  std::vector<at::Tensor> buffers_;
   std::unique_ptr<MasterWeights> masters_;  // bf16 only: the fp32 weights the optimizer steps
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set

@@ -1,6 +1,7 @@
 // See include/ppstage/train/stop_signal.h.
 #include "ppstage/train/stop_signal.h"
 #include "ppstage/core/environment.h"
+#include "ppstage/core/interrupt.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -51,6 +52,7 @@ void onSignal(int signal) {
   }
   g_received_ns.store(monotonicNs());
   g_received = signal;
+  requestInterrupt();  // Note [Abandoning a step]
 }
 
 }  // namespace

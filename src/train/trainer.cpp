@@ -3,6 +3,8 @@
 // closing lines); what the run prints as it goes is run_log.cpp's.
 #include "ppstage/train/trainer.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -57,6 +59,7 @@ class TrainLoop {
   RunMetrics run() {
     if (config_.checkpoint.resume) resume();
     if (record_.first_step >= config_.train.steps) return nothingToDo();
+    if (!config_.checkpoint.dir.empty()) noteSaveTime();
     if (leader_) live_ = openLiveMetrics(config_.output, !record_.resumed_from.empty());
     if (live_progress_) {
       const JobLayout& layout = setup_.layout();
@@ -65,6 +68,7 @@ class TrainLoop {
     }
     for (int64_t step = record_.first_step; step < config_.train.steps; ++step) {
       const StepResult result = runner_.run(step);
+      if (result.abandoned) return stopDuring(step, result.stop_signal);
       record_.add(step - record_.first_step, config_.train.steps - record_.first_step, result);
       // A stopping step saves before it writes a line: once mpirun itself got the SIGTERM it
       // no longer reads the ranks' output, and a write that blocks must not cost the
@@ -158,6 +162,24 @@ class TrainLoop {
     record_.first_step = resumed->manifest.step;
   }
 
+  // Where a save would outlast the second Open MPI's mpirun leaves the ranks after a
+  // Ctrl-C (Note [Abandoning a step]), rank 0 says so, with the option that gives more.
+  // Collective: every rank's expected save time, the slowest counts.
+  void noteSaveTime() {
+    constexpr double kGraceS = 1.0;  // odls_base_sigkill_timeout's default
+    at::Tensor seconds = at::zeros({world_.size()}, at::kDouble);
+    seconds[world_.rank()] = checkpointer_.expectedSaveSeconds();
+    world_.allReduceSum({seconds});
+    const double slowest = seconds.max().item<double>();
+    if (!leader_ || slowest <= kGraceS) return;
+    log_ << "checkpoint: a save is expected to take " << std::setprecision(2) << slowest
+         << " s, longer than the second mpirun leaves the ranks after a Ctrl-C before it kills "
+            "them (odls_base_sigkill_timeout, default 1 s); such a stop would lose the steps "
+            "since the last checkpoint: give it more with mpirun --mca "
+            "odls_base_sigkill_timeout "
+         << static_cast<int>(std::ceil(slowest)) + 2 << std::setprecision(6) << std::endl;
+  }
+
   RunMetrics nothingToDo() {
     if (leader_) {
       log_ << "nothing to train: " << record_.resumed_from << " already has " << record_.first_step
@@ -201,6 +223,25 @@ class TrainLoop {
       log_ << stopped << "; checkpoint " << record_.checkpoints.back().path << signalNote(signal)
            << std::endl;
     }
+    return metrics;
+  }
+
+  // A step abandoned to stop (Note [Abandoning a step]): the state is the previous step's,
+  // saved as the `step` steps done (where no checkpoint of them exists yet).
+  RunMetrics stopDuring(int64_t step, int signal) {
+    record_.stopped_by = signalName(signal);
+    clearProgress();
+    const bool resumed_here = step == record_.first_step && !record_.resumed_from.empty();
+    if (!resumed_here) save(step);
+    const std::string checkpoint =
+        resumed_here ? record_.resumed_from : record_.checkpoints.back().path;
+    RunMetrics metrics = step > record_.first_step ? finish() : RunMetrics{};
+    if (leader_) {
+      log_ << "stopped by " << record_.stopped_by << " during step " << step + 1
+           << ", abandoned before its optimizer step; checkpoint " << checkpoint << " (" << step
+           << (step == 1 ? " step" : " steps") << " done)" << signalNote(signal) << std::endl;
+    }
+    metrics.stopped_by = record_.stopped_by;
     return metrics;
   }
 

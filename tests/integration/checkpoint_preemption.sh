@@ -5,9 +5,11 @@
 #     manifest of a save (rank 1, then rank 0; PPSTAGE_CHECKPOINT_FAULT), and at two
 #     moments of a running job. The directory then holds a complete checkpoint, and the
 #     resumed run ends with the same losses and parameters;
-#   - SIGTERM to mpirun, and to one rank: every rank stops after the same step with
-#     "stopped by SIGTERM after step N; checkpoint D/step-...", the checkpoint is complete,
-#     and the resumed run finishes like the uninterrupted one;
+#   - SIGTERM to mpirun, and to one rank: every rank stops at the same step with
+#     "stopped by SIGTERM after step N; checkpoint D/step-..." (or, the step in flight
+#     abandoned, "during step N+1, abandoned before its optimizer step; checkpoint
+#     D/step-N"; the rank that got no signal learns of it from a stop notice), the
+#     checkpoint is complete, and the resumed run finishes like the uninterrupted one;
 #   - Ctrl-C (SIGINT to the process group): one process says SIGINT; under mpirun, which
 #     passes it on to the ranks as SIGTERM, the stop line says that.
 #
@@ -69,13 +71,18 @@ done
 # them that long after (see docs/cli.md); the ranks need the second interval for the step
 # and the save.
 # The stop line names the checkpoint; then 10 steps more, resumed, against straight.
+# A stop line: after the step the signal rode (`after step N; checkpoint D/step-N`), or,
+# where the signal came mid-step, during it (`during step N+1, abandoned before its
+# optimizer step; checkpoint D/step-N`: Note [Abandoning a step]).
+stop_line() {  # signal, dir, log
+  grep -m1 -E "^stopped by $1 (after step [0-9]+|during step [0-9]+, abandoned before its optimizer step); checkpoint $2/step-" "$3"
+}
 stopped() {  # name, dir, log
   local name=$1 dir=$2 log=$3 line
-  line=$(grep -m1 "^stopped by SIGTERM after step [0-9]*; checkpoint $dir/step-" "$log") ||
-    { fail "$name: no stop line"; tail -5 "$log"; return; }
+  line=$(stop_line SIGTERM "$dir" "$log") || { fail "$name: no stop line"; tail -5 "$log"; return; }
   echo "ok: $name: $line"
-  local step=${line#stopped by SIGTERM after step }
-  step=${step%%;*}
+  local step=${line##*checkpoint $dir/step-}
+  step=$((10#${step%% *}))
   resume_and_compare "$name-resumed" "$dir" $((step + 10))
 }
 dir=ck-term-mpirun
@@ -112,7 +119,7 @@ ctrl_c() {  # name, expected signal, launcher...
   while ! grep -q "^step   20/" "$name.log"; do sleep 0.05; done
   kill -INT -- "-$job"
   wait "$job" || true
-  if line=$(grep -m1 "^stopped by $expected after step [0-9]*; checkpoint ck-$name/step-" "$name.log"); then
+  if line=$(stop_line "$expected" "ck-$name" "$name.log"); then
     echo "ok: $name: $line"
   else
     fail "$name: no $expected stop line"; tail -3 "$name.log"

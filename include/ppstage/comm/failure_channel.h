@@ -60,6 +60,14 @@ void sendFailureReport(const FailureReport& report);
 // channel is open.
 bool failureReportWaiting();
 
+// Tells every other rank that this one abandoned its step (Note [Abandoning a step] in
+// core/interrupt.h): one byte each, never waited for. Does nothing where no channel is open.
+void sendStopNotices();
+
+// Whether another rank's stop notice has arrived (one MPI_Iprobe; the notice stays, so
+// the answer stays true). False where no channel is open.
+bool stopNoticeWaiting();
+
 // On rank 0: every report that arrives within `grace` (and any already waiting).
 std::vector<FailureReport> collectFailureReports(std::chrono::milliseconds grace);
 
