@@ -92,6 +92,29 @@ void printTable(const std::vector<ModeRow>& rows, CompileMode reference) {
   }
 }
 
+// Where compiled modes kept more activation memory than none (by more than 5%), by how
+// much and why: autodiff of whole graphs.
+void printActivationNote(const std::vector<ModeRow>& rows,
+                         std::vector<ModeRow>::const_iterator none) {
+  if (none == rows.end() || none->peak_activation_mb <= 0) return;
+  std::ostringstream held;
+  held << std::fixed;
+  for (const ModeRow& r : rows) {
+    const double ratio = r.peak_activation_mb / none->peak_activation_mb;
+    if (r.mode == CompileMode::kNone || ratio <= 1.05) continue;
+    held << (held.tellp() > 0 ? ", " : "") << toString(r.mode) << " " << std::setprecision(2)
+         << ratio << "x (" << std::setprecision(1) << r.peak_activation_mb << " MB)";
+  }
+  if (held.tellp() <= 0) return;
+  std::cout << std::fixed << std::setprecision(1) << "activations: " << held.str()
+            << " of none's peak (" << none->peak_activation_mb
+            << " MB): a compiled graph is differentiated ahead of time (TorchScript's symbolic "
+               "autodiff), and its forward returns, as extra outputs kept until the backward, "
+               "every intermediate its backward formulas read, where eager autograd keeps per "
+               "op only what that op's backward needs\n"
+            << std::defaultfloat << std::setprecision(6);
+}
+
 // Which mode to use: the fastest steady step, and against none what it gains a step and
 // after how many steps that repays its compiling; then why no mode fused anything where none
 // did on the CPU.
@@ -122,6 +145,7 @@ void printAdvice(const std::vector<ModeRow>& rows) {
   const bool fused = std::any_of(rows.begin(), rows.end(), [](const ModeRow& r) {
     return r.metrics.compile.fusion_groups > 0;
   });
+  printActivationNote(rows, none);
   if (compiled && !fused && !fusesOnCpu()) {
     std::cout << "0 fusion groups: LibTorch does not fuse kernels on the CPU "
                  "(torch::jit::canFuseOnCPU() is false; the wheel has no LLVM), so stage and "
