@@ -101,6 +101,31 @@ TEST(CliSplit, UserModelFile) {
   EXPECT_EQ(plan.at("method"), "flops");
 }
 
+// The default cut balances FLOPs: a GPT whose vocabulary is most of its parameters (an
+// embedding's parameters cost almost no compute) gets its blocks spread by compute, not
+// its embedding alone on stage 0 as balancing parameters did; the heading says what was
+// balanced and the imbalance left (the LM head, one unit, is the largest stage).
+TEST(CliSplit, DefaultBalancesFlopsAndSaysTheImbalance) {
+  const std::string gpt = "split --model.vocab_size 8192 --model.seq_len 64 --pipeline.stages 3";
+  const Result json = runPpstage(gpt + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json plan = nlohmann::json::parse(json.out);
+  EXPECT_EQ(plan.at("method"), "flops");
+  EXPECT_NE(plan.at("stages").at(0).at("modules").size(), 1u) << json.out;  // not wte alone
+  const double imbalance = plan.at("imbalance").get<double>();
+  EXPECT_GT(imbalance, 1.0);
+  const Result text = runPpstage(gpt);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("3 stages over 8 units, balanced by flops, imbalance "),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("stage 2 is the single unit lm_head, which no cut makes smaller"),
+            std::string::npos)
+      << text.out;
+  const Result params = runPpstage(gpt + " --pipeline.balance params");
+  EXPECT_NE(params.out.find("balanced by params, imbalance "), std::string::npos) << params.out;
+}
+
 TEST(CliSplit, HelpDocumentsEveryFlag) {
   const Result r = runPpstage("split --help");
   EXPECT_EQ(r.exit_code, 0);
