@@ -59,9 +59,13 @@ void checkMpi(int code, const char* call) {
 // waiting for a slow peer should not burn its core. `what` describes the operation for error
 // messages ("waiting to receive ... from rank 1"); it is only called on failure, keeping string
 // formatting off the fast path.
+// Only a Work's wait may be interrupted (`may_interrupt`, Note [Abandoning a step]): an
+// abandoned Work cancels its request and keeps its buffer; a collective's request cannot be
+// cancelled.
 template <typename Describe>
 MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
-                       std::chrono::milliseconds timeout, const Describe& what) {
+                       std::chrono::milliseconds timeout, const Describe& what,
+                       bool may_interrupt = false) {
   constexpr auto kBusy = std::chrono::milliseconds(1);
   constexpr auto kSpin = std::chrono::milliseconds(100);
   constexpr auto kReportCheck = std::chrono::milliseconds(20);
@@ -88,14 +92,14 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     if (now - start < kBusy) {
       continue;
     }
-    throwIfInterrupted();  // Note [Abandoning a step]
+    if (may_interrupt) throwIfInterrupted();  // Note [Abandoning a step]
     if (now - start < kSpin) {
       std::this_thread::yield();
       continue;
     }
     if (now > next_report_check) {  // Note [Failure reports], Note [Abandoning a step]
       next_report_check = now + kReportCheck;
-      if (interruptible()) {  // a peer that abandoned its step may be what this waits for
+      if (may_interrupt && interruptible()) {  // a peer that abandoned its step
         bool notice = false;
         {
           std::lock_guard<std::mutex> lock(handle.mutex);  // Note [MPI thread level]
@@ -166,7 +170,8 @@ class MpiWork final : public Work {
 
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
-    finish(waitRequest(*handle_, request_, timeout, [this] { return what(); }));
+    finish(waitRequest(
+        *handle_, request_, timeout, [this] { return what(); }, true));
   }
 
  private:

@@ -14,6 +14,8 @@ static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler
 
 void requestInterrupt() noexcept { g_requested.store(true); }
 
+void clearInterrupt() noexcept { g_requested.store(false); }
+
 bool interruptRequested() noexcept { return g_requested.load(); }
 
 bool interruptible() noexcept { return g_interruptible.load(); }

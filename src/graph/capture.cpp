@@ -518,8 +518,10 @@ ModelGraph specializeForward(const InlinedForward& forward, ForwardMode mode,
                              const std::vector<at::Tensor>& example) {
   ModelGraph out = copyOf(forward, mode);
   torch::jit::Graph& graph = *out.graph;
-  // Note [Fast paths]: innermost first, until no test is left to decide.
-  while (graph_detail::ruleOutFastPaths(graph.block())) {
+  // Note [Fast paths]: innermost first, until no test is left to decide (each round decides
+  // at least one If, which then goes).
+  for (int round = 0; graph_detail::ruleOutFastPaths(graph.block()); ++round) {
+    PPSTAGE_INTERNAL_ASSERT(round < 1000, "fast-path tests still undecided after 1000 rounds");
     torch::jit::ConstantPropagationImmutableTypes(out.graph);
     while (graph_detail::foldSameBranches(graph.block())) {
       torch::jit::ConstantPropagationImmutableTypes(out.graph);

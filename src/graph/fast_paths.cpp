@@ -3,6 +3,8 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace ppstage::graph_detail {
@@ -26,7 +28,8 @@ namespace ppstage::graph_detail {
 // tensors at every cut. So capture decides every such test for the path without them, in
 // training and in evaluation alike: a prim::If one of whose branches runs a fast-path op and
 // the other none gets the constant condition that runs the other. A branch is judged by
-// what it runs, not by its condition, so the rule holds however the library spells the test.
+// what it runs, not by its condition, so the rule holds however the library spells the test;
+// only torch.nn's own Ifs are decided (by their source file, where the model kept it).
 // Only the ops a branch runs itself count: a layer's fast path returns early from a branch
 // nested in its test, and everything after the test (in which MultiheadAttention's own fast
 // path sits) is one branch of the early return's If. So the innermost tests go first; with
@@ -35,12 +38,30 @@ namespace ppstage::graph_detail {
 
 namespace {
 
+// The ops only a fast path runs: making nested tensors and undoing them, and the fused
+// kernels. (Not _nested_tensor_from_mask_left_aligned: a test of the mask, which the
+// reasons not to take the fast path ask about.)
 bool isFastPathOp(const torch::jit::Node* node) {
   if (node->kind().ns() != c10::namespaces::aten) return false;
+  static const char* const kOps[] = {"_nested_tensor_from_mask",
+                                     "_nested_tensor_from_tensor_list",
+                                     "to_padded_tensor",
+                                     "_transformer_encoder_layer_fwd",
+                                     "_native_multi_head_attention",
+                                     "_transformer_decoder_only_layer_fwd"};
   const std::string name = node->kind().toUnqualString();
-  return name.rfind("_nested_", 0) == 0 || name == "to_padded_tensor" ||
-         name == "_transformer_encoder_layer_fwd" || name == "_native_multi_head_attention" ||
-         name == "_transformer_decoder_only_layer_fwd";
+  for (const char* op : kOps) {
+    if (name == op) return true;
+  }
+  return false;
+}
+
+// Whether `node` is torch.nn's code, or of unknown origin (a model saved without its
+// source): a model's own code that makes nested tensors on purpose keeps its branches.
+bool ofTorchNn(const torch::jit::Node* node) {
+  const std::shared_ptr<torch::jit::Source> source = node->sourceRange().source();
+  if (!source || !source->filename()) return true;
+  return source->filename()->find("torch/nn/") != std::string::npos;
 }
 
 // Whether `block` itself runs a fast-path op (not in a block nested in it: such a block
@@ -58,10 +79,12 @@ bool ruleOutFastPaths(torch::jit::Block* block) {
   bool changed = false;
   for (torch::jit::Node* node : block->nodes()) {
     for (torch::jit::Block* sub : node->blocks()) changed |= ruleOutFastPaths(sub);
-    if (node->kind() != c10::prim::If) continue;
+    if (node->kind() != c10::prim::If || !ofTorchNn(node)) continue;
     const bool then_fast = runsFastPath(node->blocks()[0]);
     const bool else_fast = runsFastPath(node->blocks()[1]);
     if (then_fast == else_fast) continue;
+    const std::optional<bool> decided = torch::jit::constant_as<bool>(node->input(0));
+    if (decided == else_fast) continue;  // decided already: not a change
     torch::jit::WithInsertPoint guard(node);
     node->replaceInput(0, node->owningGraph()->insertConstant(else_fast));
     changed = true;

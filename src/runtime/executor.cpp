@@ -293,6 +293,8 @@ struct Executor::Impl {
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const std::exception& e) {
+      // An interrupted wait inside an op: not a failure to describe (that runs the stage).
+      if (interruptPending()) throw StepInterrupted();
       throw Error(where(s, m) + "forward fails: " + describeStageFailure(stage, args, e));
     }
     st.outputs.clear();

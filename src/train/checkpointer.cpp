@@ -183,7 +183,8 @@ std::string Checkpointer::writeMyFiles(const std::string& dir, int64_t steps_don
 }
 
 double Checkpointer::expectedSaveSeconds() const {
-  if (layout_.topology.dpRank() != 0) return 0;
+  const Topology& topology = layout_.topology;
+  if (topology.dpRank() != 0 || topology.tpRank() != 0) return 0;  // what writeMyFiles writes
   const TrainConfig& train = config_.train;
   const double state_per_element = train.optimizer == OptimizerKind::kAdamW ? 8
                                    : train.momentum > 0                     ? 4
@@ -191,8 +192,8 @@ double Checkpointer::expectedSaveSeconds() const {
   double bytes = 0;
   for (const StageModule* stage : model_.mine) {
     for (const StageParameter& p : stage->parameters) {
-      const double whole = static_cast<double>(p.value.numel()) *
-                           (p.shard.sharded() ? layout_.topology.tpSize() : 1);
+      const double whole =
+          static_cast<double>(p.value.numel()) * (p.shard.sharded() ? topology.tpSize() : 1);
       bytes += whole * (4 + (p.is_parameter ? state_per_element : 0));
     }
   }

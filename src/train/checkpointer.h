@@ -61,7 +61,8 @@ class Checkpointer {
   // Seconds this rank's part of a save is expected to take: the bytes it writes (its
   // stages' tensors whole in fp32, and their optimizer state) at the speed of a probe (16
   // MiB written into --checkpoint.dir, synced and checksummed, as a save writes; the faster
-  // of two). 0 where it writes nothing (a replica other than the first). A rough figure:
+  // of two). 0 where it writes nothing (a replica other than the first, a tensor-parallel
+  // rank other than its group's first). A rough figure:
   // a 151M-parameter gpt (1.7 GB of checkpoint) was estimated at 2.8 and 22 s and saved in
   // 12 s on this machine's disk; what it decides is whether a save fits a second.
   double expectedSaveSeconds() const;

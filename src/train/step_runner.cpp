@@ -249,8 +249,8 @@ bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats
     sync_->synchronize();
     return false;
   }
-  std::vector<at::Tensor> buffers;  // as the step found them (BatchNorm's statistics)
-  for (const at::Tensor& buffer : buffers_) buffers.push_back(buffer.clone());
+  buffers_at_start_.clear();  // as the step found them (BatchNorm's statistics)
+  for (const at::Tensor& buffer : buffers_) buffers_at_start_.push_back(buffer.clone());
   try {
     const InterruptibleScope interruptible;  // Note [Abandoning a step]
     stats = executor_->runStep(step, data);
@@ -258,8 +258,6 @@ bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats
     return false;
   } catch (const StepInterrupted&) {
     sendStopNotices();  // to ranks that wait on this one and got no signal
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers.size(); ++i) buffers_[i].copy_(buffers[i]);
     stats = StepStats{};
     return true;
   }
@@ -270,6 +268,11 @@ StepResult StepRunner::abandoned(int64_t samples_before, StepReduce reduced) {
   result.abandoned = true;
   result.reduced = std::move(reduced);
   result.stop_signal = jobStopSignal(result.reduced.stop_signal);
+  {
+    // Every rank, also one whose actions ended: the buffers its forwards wrote go back.
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_at_start_.size(); ++i) buffers_[i].copy_(buffers_at_start_[i]);
+  }
   samples_seen_ = samples_before;  // the step's batch is the next one again
   if (masters_) masters_->clearGradients();
   clearGradients(params_);

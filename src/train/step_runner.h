@@ -137,11 +137,11 @@ class StepRunner {
   at::Tensor allReduceStep(const StepStats& stats, const TensorPeak& memory,
                            int64_t targets_in_step, bool abandoning);
   // The step's actions and gradient sync into `stats`; true where they were abandoned to
-  // stop (Note [Abandoning a step]: only with --checkpoint.dir, where a stop saves), the
-  // buffers the forwards wrote (BatchNorm's statistics) put back as the step found them.
+  // stop (Note [Abandoning a step]: only with --checkpoint.dir, where a stop saves). Keeps
+  // a copy of the buffers (BatchNorm's statistics) as the step found them.
   bool runActions(int64_t step, const StepData& data, StepStats& stats);
-  // The result of a step some rank abandoned: nothing applied, the data position put back
-  // to `samples_before`, the gradients dropped.
+  // The result of a step some rank abandoned: nothing applied, the buffers and the data
+  // position (`samples_before`) put back, the gradients dropped.
   StepResult abandoned(int64_t samples_before, StepReduce reduced);
   // This rank's share of the next global batch of the sample order (inputs on stage 0's
   // rank, targets on the last stage's), which it then counts as consumed.
@@ -168,7 +168,8 @@ class StepRunner {
   // buffers of this rank's stages, put back when one is.
   bool saves_on_stop_ = false;
   std::vector<at::Tensor> buffers_;
-  std::unique_ptr<MasterWeights> masters_;  // bf16 only: the fp32 weights the optimizer steps
+  std::vector<at::Tensor> buffers_at_start_;  // their copies as the step in flight found them
+  std::unique_ptr<MasterWeights> masters_;    // bf16 only: the fp32 weights the optimizer steps
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set
   std::unique_ptr<ClockAlignment> clock_;

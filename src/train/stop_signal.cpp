@@ -59,6 +59,7 @@ void onSignal(int signal) {
 
 StopSignal::StopSignal() {
   g_received = 0;
+  clearInterrupt();
   struct sigaction action {};
   action.sa_handler = onSignal;
   sigemptyset(&action.sa_mask);

@@ -14,6 +14,7 @@
 
 #include "checkpointer.h"
 #include "evaluator.h"
+#include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
@@ -168,7 +169,11 @@ class TrainLoop {
   void noteSaveTime() {
     constexpr double kGraceS = 1.0;  // odls_base_sigkill_timeout's default
     at::Tensor seconds = at::zeros({world_.size()}, at::kDouble);
-    seconds[world_.rank()] = checkpointer_.expectedSaveSeconds();
+    try {
+      seconds[world_.rank()] = checkpointer_.expectedSaveSeconds();
+    } catch (const Error&) {
+      // Unknown: the save itself will say what is wrong with the directory.
+    }
     world_.allReduceSum({seconds});
     const double slowest = seconds.max().item<double>();
     if (!leader_ || slowest <= kGraceS) return;
@@ -231,8 +236,14 @@ class TrainLoop {
   RunMetrics stopDuring(int64_t step, int signal) {
     record_.stopped_by = signalName(signal);
     clearProgress();
+    // The state of `step` steps is saved already where the run resumed from it, or where
+    // --checkpoint.every saved it after the step before.
     const bool resumed_here = step == record_.first_step && !record_.resumed_from.empty();
-    if (!resumed_here) save(step);
+    const std::string name = "/" + checkpointName(step);
+    const std::string& last = record_.checkpoints.empty() ? name : record_.checkpoints.back().path;
+    const bool saved = !record_.checkpoints.empty() && last.size() >= name.size() &&
+                       last.compare(last.size() - name.size(), name.size(), name) == 0;
+    if (!resumed_here && !saved) save(step);
     const std::string checkpoint =
         resumed_here ? record_.resumed_from : record_.checkpoints.back().path;
     RunMetrics metrics = step > record_.first_step ? finish() : RunMetrics{};

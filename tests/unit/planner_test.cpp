@@ -360,6 +360,22 @@ TEST(PlanConfig, CandidateOfAJobCutsItsBatchAsTheRunDoes) {
             std::string::npos);
 }
 
+// `path` holding `ini`, parsed as `ppstage train --config path` parses it.
+Config parsedAsTrain(const std::string& ini, const std::string& path) {
+  {
+    std::ofstream file(path);
+    file << ini;
+  }
+  Config read;
+  po::options_description options;
+  addAllOptions(options, read);
+  const std::string arg = "--config=" + path;
+  const char* argv[] = {"train", arg.c_str()};
+  std::ostringstream out;
+  EXPECT_TRUE(parseOptions(2, argv, options, "", out));
+  return read;
+}
+
 TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   const CostProfile profile = uniformProfile(8, 16);
   PlanCandidate c;
@@ -376,18 +392,7 @@ TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   const std::string ini = configIniOf(given, c, profile, "a plan\nline two");
   EXPECT_EQ(ini.rfind("# a plan\n# line two\n", 0), 0u) << ini;
   EXPECT_EQ(ini.find("ranks"), std::string::npos) << ini;
-  const std::string path = testing::TempDir() + "ppstage_planned.ini";
-  {
-    std::ofstream file(path);
-    file << ini;
-  }
-  Config read;
-  po::options_description options;
-  addAllOptions(options, read);
-  const std::string arg = "--config=" + path;
-  const char* argv[] = {"train", arg.c_str()};
-  std::ostringstream out;
-  ASSERT_TRUE(parseOptions(2, argv, options, "", out));
+  const Config read = parsedAsTrain(ini, testing::TempDir() + "ppstage_planned.ini");
   Config want;
   applyCandidate(c, profile, want);
   EXPECT_EQ(read.pipeline.schedule, "zb-v");
@@ -400,22 +405,6 @@ TEST(PlanConfig, WritesAConfigThatTrainReadsBack) {
   EXPECT_EQ(read.train.dp, 1);
   EXPECT_EQ(read.train.optimizer, OptimizerKind::kSgd);
   EXPECT_EQ(read.model.layers, 8);
-}
-
-// `path` holding `ini`, parsed as `ppstage train --config path` parses it.
-Config parsedAsTrain(const std::string& ini, const std::string& path) {
-  {
-    std::ofstream file(path);
-    file << ini;
-  }
-  Config read;
-  po::options_description options;
-  addAllOptions(options, read);
-  const std::string arg = "--config=" + path;
-  const char* argv[] = {"train", arg.c_str()};
-  std::ostringstream out;
-  EXPECT_TRUE(parseOptions(2, argv, options, "", out));
-  return read;
 }
 
 // With --train.tp 2 in the user's options, 8 ranks are 4 groups of 2: every candidate a

@@ -21,14 +21,16 @@
 namespace ppstage {
 
 // The step was abandoned: thrown where an interrupt was asked inside an InterruptibleScope.
-// Not an ppstage::Error: nothing failed.
+// Not a ppstage::Error: nothing failed.
 class StepInterrupted : public std::exception {
  public:
   const char* what() const noexcept override { return "the step was abandoned to stop"; }
 };
 
-// Asks for an interrupt (async-signal-safe: one lock-free atomic store).
+// Asks for an interrupt (async-signal-safe: one lock-free atomic store); forgets one
+// (a new run's StopSignal does).
 void requestInterrupt() noexcept;
+void clearInterrupt() noexcept;
 
 // Whether an interrupt was asked; whether an InterruptibleScope lives; both.
 bool interruptRequested() noexcept;
