@@ -100,7 +100,8 @@ void writeConfig(const std::string& path, std::map<std::string, std::string> giv
     checkTrainable(config, ranks);
   } catch (const Error& e) {
     std::remove(checking.c_str());
-    PPSTAGE_FAIL("the plan's configuration is one train refuses (a bug in ppstage): ", e.what());
+    PPSTAGE_FAIL("--write-config '", path, "': train would refuse the chosen configuration with ",
+                 "these options, so nothing was written: ", e.what());
   }
   PPSTAGE_CHECK(std::rename(checking.c_str(), path.c_str()) == 0, "cannot write --write-config '",
                 path, "': ", std::strerror(errno));
