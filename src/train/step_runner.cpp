@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
@@ -243,20 +244,26 @@ StepData StepRunner::nextStepData() {
   return data;
 }
 
-bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats) {
+bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats,
+                            const std::function<void()>& actions_ended) {
   if (!saves_on_stop_) {
     stats = executor_->runStep(step, data);
+    actions_ended();
     sync_->synchronize();
     return false;
   }
   buffers_at_start_.clear();  // as the step found them (BatchNorm's statistics)
   for (const at::Tensor& buffer : buffers_) buffers_at_start_.push_back(buffer.clone());
+  bool ended = false;
   try {
     const InterruptibleScope interruptible;  // Note [Abandoning a step]
     stats = executor_->runStep(step, data);
+    ended = true;
+    actions_ended();
     sync_->synchronize();
     return false;
   } catch (const StepInterrupted&) {
+    if (!ended) actions_ended();
     sendStopNotices();  // to ranks that wait on this one and got no signal
     stats = StepStats{};
     return true;
@@ -296,9 +303,12 @@ StepResult StepRunner::run(int64_t step) {
   const int64_t tp_calls_before = tp ? tp->calls() : 0;
   const auto start = Clock::now();
   StepStats stats;
-  const bool abandoning = runActions(step, data, stats);
-  const auto actions_end = Clock::now();
-  int64_t traced = trace_ ? TraceRecorder::now() : 0;
+  Clock::time_point actions_end = start;
+  int64_t traced = 0;
+  const bool abandoning = runActions(step, data, stats, [&] {
+    actions_end = Clock::now();  // the gradient sync follows: the tail, traced as its own
+    traced = trace_ ? TraceRecorder::now() : 0;
+  });
   // Adds the span from the last traced instant to now as a `kind` event.
   const auto trace = [&](TraceKind kind) {
     if (!trace_) return;

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -139,7 +140,9 @@ class StepRunner {
   // The step's actions and gradient sync into `stats`; true where they were abandoned to
   // stop (Note [Abandoning a step]: only with --checkpoint.dir, where a stop saves). Keeps
   // a copy of the buffers (BatchNorm's statistics) as the step found them.
-  bool runActions(int64_t step, const StepData& data, StepStats& stats);
+  // `actions_ended` is called between the actions and the sync (the step's tail starts).
+  bool runActions(int64_t step, const StepData& data, StepStats& stats,
+                  const std::function<void()>& actions_ended);
   // The result of a step some rank abandoned: nothing applied, the buffers and the data
   // position (`samples_before`) put back, the gradients dropped.
   StepResult abandoned(int64_t samples_before, StepReduce reduced);
