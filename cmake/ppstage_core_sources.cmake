@@ -14,6 +14,7 @@ set(PPSTAGE_CORE_SOURCES
   src/schedule/action.cpp
   src/schedule/lowering.cpp
   src/schedule/early_receives.cpp
+  src/schedule/send_order.cpp
   src/schedule/forward_only.cpp
   src/schedule/simulator.cpp
   src/schedule/schedule_csv.cpp

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "pipeline_messages.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/data/sequence_batches.h"
@@ -13,12 +14,13 @@
 #include "ppstage/runtime/loss.h"
 #include "ppstage/schedule/forward_only.h"
 #include "ppstage/train/job_setup.h"
+#include "ppstage/train/trainer.h"
 
 namespace ppstage {
 
 Evaluator::Evaluator(const Config& config, const JobLayout& layout, EvalModel& eval,
-                     Communicator& world)
-    : config_(config), layout_(layout), eval_(eval), world_(world) {
+                     const JobCommunicators& comms)
+    : config_(config), layout_(layout), eval_(eval), world_(comms.control) {
   ExecutorOptions options;
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
@@ -29,10 +31,11 @@ Evaluator::Evaluator(const Config& config, const JobLayout& layout, EvalModel& e
   options.forward_only = true;
   if (eval.sequences && eval.sequences->varies()) options.max_length = eval.sequences->maxLength();
   const Topology& topology = layout.topology;
-  ActionList actions =
-      forwardOnlySchedule(layout.schedule.request).at(static_cast<size_t>(topology.ppRank()));
-  executor_ = std::make_unique<Executor>(world, topology, std::move(eval.stages),
-                                         std::move(actions), options);
+  PipelineMessages messages = pipelineMessages(comms.data, topology, layout.schedule.request,
+                                               forwardOnlySchedule(layout.schedule.request));
+  channels_ = std::move(messages.channels);
+  executor_ = std::make_unique<Executor>(*messages.comm, topology, std::move(eval.stages),
+                                         std::move(messages.actions), options);
 }
 
 Evaluator::~Evaluator() = default;

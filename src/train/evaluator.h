@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "ppstage/config/config.h"
+#include "ppstage/train/trainer.h"
 
 namespace ppstage {
 
@@ -28,9 +29,11 @@ struct EvalResult {
 
 class Evaluator {
  public:
-  // Makes the forward-only executor over `eval`'s stages (taken from it). Local: no
-  // messages. `config`, `layout` and `eval` must outlive the evaluator.
-  Evaluator(const Config& config, const JobLayout& layout, EvalModel& eval, Communicator& world);
+  // Makes the forward-only executor over `eval`'s stages (taken from it), posting on
+  // `comms.data` (train/pipeline_messages.h: collective where that needs channels).
+  // `config`, `layout`, `eval` and `comms` must outlive the evaluator.
+  Evaluator(const Config& config, const JobLayout& layout, EvalModel& eval,
+            const JobCommunicators& comms);
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -47,7 +50,8 @@ class Evaluator {
   const Config& config_;
   const JobLayout& layout_;
   const EvalModel& eval_;
-  Communicator& world_;
+  Communicator& world_;                     // JobCommunicators::control
+  std::unique_ptr<Communicator> channels_;  // the executor's, where data needs them
   std::unique_ptr<Executor> executor_;
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 
+#include "pipeline_messages.h"
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/failure_channel.h"
@@ -29,6 +30,7 @@
 #include "ppstage/train/lr_schedule.h"
 #include "ppstage/train/master_weights.h"
 #include "ppstage/train/stop_signal.h"
+#include "ppstage/train/trainer.h"
 
 namespace ppstage {
 namespace {
@@ -148,8 +150,10 @@ std::vector<BoundaryLink> remoteLinks(const Topology& topology,
 }  // namespace
 
 StepRunner::StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
-                       const Dataset* data, std::vector<LocalStage> stages, Communicator& world)
-    : config_(config), layout_(layout), model_(model), data_(data), world_(world) {
+                       const Dataset* data, std::vector<LocalStage> stages,
+                       const JobCommunicators& comms)
+    : config_(config), layout_(layout), model_(model), data_(data), world_(comms.control) {
+  Communicator& world = world_;
   links_ = remoteLinks(layout.topology, stages);
   for (const BoundaryLink& link : links_) {
     exchangeBoundarySpec(world, link.peer, link.spec, /*sender_side=*/!link.receiver);
@@ -187,10 +191,11 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   if (layout.sequences && layout.sequences->varies()) {
     options.max_length = layout.sequences->maxLength();
   }
-  const ActionList& actions =
-      layout.schedule.ranks.at(static_cast<size_t>(layout.topology.ppRank()));
-  executor_ =
-      std::make_unique<Executor>(world, layout.topology, std::move(stages), actions, options);
+  PipelineMessages messages =
+      pipelineMessages(comms.data, layout.topology, layout.schedule.request, layout.schedule.ranks);
+  channels_ = std::move(messages.channels);
+  executor_ = std::make_unique<Executor>(*messages.comm, layout.topology, std::move(stages),
+                                         std::move(messages.actions), options);
   // Documents: every rank orders the samples, to know each micro-batch's length.
   data_samples_ = layout.sequences ? layout.sequences->size() : data ? data->size() : 0;
   order_ = std::make_unique<SampleOrder>(data_samples_, config.train.seed);

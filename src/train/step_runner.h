@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ppstage/comm/transfer_probe.h"
+#include "ppstage/train/trainer.h"
 #include "step_reduce.h"
 
 namespace torch::optim {
@@ -87,12 +88,13 @@ struct StepResult {
 
 class StepRunner {
  public:
-  // Collective over `world`: exchanges boundary descriptions with remote neighbours, makes
-  // the gradient sync groups, the optimizer and the executor, which owns `stages` (this
-  // rank's compiled stages, JobSetup::takeLocalStages). `layout`, `model` and `data` (null
-  // where this rank reads no samples) must outlive the runner.
+  // Collective over `comms`: exchanges boundary descriptions with remote neighbours (on
+  // control), makes the gradient sync groups, the optimizer and the executor, which owns
+  // `stages` (this rank's compiled stages, JobSetup::takeLocalStages) and posts on data
+  // (train/pipeline_messages.h). `layout`, `model`, `data` (null where this rank reads no
+  // samples) and `comms` must outlive the runner.
   StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
-             const Dataset* data, std::vector<LocalStage> stages, Communicator& world);
+             const Dataset* data, std::vector<LocalStage> stages, const JobCommunicators& comms);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -164,7 +166,8 @@ class StepRunner {
   const JobLayout& layout_;
   const RankModel& model_;
   const Dataset* data_;
-  Communicator& world_;
+  Communicator& world_;                     // JobCommunicators::control
+  std::unique_ptr<Communicator> channels_;  // the executor's, where data needs them
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;
   // Whether a stop saves (--checkpoint.dir), so that a step may be abandoned, and the

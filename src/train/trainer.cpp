@@ -40,20 +40,20 @@ namespace {
 // for by a signal. Ends the run through summarizeRun, whichever way it ends.
 class TrainLoop {
  public:
-  TrainLoop(const Config& config, JobSetup& setup, Communicator& world, std::ostream& log,
+  TrainLoop(const Config& config, JobSetup& setup, const JobCommunicators& comms, std::ostream& log,
             bool live_progress)
       : config_(config),
         setup_(setup),
-        world_(world),
+        world_(comms.control),
         log_(log),
-        leader_(world.rank() == 0),
+        leader_(world_.rank() == 0),
         runner_(config, setup.layout(), setup.model(), setup.data(), setup.takeLocalStages(),
-                world),
-        checkpointer_(config, setup.layout(), setup.model(), world),
+                comms),
+        checkpointer_(config, setup.layout(), setup.model(), world_),
         live_progress_(live_progress && leader_) {
     setup.releaseMasterValues();  // the runner's MasterWeights hold them now
     if (setup.eval() != nullptr) {
-      evaluator_ = std::make_unique<Evaluator>(config, setup.layout(), *setup.eval(), world);
+      evaluator_ = std::make_unique<Evaluator>(config, setup.layout(), *setup.eval(), comms);
     }
   }
 
@@ -304,7 +304,13 @@ class TrainLoop {
 
 }  // namespace
 
-RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bool live_progress) {
+RunMetrics train(const Config& config, Communicator& world, std::ostream& log, bool live_progress) {
+  return train(config, JobCommunicators{world, world}, log, live_progress);
+}
+
+RunMetrics train(const Config& given, const JobCommunicators& comms, std::ostream& log,
+                 bool live_progress) {
+  Communicator& world = comms.control;
   Config config = given;
   setComputeThreads(computeThreads(config.train, world.size()));
   std::optional<CapturedRun> run;  // the one capture of the training model on this rank
@@ -324,7 +330,7 @@ RunMetrics train(const Config& given, Communicator& world, std::ostream& log, bo
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  TrainLoop loop(config, setup, world, log, live_progress);
+  TrainLoop loop(config, setup, comms, log, live_progress);
   return loop.run();
 }
 

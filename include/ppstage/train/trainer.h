@@ -16,6 +16,16 @@ namespace ppstage {
 
 class Communicator;
 
+// A job's communicators. `control` carries the CPU messages: boundary descriptions,
+// agreement, the step's figures, failure reports, clocks, checkpoints, and for now the
+// gradient sums. `data` carries the pipeline's activations and gradients; where it matches
+// in posting order (NCCL) they go over a channel per route (train/pipeline_messages.h).
+// Both have the same ranks; one communicator may be both.
+struct JobCommunicators {
+  Communicator& control;
+  Communicator& data;
+};
+
 // Trains on this rank of `world` (every rank of the job calls it with the same config).
 // Rank 0 prints the effective configuration, the split plan and the step lines to `log`.
 // Planning errors end every rank together (JobError, see comm/agreement.h); errors during
@@ -24,6 +34,9 @@ class Communicator;
 // With `live_progress` (the CLI passes stdoutIsTerminal(), observe/progress_line.h), rank 0
 // also redraws one live progress line on `log` after every step.
 RunMetrics train(const Config& config, Communicator& world, std::ostream& log,
+                 bool live_progress = false);
+// The same with the pipeline's messages on `comms.data`; `comms.control` is the world.
+RunMetrics train(const Config& config, const JobCommunicators& comms, std::ostream& log,
                  bool live_progress = false);
 
 }  // namespace ppstage

@@ -1,0 +1,77 @@
+// See include/ppstage/schedule/send_order.h.
+#include "ppstage/schedule/send_order.h"
+
+#include <map>
+#include <set>
+
+#include "ppstage/core/error.h"
+
+namespace ppstage {
+namespace {
+
+// The RECV that receives what `send` sends, on the rank of its peer stage.
+Action receiveOf(const Action& send) {
+  return send.kind == ActionKind::kSendForward
+             ? Action{ActionKind::kRecvForward, send.stage + 1, send.microbatch}
+             : Action{ActionKind::kRecvBackward, send.stage - 1, send.microbatch};
+}
+
+// The stage whose SEND a RECV receives from.
+int senderStage(const Action& recv) {
+  return recv.kind == ActionKind::kRecvForward ? recv.stage - 1 : recv.stage + 1;
+}
+
+// [(sender, receiver)]: the receiver's RECVs, in the order the sender posts their SENDs.
+std::map<std::pair<int, int>, std::vector<Action>> sentAlongRoutes(
+    const ScheduleRequest& request, const std::vector<ActionList>& lowered) {
+  std::map<std::pair<int, int>, std::vector<Action>> sent;
+  for (int a = 0; a < static_cast<int>(lowered.size()); ++a) {
+    for (const Action& action : lowered[a]) {
+      if (action.kind != ActionKind::kSendForward && action.kind != ActionKind::kSendBackward) {
+        continue;
+      }
+      const Action recv = receiveOf(action);
+      sent[{a, request.rank_of_stage.at(recv.stage)}].push_back(recv);
+    }
+  }
+  return sent;
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> sendRoutes(const ScheduleRequest& request,
+                                            const std::vector<ActionList>& lowered) {
+  std::vector<std::pair<int, int>> routes;
+  for (const auto& [route, receives] : sentAlongRoutes(request, lowered)) routes.push_back(route);
+  return routes;
+}
+
+std::vector<ActionList> receiveInSendOrder(const ScheduleRequest& request,
+                                           const std::vector<ActionList>& lowered) {
+  std::map<std::pair<int, int>, std::vector<Action>> sent = sentAlongRoutes(request, lowered);
+  std::vector<ActionList> out(lowered.size());
+  for (int b = 0; b < static_cast<int>(lowered.size()); ++b) {
+    std::map<int, size_t> next;  // per sender: its next message in `sent`
+    std::set<Action> posted;
+    for (const Action& action : lowered[b]) {
+      if (!action.isReceive()) {
+        out[b].push_back(action);
+        continue;
+      }
+      if (posted.count(action) > 0) continue;  // taken along by an earlier RECV
+      const int a = request.rank_of_stage.at(senderStage(action));
+      const std::vector<Action>& order = sent[{a, b}];
+      for (size_t& k = next[a];;) {
+        PPSTAGE_INTERNAL_ASSERT(k < order.size(), toString(action), " on rank ", b,
+                                " has no SEND on rank ", a);
+        const Action recv = order[k++];
+        out[b].push_back(recv);
+        posted.insert(recv);
+        if (recv == action) break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ppstage
