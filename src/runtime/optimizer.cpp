@@ -10,6 +10,7 @@
 
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/runtime/fused_adamw.h"
 
 namespace ppstage {
 namespace {
@@ -55,8 +56,11 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& train,
                                                    .momentum(train.momentum)
                                                    .weight_decay(train.weight_decay));
   }
-  return std::make_unique<torch::optim::AdamW>(
-      std::move(params), torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
+  const auto options = torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay);
+  if (!params.empty() && params.front().is_cuda()) {
+    return std::make_unique<FusedAdamW>(std::move(params), options);
+  }
+  return std::make_unique<torch::optim::AdamW>(std::move(params), options);
 }
 
 void stepAndClear(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params) {

@@ -18,7 +18,7 @@ class Optimizer;
 namespace ppstage {
 
 // AdamW(lr, weight_decay) or SGD(lr, momentum, weight_decay) over `params`, updated in
-// place.
+// place. AdamW of CUDA parameters is FusedAdamW (runtime/fused_adamw.h): one kernel per step.
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& train,
                                                        std::vector<at::Tensor> params);
 
