@@ -24,6 +24,7 @@
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/split/stage_module.h"
 #include "receive_buffers.h"
+#include "step_losses.h"
 
 namespace ppstage {
 
@@ -86,6 +87,7 @@ struct Executor::Impl {
   ExecutorOptions options;
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
   std::vector<PendingSend> sends;
+  StepLosses losses;  // the last stage's, read once at the end of the step
   std::unique_ptr<ReceiveBuffers> receive_buffers;
   StepStats stats;
   int64_t step = 0;
@@ -328,12 +330,7 @@ struct Executor::Impl {
     }
     // This micro-batch's share of the step's mean (runtime/loss.h).
     st.loss = terms.sum / static_cast<double>(data.targets_in_step);
-    const double value = st.loss.item<double>();
-    stats.loss_sum += value;
-    stats.correct += terms.correct;
-    if (!std::isfinite(value) && stats.first_nonfinite_microbatch < 0) {
-      stats.first_nonfinite_microbatch = options.first_microbatch + m;
-    }
+    losses.add(options.first_microbatch + m, st.loss, terms.correct);
     st.outputs.clear();
   }
 
@@ -551,6 +548,7 @@ Executor::~Executor() = default;
 StepStats Executor::runStep(int64_t step, const StepData& data) {
   Impl& impl = *impl_;
   impl.stats = StepStats{};
+  impl.losses.clear();  // what an abandoned step left
   impl.stats.stage_compute_s.assign(impl.stages.size(), {});
   impl.stats.stage_compute_count.assign(impl.stages.size(), {});
   impl.step = step;
@@ -573,6 +571,7 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
       }
     }
     impl.waitForSends();
+    impl.losses.readInto(impl.stats);
   } catch (const StepInterrupted&) {
     throw;
   } catch (...) {

@@ -63,12 +63,13 @@ LossTerms lossTerms(LossKind kind, const at::Tensor& model_output, const at::Ten
   const at::Tensor output = low_precision ? model_output.to(at::kFloat) : model_output;
   if (kind == LossKind::kModel) {
     checkModelLoss(output.scalar_type(), output.sizes().vec());
-    return {output.reshape({}), 0};
+    return {output.reshape({}), at::Tensor()};
   }
   if (kind == LossKind::kMse) {
     PPSTAGE_CHECK(output.sizes() == target.sizes(), "mse loss: the model's output has shape ",
                   output.sizes(), " but the targets have shape ", target.sizes());
-    return {at::mse_loss(output, target.to(output.scalar_type()), at::Reduction::Sum), 0};
+    return {at::mse_loss(output, target.to(output.scalar_type()), at::Reduction::Sum),
+            at::Tensor()};
   }
   const auto [logits, labels] = classRows(output, target, ignore_index);
   LossTerms terms;
@@ -76,7 +77,7 @@ LossTerms lossTerms(LossKind kind, const at::Tensor& model_output, const at::Ten
       at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::Sum, ignore_index);
   const at::Tensor hits =
       logits.detach().argmax(-1).eq(labels).logical_and(labels.ne(ignore_index));
-  terms.correct = hits.sum().item<int64_t>();
+  terms.correct = hits.sum();
   return terms;
 }
 

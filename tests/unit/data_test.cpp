@@ -249,7 +249,7 @@ TEST(Loss, CrossEntropyIsASumOverCountedLabels) {
   EXPECT_EQ(countTargets(LossKind::kCrossEntropy, labels, -100), 3);
   const int64_t right =
       logits.argmax(1).index_select(0, kept).eq(labels.index_select(0, kept)).sum().item<int64_t>();
-  EXPECT_EQ(terms.correct, right);
+  EXPECT_EQ(terms.correct.item<int64_t>(), right);
   EXPECT_NE(
       test::errorOf([&] {
         lossTerms(LossKind::kCrossEntropy, logits, at::tensor({0, 3, 0, 0, 0}, at::kLong), -100);

@@ -25,8 +25,10 @@ LossKind resolveLossKind(std::optional<LossKind> chosen, at::ScalarType deciding
 
 // One micro-batch's share of a loss.
 struct LossTerms {
-  at::Tensor sum;       // scalar: the sum of the counted terms (differentiable)
-  int64_t correct = 0;  // cross_entropy: counted targets whose logit is the largest
+  at::Tensor sum;  // scalar: the sum of the counted terms (differentiable)
+  // cross_entropy: counted targets whose logit is the largest, an int64 scalar on the
+  // output's device (read when the caller wants it: no host sync here); else undefined.
+  at::Tensor correct;
 };
 
 // The terms of `output` (the model's first output; computed in fp32 when it is bf16 or
