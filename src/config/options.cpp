@@ -279,6 +279,11 @@ void addTrainingLoopOptions(po::options_description& desc, TrainConfig& t) {
       "clip the global gradient norm, over all stages, to this value; 0: no clipping");
   add("train.optimizer", po::value(&t.optimizer)->default_value(t.optimizer, toString(t.optimizer)),
       "adamw | sgd");
+  add("train.device", po::value(&t.device)->default_value(t.device),
+      "cpu | cuda | cuda:N: where each rank's parameters, activations and optimizer state "
+      "live. cuda: one GPU per rank, the rank's local rank on its host (Open MPI's "
+      "OMPI_COMM_WORLD_LOCAL_RANK); cuda:N: GPU N. The model is captured and split on the "
+      "CPU, then each stage moves to its rank's GPU");
   add("train.precision", po::value(&t.precision)->default_value(t.precision, toString(t.precision)),
       "fp32 | bf16: forward, backward, buffers and the messages between stages in bfloat16, "
       "with fp32 master weights, optimizer state, gradient sync and norm, and an fp32 loss "
@@ -439,6 +444,10 @@ void addCommOptions(po::options_description& desc, CommConfig& c) {
       "post each receive as early as the receive buffers allow (one more per stage and "
       "direction than the schedule keeps in flight); false: just before the compute that "
       "needs it");
+  add("comm.backend", po::value(&c.backend)->default_value(c.backend, toString(c.backend)),
+      "auto | mpi | nccl: what carries the activations and gradients between stages. auto: "
+      "NCCL for CUDA tensors (one GPU per rank), MPI for CPU ones; mpi with --train.device "
+      "cuda stages them through host memory, so several ranks may share a GPU");
   desc.add(section);
 }
 

@@ -100,6 +100,7 @@ int computeThreads(const TrainConfig& train, int world) {
 
 JobLayout layoutOf(const Config& config, int rank, int world) {
   JobLayout layout(jobTopology(config, world).atRank(rank));
+  layout.device = resolveDevice(config.train.device, config.comm.backend, thisHost());
   const Topology& topology = layout.topology;
   checkOutputPaths(config, topology);
   layout.threads = computeThreads(config.train, world);

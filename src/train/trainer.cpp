@@ -314,7 +314,10 @@ RunMetrics train(const Config& given, const JobCommunicators& comms, std::ostrea
   Config config = given;
   setComputeThreads(computeThreads(config.train, world.size()));
   std::optional<CapturedRun> run;  // the one capture of the training model on this rank
-  runAgreed(world, [&] { run.emplace(captureRun(config)); });
+  runAgreed(world, [&] {
+    resolveDevice(config.train.device, config.comm.backend, thisHost());  // before a capture
+    run.emplace(captureRun(config));
+  });
   std::optional<TimeCut> time_cut;
   if (config.pipeline.auto_plan) {
     planAutomatically(config, *run, world, log);

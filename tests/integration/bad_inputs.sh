@@ -19,6 +19,7 @@ no_symbol_plugin=$4
 shift 4
 only=("$@")
 table=$(dirname "$0")/bad_inputs.table
+export CUDA_VISIBLE_DEVICES=""  # the devices group expects no GPU, on any machine
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 
 # What the cases refer to: @W (this directory), @FIX, @DATA, @SRC, @NOSYM, @CTRL.

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "ppstage/config/device.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/error.h"
 
@@ -154,6 +155,80 @@ TEST(Options, HelpStopsAndPrintsEveryOption) {
   EXPECT_FALSE(parseOptions(2, argv, options, "usage line", help));
   EXPECT_NE(help.str().find("--model.tie_embeddings"), std::string::npos);
   EXPECT_NE(help.str().find("usage line"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+// --train.device and --comm.backend on hosts of 0, 1 and 2 GPUs (config/device.h).
+DeviceFacts hostOf(int gpus, int local_rank, int local_ranks, bool nccl = true) {
+  DeviceFacts facts;
+  facts.gpus = gpus;
+  facts.no_gpu_reason = gpus == 0 ? "no CUDA driver" : "";
+  facts.local_rank = local_rank;
+  facts.local_ranks = local_ranks;
+  facts.nccl = nccl;
+  return facts;
+}
+
+std::string refusalOf(const std::string& device, CommBackend backend, const DeviceFacts& facts) {
+  try {
+    resolveDevice(device, backend, facts);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Device, EachRankTakesTheGpuOfItsLocalRankAndAutoMeansNcclForCudaTensors) {
+  const RankDevice cpu = resolveDevice("cpu", CommBackend::kAuto, hostOf(2, 1, 2));
+  EXPECT_FALSE(cpu.cuda());
+  EXPECT_EQ(cpu.backend, CommBackend::kMpi);
+  const RankDevice second = resolveDevice("cuda", CommBackend::kAuto, hostOf(2, 1, 2));
+  EXPECT_EQ(second.text(), "cuda:1");
+  EXPECT_EQ(second.backend, CommBackend::kNccl);
+  const RankDevice pinned = resolveDevice("cuda:1", CommBackend::kNccl, hostOf(2, 0, 1));
+  EXPECT_EQ(pinned.text(), "cuda:1");
+  // Host-staged MPI: two ranks share one GPU.
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankDevice shared = resolveDevice("cuda", CommBackend::kMpi, hostOf(1, rank, 2));
+    EXPECT_EQ(shared.text(), "cuda:0");
+    EXPECT_EQ(shared.backend, CommBackend::kMpi);
+  }
+  EXPECT_EQ(resolveDevice("cuda:0", CommBackend::kMpi, hostOf(1, 1, 2)).text(), "cuda:0");
+}
+
+TEST(Device, WhatAHostCannotGiveIsOneLineThatSaysWhatToDo) {
+  EXPECT_EQ(refusalOf("cuda", CommBackend::kAuto, hostOf(0, 0, 1)),
+            "--train.device cuda: no CUDA device is visible (no CUDA driver); use "
+            "--train.device cpu");
+  EXPECT_EQ(refusalOf("cuda:2", CommBackend::kAuto, hostOf(2, 0, 1)),
+            "--train.device cuda:2: this host shows 2 CUDA devices (cuda:0 to cuda:1)");
+  EXPECT_EQ(refusalOf("cuda:1", CommBackend::kMpi, hostOf(1, 0, 1)),
+            "--train.device cuda:1: this host shows 1 CUDA device (cuda:0)");
+  EXPECT_EQ(refusalOf("cpu", CommBackend::kNccl, hostOf(1, 0, 1)),
+            "--comm.backend nccl carries CUDA tensors; with --train.device cpu use "
+            "--comm.backend mpi (or auto), or train on GPUs with --train.device cuda");
+  EXPECT_EQ(refusalOf("cuda", CommBackend::kAuto, hostOf(1, 0, 2)),
+            "--train.device cuda with NCCL (--comm.backend auto): 2 ranks on this host would "
+            "share 1 CUDA device (cuda:0), and NCCL needs a GPU per rank; start at most 1 per "
+            "host, or use --comm.backend mpi (slower: through host memory)");
+  EXPECT_EQ(refusalOf("cuda:0", CommBackend::kNccl, hostOf(4, 0, 2)),
+            "--train.device cuda:0 with NCCL: 2 ranks on this host would share cuda:0, and "
+            "NCCL needs a GPU per rank; start at most 1 per host, or use --comm.backend mpi "
+            "(slower: through host memory)");
+  EXPECT_EQ(refusalOf("cuda", CommBackend::kNccl, hostOf(1, 0, 1, /*nccl=*/false)),
+            "this ppstage was built without NCCL (see ppstage --version); use --comm.backend "
+            "mpi, which stages CUDA tensors through host memory");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA", "cuda:99999"}) {
+    EXPECT_EQ(refusalOf(bad, CommBackend::kAuto, hostOf(1, 0, 1)),
+              std::string("--train.device must be cpu, cuda or cuda:N (N a GPU's index); got '") +
+                  bad + "'")
+        << bad;
+  }
 }
 
 }  // namespace

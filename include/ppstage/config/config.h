@@ -63,6 +63,10 @@ enum class SeqLenPolicy { kFixed, kBucket, kVariable };
 // --train.lr_schedule: the learning rate of each step (train/lr_schedule.h).
 enum class LrSchedule { kConstant, kCosine, kLinear };
 
+// --comm.backend: what carries the pipeline's activations and gradients
+// (config/device.h). auto: NCCL for CUDA tensors, MPI for CPU ones.
+enum class CommBackend { kAuto, kMpi, kNccl };
+
 template <>
 struct Choices<DataFormat> {
   static constexpr const char* kOption = "data.format";
@@ -90,6 +94,12 @@ struct Choices<Precision> {
   static constexpr const char* kOption = "train.precision";
   static constexpr std::pair<Precision, const char*> kNames[] = {{Precision::kFp32, "fp32"},
                                                                  {Precision::kBf16, "bf16"}};
+};
+template <>
+struct Choices<CommBackend> {
+  static constexpr const char* kOption = "comm.backend";
+  static constexpr std::pair<CommBackend, const char*> kNames[] = {
+      {CommBackend::kAuto, "auto"}, {CommBackend::kMpi, "mpi"}, {CommBackend::kNccl, "nccl"}};
 };
 template <>
 struct Choices<LrSchedule> {
@@ -211,6 +221,9 @@ struct TrainConfig {
   // one left replicated ends the run naming it and why. Empty: none must.
   std::string tp_require;
   int64_t threads = 0;  // intra-op threads per rank; 0: cores / local ranks
+  // Where a rank's tensors live (config/device.h): cpu, cuda (the GPU of the rank's local
+  // rank on its host) or cuda:N.
+  std::string device = "cpu";
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
   int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
 };
@@ -275,6 +288,7 @@ struct CommConfig {
   // Post receives ahead of the compute that needs them, as far as the receive buffers allow
   // (schedule/early_receives.h); false: just before it, where the lowering puts them.
   bool receives_ahead = true;
+  CommBackend backend = CommBackend::kAuto;
 };
 
 // [plan]: `ppstage plan`, and train's --pipeline.auto (plan/planner.h).

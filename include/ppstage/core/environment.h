@@ -14,6 +14,10 @@ bool underOpenMpi();
 // cores); at least 1 when set, empty outside mpirun.
 std::optional<int> localRanks();
 
+// OMPI_COMM_WORLD_LOCAL_RANK: this rank's index among them (0 to localRanks() - 1), the
+// GPU --train.device cuda gives it; empty outside mpirun.
+std::optional<int> localRank();
+
 // PPSTAGE_CHECKPOINT_FAULT (testing aid): "kill:<steps>:<rank>" makes that rank kill
 // itself in the middle of the checkpoint written after <steps> steps (train/checkpointer).
 // Null when unset. Read once.

@@ -14,6 +14,7 @@
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/config/config.h"
+#include "ppstage/config/device.h"
 #include "ppstage/core/batch_layout.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/data/dataset.h"
@@ -34,6 +35,7 @@ struct JobLayout {
   explicit JobLayout(Topology layout_of_this_rank) : topology(std::move(layout_of_this_rank)) {}
 
   Topology topology;  // as this rank sees it
+  RankDevice device;  // --train.device and --comm.backend, resolved on this rank's host
   BatchLayout batch;
   PipelineSchedule schedule;  // every pipeline rank's lowered actions
   LossKind loss = LossKind::kCrossEntropy;
