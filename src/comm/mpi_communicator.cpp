@@ -2,10 +2,13 @@
 //
 // Tensors travel as raw bytes (MPI_BYTE), so every dtype round-trips bitwise; non-contiguous
 // tensors are packed into a contiguous copy on send and unpacked after the receive
-// completes. All-reduce sums flat buckets of one dtype each around a ring of point-to-point
-// messages (ring_all_reduce.h). Every wait
-// polls MPI_Test under the handle's mutex until done or the timeout, so a dead peer ends in
-// a CommError instead of a hang.
+// completes. CUDA tensors go through host memory (Open MPI from Debian is not CUDA-aware):
+// a send copies to a pinned host buffer first (waiting for the kernels that write the
+// tensor), a receive lands in one and is copied to the device when it completes, an
+// all-reduce sums a host copy of each bucket. Slow, but how several ranks share one GPU
+// (NCCL refuses that). All-reduce sums flat buckets of one dtype each around a ring of
+// point-to-point messages (ring_all_reduce.h). Every wait polls MPI_Test under the handle's mutex
+// until done or the timeout, so a dead peer ends in a CommError instead of a hang.
 #include "ppstage/comm/mpi_communicator.h"
 
 #include <ATen/ATen.h>
@@ -129,6 +132,19 @@ int byteCount(const at::Tensor& t, const MessageTag& tag) {
   PPSTAGE_CHECK(bytes <= INT_MAX, tag.describe(), " is ", bytes, " bytes; MPI messages are ",
                 "limited to ", INT_MAX, " bytes");
   return static_cast<int>(bytes);
+}
+
+// A host buffer for `tensor`'s bytes: the tensor itself when it is a contiguous CPU one,
+// else a contiguous CPU tensor (pinned for a CUDA one, which `copy` then fills).
+at::Tensor hostBuffer(const at::Tensor& tensor, bool copy) {
+  if (tensor.is_cpu()) {
+    if (tensor.is_contiguous()) return tensor;
+    return copy ? tensor.contiguous() : at::empty_like(tensor).contiguous();
+  }
+  at::Tensor host =
+      at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
+  if (copy) host.copy_(tensor);
+  return host;
 }
 
 class MpiWork final : public Work {
@@ -263,8 +279,7 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<Handle> handle, CommOptions opt
 MpiCommunicator::~MpiCommunicator() = default;
 
 std::shared_ptr<Work> MpiCommunicator::send(const at::Tensor& tensor, int dst, MessageTag tag) {
-  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI sends CPU tensors; got ", tensor.device());
-  at::Tensor buffer = tensor.contiguous();
+  at::Tensor buffer = hostBuffer(tensor, /*copy=*/true);
   auto work = std::make_shared<MpiWork>(handle_, buffer, at::Tensor(), dst, tag);
   std::lock_guard<std::mutex> lock(handle_->mutex);
   checkMpi(MPI_Isend(buffer.data_ptr(), byteCount(buffer, tag), MPI_BYTE, dst, tag.encode(),
@@ -274,9 +289,7 @@ std::shared_ptr<Work> MpiCommunicator::send(const at::Tensor& tensor, int dst, M
 }
 
 std::shared_ptr<Work> MpiCommunicator::recv(const at::Tensor& tensor, int src, MessageTag tag) {
-  PPSTAGE_INTERNAL_ASSERT(tensor.device().is_cpu(), "MPI receives CPU tensors; got ",
-                          tensor.device());
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : at::empty_like(tensor).contiguous();
+  at::Tensor buffer = hostBuffer(tensor, /*copy=*/false);
   auto work = std::make_shared<MpiWork>(handle_, buffer, tensor, src, tag);
   std::lock_guard<std::mutex> lock(handle_->mutex);
   checkMpi(MPI_Irecv(buffer.data_ptr(), byteCount(buffer, tag), MPI_BYTE, src, tag.encode(),
@@ -292,7 +305,7 @@ void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
   for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, kAllReduceBucketBytes)) {
     checkSummable(bucket.front().scalar_type());
     FlatBuffer flat = flatten(std::move(bucket));  // one bucket's copy at a time
-    flat.buffer = flat.buffer.to(wireType(flat.buffer.scalar_type())).contiguous();
+    flat.buffer = flat.buffer.to(at::kCPU, wireType(flat.buffer.scalar_type())).contiguous();
     try {
       ringAllReduceSum(*this, flat.buffer);
     } catch (const PeerFailedError&) {

@@ -9,8 +9,41 @@
 #include <vector>
 
 namespace ppstage {
+namespace {
 
-std::string torchSaveBytes(const c10::IValue& value) {
+// `value` with every tensor in it on the CPU: a file written on a GPU loads anywhere
+// (pickled as they are, CUDA tensors would carry a cuda:N location).
+c10::IValue onCpu(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return t.defined() && !t.is_cpu() ? c10::IValue(t.cpu()) : value;
+  }
+  if (value.isGenericDict()) {
+    const c10::Dict<c10::IValue, c10::IValue> dict = value.toGenericDict();
+    c10::Dict<c10::IValue, c10::IValue> out(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict) out.insert(entry.key(), onCpu(entry.value()));
+    return out;
+  }
+  if (value.isList()) {
+    const c10::List<c10::IValue> list = value.toList();
+    c10::impl::GenericList out(list.elementType());
+    for (const c10::IValue& element : list) out.push_back(onCpu(element));
+    return out;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      elements.push_back(onCpu(element));
+    }
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string torchSaveBytes(const c10::IValue& given) {
+  const c10::IValue value = onCpu(given);
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&](const char* bytes, size_t size) { pickled.insert(pickled.end(), bytes, bytes + size); },

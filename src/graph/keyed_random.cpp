@@ -93,8 +93,12 @@ at::Generator keyedGenerator(const at::Tensor& key, int64_t index) {
   for (const int64_t part : {stream.step, stream.microbatch, key.item<int64_t>(), index}) {
     seed = mixIn(seed, static_cast<uint64_t>(part));
   }
-  if (key.device().is_cpu()) return at::detail::createCPUGenerator(seed ^ (seed >> 32));
-  at::Generator generator = at::globalContext().defaultGenerator(key.device()).clone();
+  const at::Device device =
+      stream.cuda_device >= 0
+          ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(stream.cuda_device))
+          : key.device();
+  if (device.is_cpu()) return at::detail::createCPUGenerator(seed ^ (seed >> 32));
+  at::Generator generator = at::globalContext().defaultGenerator(device).clone();
   generator.set_current_seed(seed);
   return generator;
 }

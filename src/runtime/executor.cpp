@@ -24,6 +24,7 @@
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/split/stage_module.h"
 #include "receive_buffers.h"
+#include "stage_failure.h"
 #include "step_losses.h"
 
 namespace ppstage {
@@ -106,7 +107,7 @@ struct Executor::Impl {
       specs[{stage.module->index, ActionKind::kRecvBackward}] = stage.output_spec;
     }
     receive_buffers =
-        std::make_unique<ReceiveBuffers>(actions, specs, o.microbatch_size, o.max_length);
+        std::make_unique<ReceiveBuffers>(actions, specs, o.microbatch_size, o.max_length, o.device);
   }
 
   LocalStage& local(int stage) { return stages[localPosition(stage)]; }
@@ -163,7 +164,7 @@ struct Executor::Impl {
   void recvShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
                   at::Tensor& shapes, std::vector<std::shared_ptr<Work>>& works) {
     if (options.max_length == 0) return;
-    shapes = shapesBuffer(tensors);
+    shapes = shapesBuffer(tensors, options.device);
     works.push_back(comm.recv(shapes, peer, tag));
   }
 
@@ -171,7 +172,7 @@ struct Executor::Impl {
   void sendShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
                   const Action& send) {
     if (options.max_length == 0) return;
-    sends.push_back({send, comm.send(packShapes(tensors), peer, tag)});
+    sends.push_back({send, comm.send(packShapes(tensors, options.device), peer, tag)});
   }
 
   void recvForward(int s, int m) {
@@ -270,6 +271,7 @@ struct Executor::Impl {
     if (s == 0) {
       st.inputs = data.inputs.at(m);
       for (at::Tensor& input : st.inputs) {
+        input = input.to(options.device);
         if (input.is_floating_point() && options.compute_dtype != at::kFloat) {
           input = input.to(options.compute_dtype);
         }
@@ -280,7 +282,9 @@ struct Executor::Impl {
                             stage.input_spec.tensors.size());
     const auto start = Clock::now();
     at::AutoGradMode grad_mode(!options.forward_only);
-    const RandomStreamScope random({options.seed, step, options.first_microbatch + m});
+    const RandomStreamScope random(
+        {options.seed, step, options.first_microbatch + m,
+         options.device.is_cuda() ? static_cast<int>(options.device.index()) : -1});
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       if (stage.input_spec.tensors[i].requires_grad && !options.forward_only) {
         st.inputs[i].requires_grad_(true);
@@ -322,7 +326,8 @@ struct Executor::Impl {
   void computeLoss(int s, int m, MicroBatchState& st, const StepData& data) {
     LossTerms terms;
     try {
-      terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m), options.ignore_index);
+      terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m).to(options.device),
+                        options.ignore_index);
     } catch (const Error& e) {
       throw Error(where(s, m) + e.what());
     } catch (const c10::Error& e) {
@@ -345,22 +350,6 @@ struct Executor::Impl {
 
   std::string where(int s, int m) const {
     return detail::concat("stage ", s, ", micro-batch ", m, ", step ", step + 1, ": ");
-  }
-
-  // The cause, and the module of the stage graph's failing node (see model_failure.h).
-  static std::string describeStageFailure(const LocalStage& stage,
-                                          const std::vector<c10::IValue>& args,
-                                          const std::exception& e) {
-    const std::string message = errorMessage(e);
-    const torch::jit::Node* node = findFailingNode(*stage.module->graph, args);
-    std::string path;
-    const auto call =
-        node != nullptr ? stage.module->node_call.find(node) : stage.module->node_call.end();
-    if (call != stage.module->node_call.end() &&
-        static_cast<size_t>(call->second) < stage.call_paths.size()) {
-      path = stage.call_paths[static_cast<size_t>(call->second)];
-    }
-    return describeFailure(message, node, path);
   }
 
   // Autograd roots of stage s's micro-batch `st` and the gradients flowing into them (its

@@ -12,23 +12,24 @@ MessageTag shapesTag(MessageKind kind, int stage, int microbatch) {
   return {MessageKind::kMetadata, stage, microbatch, kind == MessageKind::kActivation ? 2 : 3};
 }
 
-at::Tensor packShapes(const std::vector<at::Tensor>& tensors) {
+at::Tensor packShapes(const std::vector<at::Tensor>& tensors, const at::Device& device) {
   std::vector<int64_t> dims;
   for (const at::Tensor& t : tensors) {
     if (t.defined()) dims.insert(dims.end(), t.sizes().begin(), t.sizes().end());
   }
-  return at::tensor(dims, at::kLong);
+  return at::tensor(dims, at::kLong).to(device);
 }
 
-at::Tensor shapesBuffer(const std::vector<at::Tensor>& tensors) {
+at::Tensor shapesBuffer(const std::vector<at::Tensor>& tensors, const at::Device& device) {
   int64_t dims = 0;
   for (const at::Tensor& t : tensors) dims += t.defined() ? t.dim() : 0;
-  return at::empty({dims}, at::kLong);
+  return at::empty({dims}, at::device(device).dtype(at::kLong));
 }
 
 std::string shapeMismatch(const at::Tensor& shapes, const std::vector<at::Tensor>& expected,
                           const BoundarySpec& spec, MessageKind kind) {
-  const int64_t* sent = shapes.data_ptr<int64_t>();
+  const at::Tensor host = shapes.cpu();
+  const int64_t* sent = host.data_ptr<int64_t>();
   for (size_t i = 0; i < expected.size(); ++i) {
     if (!expected[i].defined()) continue;
     const std::vector<int64_t> got(sent, sent + expected[i].dim());

@@ -19,10 +19,10 @@ namespace ppstage {
 MessageTag shapesTag(MessageKind kind, int stage, int microbatch);
 
 // The sizes of `tensors` (the defined ones), one after another: what is sent.
-at::Tensor packShapes(const std::vector<at::Tensor>& tensors);
+at::Tensor packShapes(const std::vector<at::Tensor>& tensors, const at::Device& device);
 
 // A buffer for the packed shapes of tensors shaped as `tensors` (the defined ones).
-at::Tensor shapesBuffer(const std::vector<at::Tensor>& tensors);
+at::Tensor shapesBuffer(const std::vector<at::Tensor>& tensors, const at::Device& device);
 
 // "" when `shapes` (received) are those of `expected` (the defined ones, the receives
 // posted); else what differs, naming the tensor (from `spec`) and both shapes.

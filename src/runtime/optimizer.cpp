@@ -34,7 +34,8 @@ torch::optim::OptimizerParamState* findState(StateMap& states, const at::Tensor&
   return it == states.end() ? nullptr : it->second.get();
 }
 
-// state[name], checked against the parameter's shape (or a scalar for "step").
+// A copy of state[name] on the parameter's device, checked against its shape (or a scalar
+// for "step").
 at::Tensor stateTensor(const std::map<std::string, at::Tensor>& state, const std::string& name,
                        const at::Tensor& param, const std::string& path) {
   const auto it = state.find(name);
@@ -43,7 +44,7 @@ at::Tensor stateTensor(const std::map<std::string, at::Tensor>& state, const std
   PPSTAGE_CHECK(it->second.sizes().vec() == want, "optimizer state '", name, "' of ", path,
                 ": checkpoint has ", shapeText(it->second.sizes().vec()), ", model has ",
                 shapeText(want));
-  return it->second;
+  return it->second.to(param.device(), /*non_blocking=*/false, /*copy=*/true);
 }
 
 }  // namespace
@@ -104,16 +105,16 @@ void setOptimizerState(torch::optim::Optimizer& optimizer, const at::Tensor& par
   if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) {
     auto adamw = std::make_unique<torch::optim::AdamWParamState>();
     adamw->step(stateTensor(state, "step", param, path).item<int64_t>());
-    adamw->exp_avg(stateTensor(state, "exp_avg", param, path).clone());
-    adamw->exp_avg_sq(stateTensor(state, "exp_avg_sq", param, path).clone());
+    adamw->exp_avg(stateTensor(state, "exp_avg", param, path));
+    adamw->exp_avg_sq(stateTensor(state, "exp_avg_sq", param, path));
     if (state.count("max_exp_avg_sq") > 0) {
-      adamw->max_exp_avg_sq(stateTensor(state, "max_exp_avg_sq", param, path).clone());
+      adamw->max_exp_avg_sq(stateTensor(state, "max_exp_avg_sq", param, path));
     }
     states[stateKey<StateMap>(param)] = std::move(adamw);
     return;
   }
   auto sgd = std::make_unique<torch::optim::SGDParamState>();
-  sgd->momentum_buffer(stateTensor(state, "momentum_buffer", param, path).clone());
+  sgd->momentum_buffer(stateTensor(state, "momentum_buffer", param, path));
   states[stateKey<StateMap>(param)] = std::move(sgd);
 }
 

@@ -21,8 +21,8 @@ bool unused(const std::vector<at::Tensor>& buffers) {
 
 ReceiveBuffers::ReceiveBuffers(const ActionList& actions,
                                const std::map<ReceivePool, BoundarySpec>& specs,
-                               int64_t microbatch_size, int64_t max_length)
-    : microbatch_size_(microbatch_size), max_length_(max_length) {
+                               int64_t microbatch_size, int64_t max_length, at::Device device)
+    : microbatch_size_(microbatch_size), max_length_(max_length), device_(device) {
   for (const auto& [key, held] : receiveBuffersHeld(actions)) {
     const auto spec = specs.find(key);
     PPSTAGE_INTERNAL_ASSERT(spec != specs.end(), "no boundary for the receives of stage ",
@@ -41,9 +41,10 @@ std::vector<at::Tensor> ReceiveBuffers::allocate(const Pool& p) {
     const bool received = !p.gradients || t.requires_grad;
     at::Tensor buffer;
     if (received && max_length_ > 0) {
-      buffer = at::empty({c10::multiply_integers(t.sizes(microbatch_size_, max_length_))}, t.dtype);
+      buffer = at::empty({c10::multiply_integers(t.sizes(microbatch_size_, max_length_))},
+                         at::device(device_).dtype(t.dtype));
     } else if (received) {
-      buffer = at::empty(t.sizes(microbatch_size_), t.dtype);
+      buffer = at::empty(t.sizes(microbatch_size_), at::device(device_).dtype(t.dtype));
     }
     buffers.push_back(buffer);
   }

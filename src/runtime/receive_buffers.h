@@ -22,9 +22,10 @@ class ReceiveBuffers {
   // Allocates every pool `actions` receives into. `specs` holds each pool's boundary: a
   // stage's input spec for RECV_F, its output spec for RECV_B (whose buffers exist only
   // for the tensors that get a gradient; the others' slots stay undefined).
-  // `max_length`: the longest micro-batch where lengths vary; 0 where they do not.
+  // `max_length`: the longest micro-batch where lengths vary; 0 where they do not. The
+  // buffers are on `device`.
   ReceiveBuffers(const ActionList& actions, const std::map<ReceivePool, BoundarySpec>& specs,
-                 int64_t microbatch_size, int64_t max_length = 0);
+                 int64_t microbatch_size, int64_t max_length = 0, at::Device device = at::kCPU);
 
   // A free buffer of `pool`, one tensor per boundary tensor; a new one when none is free.
   std::vector<at::Tensor> take(const ReceivePool& pool);
@@ -58,6 +59,7 @@ class ReceiveBuffers {
   std::map<ReceivePool, Pool> pools_;
   int64_t microbatch_size_;
   int64_t max_length_;
+  at::Device device_;
   int64_t allocated_ = 0;
 };
 

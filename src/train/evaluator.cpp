@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "local_stages.h"
 #include "pipeline_messages.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
@@ -22,6 +23,7 @@ Evaluator::Evaluator(const Config& config, const JobLayout& layout, EvalModel& e
                      const JobCommunicators& comms)
     : config_(config), layout_(layout), eval_(eval), world_(comms.control) {
   ExecutorOptions options;
+  options.device = torchDevice(layout.device);
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
   options.ignore_index = config.train.ignore_index;

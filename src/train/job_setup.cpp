@@ -66,7 +66,7 @@ JobSetup setUpLocally(const Config& config, int rank, int world, CapturedRun& ru
   if (config.data.cutsDocuments()) layout.sequences = sequencesOf(*data, config);
   const bool reads = topology.owns(0) || topology.owns(topology.numStages() - 1) || rank == 0;
   shardLocalStages(config, topology, model, nullptr);
-  std::vector<LocalStage> stages = compileLocalStages(config, topology, model);
+  std::vector<LocalStage> stages = compileLocalStages(config, topology, layout.device, model);
   std::unique_ptr<EvalModel> eval;
   if (config.eval.every > 0) {
     eval = planEval(config, layout, model, *data, file ? &file->input : nullptr);

@@ -4,18 +4,58 @@
 #include <map>
 #include <regex>
 
+#ifdef PPSTAGE_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 #include "ppstage/compile/model_compiler.h"
 #include "ppstage/core/error.h"
+#include "ppstage/graph/device_constants.h"
 #include "stage_boundaries.h"
 
 namespace ppstage {
+namespace {
+
+// Note [Placing stages]
+// ~~~~~~~~~~~~~~~~~~~~~
+// The model is captured, split, sharded and checked on the CPU; a rank on a GPU then moves
+// each of its stages there before compiling it:
+//   - the graph's Device constants and tensor constants (graph/device_constants.h);
+//   - its parameters and buffers, in place (set_data): the same tensors move, so the
+//     evaluation stages that share them (train/eval_plan.h) and everything that holds them
+//     see the move;
+//   - not its random keys: the CPU keys keyed random ops read (Note [Keyed random ops]);
+//     the generator they make is the stream's device's (RandomStream::cuda_device).
+// bf16's fp32 master values move with them. What the runtime allocates afterwards (receive
+// buffers, gradients, optimizer state) follows the parameters or the executor's device.
+void placeStage(StageModule& stage, const at::Device& device) {
+  moveConstantsTo(*stage.graph, device);
+  for (StageParameter& p : stage.parameters) {
+    if (p.random_key || !p.value.defined() || p.value.device() == device) continue;
+    p.value.set_data(p.value.data().to(device));
+  }
+}
+
+}  // namespace
+
+at::Device torchDevice(const RankDevice& device) {
+  return device.cuda() ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.cuda_index))
+                       : at::Device(at::kCPU);
+}
 
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
-                                           RankModel& model) {
+                                           const RankDevice& device, RankModel& model) {
   ModelCompiler compiler(config.compile, model.split.graph, topology.rank());
+  const at::Device target = torchDevice(device);
+#ifdef PPSTAGE_WITH_CUDA
+  // The rank's GPU is the current one: CUDA's context, cuBLAS and NCCL start there, not
+  // on GPU 0.
+  if (device.cuda()) c10::cuda::set_device(target.index());
+#endif
   std::vector<LocalStage> stages;
   for (int s : topology.myStages()) {
     StageModule& module = model.split.stages[static_cast<size_t>(s)];
+    if (device.cuda()) placeStage(module, target);
     LocalStage stage;
     stage.module = &module;
     for (const ModuleCall& call : model.split.graph.calls) stage.call_paths.push_back(call.path);
@@ -38,7 +78,9 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
     for (const StageParameter& p : module.parameters) {
       const std::string& path = model.split.graph.parameters.at(p.model_parameters.at(0)).path;
       const auto master = model.split.master_values.find(path);
-      if (master != model.split.master_values.end()) my_masters.insert(*master);
+      if (master != model.split.master_values.end()) {
+        my_masters.emplace(master->first, master->second.to(target));
+      }
     }
   }
   model.split.master_values = std::move(my_masters);

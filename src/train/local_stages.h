@@ -11,11 +11,15 @@
 
 namespace ppstage {
 
+// The torch device of `device`: cpu, or cuda:N.
+at::Device torchDevice(const RankDevice& device);
+
 // This rank's stages behind their compiled graphs (in `model`'s compile cache, made here);
 // other ranks' stages drop their parameter copies, and master_values (bf16) keeps this
-// rank's.
+// rank's. On a GPU (`device`), each of this rank's stages moves there before it is compiled
+// (Note [Placing stages]).
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
-                                           RankModel& model);
+                                           const RankDevice& device, RankModel& model);
 
 // --train.tp above 1: this rank's stages rewritten into its shards of them, in `group`
 // (made here when null). Throws ppstage::Error when a region --train.tp_require names stays

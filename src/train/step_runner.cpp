@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 
+#include "local_stages.h"
 #include "pipeline_messages.h"
 #include "ppstage/checkpoint/model_identity.h"
 #include "ppstage/comm/communicator.h"
@@ -174,6 +175,7 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   }
 
   ExecutorOptions options;
+  options.device = torchDevice(layout.device);
   options.microbatch_size = layout.batch.microbatch_size;
   options.loss = layout.loss;
   options.ignore_index = config.train.ignore_index;

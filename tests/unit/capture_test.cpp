@@ -2,13 +2,16 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ppstage/core/error.h"
 #include "ppstage/graph/capture.h"
+#include "ppstage/graph/device_constants.h"
 #include "ppstage/graph/embedding_tables.h"
 #include "ppstage/graph/graph_runner.h"
 #include "ppstage/graph/model_graph.h"
@@ -429,6 +432,44 @@ TEST(KeyedRandom, AttentionProbsAreThoseOfScaledDotProductAttention) {
         << "causal " << c.causal << " mask " << c.mask.has_value() << " scale "
         << c.scale.has_value();
   }
+}
+
+}  // namespace
+}  // namespace ppstage
+
+namespace ppstage {
+namespace {
+
+// What a Device or tensor constant of `graph` holds, by its device.
+std::map<std::string, int> constantDevices(const torch::jit::Graph& graph) {
+  std::map<std::string, int> count;
+  for (const torch::jit::Node* node : graph.nodes()) {
+    if (node->kind() != c10::prim::Constant) continue;
+    const auto value = torch::jit::toIValue(node->output());
+    if (value && value->isDevice()) ++count["device " + value->toDevice().str()];
+    if (value && value->isTensor() && value->toTensor().dim() > 0) {
+      ++count["tensor " + value->toTensor().device().str()];
+    }
+  }
+  return count;
+}
+
+// The traced GPT fixture builds its mask with device=torch.device("cpu"): every such
+// constant is rewritten for the stage's device (meta here, a device this machine has
+// without a GPU), and nothing is rewritten for the CPU.
+TEST(DeviceConstants, ATracedGraphsDeviceConstantsFollowTheStage) {
+  const ModelGraph captured = captureConfig(test::fixtureConfig("traced_gpt.pt"));
+  const std::map<std::string, int> before = constantDevices(*captured.graph);
+  ASSERT_GT(before.count("device cpu"), 0u);
+  std::shared_ptr<torch::jit::Graph> graph = captured.graph->copy();
+  EXPECT_EQ(moveConstantsTo(*graph, at::kCPU).devices, 0);
+  const DeviceConstants moved = moveConstantsTo(*graph, at::Device(at::kMeta));
+  EXPECT_EQ(moved.devices, before.at("device cpu"));
+  const std::map<std::string, int> after = constantDevices(*graph);
+  EXPECT_EQ(after.count("device cpu"), 0u);
+  EXPECT_EQ(after.at("device meta"), before.at("device cpu"));
+  EXPECT_EQ(after.count("tensor cpu"), 0u);
+  graph->lint();
 }
 
 }  // namespace

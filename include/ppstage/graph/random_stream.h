@@ -15,6 +15,9 @@ struct RandomStream {
   int64_t seed = 0;        // --train.seed
   int64_t step = 0;        // optimizer step, from 0
   int64_t microbatch = 0;  // global micro-batch: dp rank x micro-batches + local index
+  // Where the ops draw: -1, a generator of the key's device (the CPU); N, CUDA device N's
+  // (the stages of a rank on a GPU, whose keys stay on the CPU: no sync to read one).
+  int cuda_device = -1;
 };
 
 // The calling thread's stream.

@@ -69,6 +69,9 @@ struct LocalStage {
 };
 
 struct ExecutorOptions {
+  // Where the stages' tensors are (--train.device): stage 0's inputs and the last stage's
+  // targets are copied there, receive buffers and the shapes of messages made there.
+  at::Device device = at::kCPU;
   int64_t microbatch_size = 1;
   LossKind loss = LossKind::kCrossEntropy;
   int64_t ignore_index = -100;  // cross_entropy: targets equal to it do not count
