@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "flat_buffers.h"
+#include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -161,16 +162,28 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch(const std::vector<P2p
   std::lock_guard<std::mutex> lock(impl_->mutex);
   PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
-  orderAfterCurrentStream(*impl_);
+  // Contiguous buffers first (a send's packing copy runs on the current stream), then the
+  // communication stream waits for all of it: recording the event before the packing
+  // would let NCCL read the buffer before its bytes are written.
   std::vector<at::Tensor> buffers;
-  checkNccl(ncclGroupStart(), "ncclGroupStart");
   for (const P2pOp& op : ops) {
     PPSTAGE_CHECK(op.tensor.is_cuda() && op.tensor.get_device() == impl_->device,
                   "NCCL sends tensors on cuda:", impl_->device, "; got one on ",
                   op.tensor.device());
     const bool send = op.kind == P2pOp::Kind::kSend;
-    at::Tensor buffer = op.tensor.is_contiguous() ? op.tensor : op.tensor.contiguous();
-    if (!send && !op.tensor.is_contiguous()) buffer = at::empty_like(op.tensor).contiguous();
+    if (op.tensor.is_contiguous()) {
+      buffers.push_back(op.tensor);
+    } else {
+      buffers.push_back(send ? op.tensor.contiguous()
+                             : at::empty_like(op.tensor, at::MemoryFormat::Contiguous));
+    }
+  }
+  orderAfterCurrentStream(*impl_);
+  checkNccl(ncclGroupStart(), "ncclGroupStart");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2pOp& op = ops[i];
+    const bool send = op.kind == P2pOp::Kind::kSend;
+    const at::Tensor& buffer = buffers[i];
     const size_t bytes = buffer.numel() * buffer.element_size();
     const ncclResult_t result =
         send ? ncclSend(buffer.data_ptr(), bytes, ncclUint8, op.peer, impl_->comm, impl_->stream)
@@ -180,7 +193,6 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch(const std::vector<P2p
       checkNccl(result, send ? "ncclSend" : "ncclRecv");
     }
     keepAliveOnStream(buffer, *impl_);
-    buffers.push_back(buffer);
   }
   checkNccl(ncclGroupEnd(), "ncclGroupEnd");
   auto done = std::make_shared<at::cuda::CUDAEvent>();
@@ -204,7 +216,12 @@ std::shared_ptr<Work> NcclCommunicator::recv(const at::Tensor& tensor, int src, 
 
 void NcclCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
-  for (const FlatBuffer& flat : flattenByDtype(tensors)) {
+  // In the planner's buckets (core/all_reduce_buckets.h); bf16 and fp16 summed in fp32, as
+  // MPI sums them.
+  for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, kAllReduceBucketBytes)) {
+    FlatBuffer flat = flatten(std::move(bucket));
+    const at::ScalarType dtype = flat.buffer.scalar_type();
+    if (dtype == at::kBFloat16 || dtype == at::kHalf) flat.buffer = flat.buffer.to(at::kFloat);
     const at::Tensor& buffer = flat.buffer;
     at::cuda::CUDAEvent done;
     {

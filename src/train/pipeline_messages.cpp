@@ -1,11 +1,23 @@
 // See pipeline_messages.h.
 #include "pipeline_messages.h"
 
+#ifdef PPSTAGE_WITH_NCCL
+#include "ppstage/comm/nccl_communicator.h"
+#endif
 #include "ppstage/comm/peer_channels.h"
 #include "ppstage/core/error.h"
 #include "ppstage/schedule/send_order.h"
 
 namespace ppstage {
+
+std::unique_ptr<Communicator> ncclDataCommunicator(Communicator& world, const RankDevice& device) {
+  if (device.backend != CommBackend::kNccl) return nullptr;
+#ifdef PPSTAGE_WITH_NCCL
+  return NcclCommunicator::create(world.split(0, world.rank()), device.cuda_index, world.options());
+#else
+  PPSTAGE_INTERNAL_FAIL("--comm.backend nccl in a build without NCCL (config/device.h refuses it)");
+#endif
+}
 
 PipelineMessages pipelineMessages(Communicator& data, const Topology& topology,
                                   const ScheduleRequest& request,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ppstage/comm/communicator.h"
+#include "ppstage/config/device.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/schedule/schedule_api.h"
 
@@ -22,6 +23,11 @@ struct PipelineMessages {
   Communicator* comm = nullptr;            // what the executor posts on
   ActionList actions;                      // what it runs
 };
+
+// --comm.backend nccl (resolved: `device`): an NCCL communicator of `world`'s ranks on the
+// rank's GPU, bootstrapped over `world`, for the pipeline's messages; null for mpi.
+// Collective over `world`.
+std::unique_ptr<Communicator> ncclDataCommunicator(Communicator& world, const RankDevice& device);
 
 // Collective over `data` (world-sized) where it matches in posting order. `lowered`: every
 // pipeline rank's list for `request`; `topology` is this rank's view.

@@ -14,6 +14,7 @@
 
 #include "checkpointer.h"
 #include "evaluator.h"
+#include "pipeline_messages.h"
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
@@ -333,7 +334,10 @@ RunMetrics train(const Config& given, const JobCommunicators& comms, std::ostrea
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  TrainLoop loop(config, setup, comms, log, live_progress);
+  // --comm.backend nccl: the pipeline's messages on NCCL; control stays on `world`.
+  const std::unique_ptr<Communicator> nccl = ncclDataCommunicator(world, setup.layout().device);
+  TrainLoop loop(config, setup, JobCommunicators{world, nccl ? *nccl : comms.data}, log,
+                 live_progress);
   return loop.run();
 }
 
