@@ -1,0 +1,109 @@
+// Training on a GPU (built with a CUDA LibTorch; every test skips without a CUDA device):
+// stages placed on cuda:0 against the CPU and against one GPU, the fused optimizer, files
+// written from CUDA tensors, and a traced model's device constants. Ranks are threads of
+// one process (LocalGroup), so two ranks share cuda:0 as --comm.backend mpi lets them.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/optim/adamw.h>
+
+#include <sstream>
+
+#include "ppstage/comm/local_communicator.h"
+#include "ppstage/core/software_stack.h"
+#include "ppstage/core/torch_save.h"
+#include "ppstage/observe/metrics.h"
+#include "ppstage/runtime/fused_adamw.h"
+#include "ppstage/train/trainer.h"
+#include "support/local_ranks.h"
+#include "support/test_support.h"
+
+namespace ppstage {
+namespace {
+
+class GpuTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const SoftwareStack stack = softwareStack();
+    if (stack.cuda_devices < 1)
+      GTEST_SKIP() << "no CUDA device visible: " << stack.no_device_reason;
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+};
+
+std::vector<double> trainLosses(Config config, int ranks) {
+  std::vector<double> losses;
+  test::runRanks(ranks, [&](int rank, Communicator& comm) {
+    std::ostringstream log;
+    const RunMetrics metrics = train(config, comm, log);
+    if (rank == 0) losses = metrics.losses;
+  });
+  return losses;
+}
+
+Config smallGpt(const std::string& device) {
+  Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
+  config.train.steps = 3;
+  config.train.threads = 1;
+  config.train.device = device;
+  config.comm.backend = CommBackend::kMpi;  // ranks as threads share cuda:0
+  config.data.path = "synthetic";
+  config.output.log_every = 0;
+  return config;
+}
+
+// Two stages on two ranks sharing cuda:0 against one stage on it (1e-5, fp32), and against
+// the CPU within a looser bound: GPU kernels sum in another order.
+TEST_F(GpuTest, PipelinedOnOneGpuMatchesOneStageOnItAndTheCpu) {
+  Config one = smallGpt("cuda:0");
+  one.pipeline.stages = 1;
+  one.pipeline.microbatches = 4;
+  const std::vector<double> reference = trainLosses(one, 1);
+  Config two = smallGpt("cuda:0");
+  two.pipeline.stages = 2;
+  two.pipeline.microbatches = 4;
+  const std::vector<double> pipelined = trainLosses(two, 2);
+  Config cpu = one;
+  cpu.train.device = "cpu";
+  const std::vector<double> on_cpu = trainLosses(cpu, 1);
+  ASSERT_EQ(reference.size(), 3u);
+  ASSERT_EQ(pipelined.size(), 3u);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_NEAR(pipelined[i], reference[i], 1e-5 * std::abs(reference[i])) << i;
+    EXPECT_NEAR(on_cpu[i], reference[i], 1e-3 * std::abs(reference[i])) << i;
+  }
+}
+
+TEST_F(GpuTest, FusedAdamWOnCudaStepsAsTorchOptimAdamW) {
+  at::manual_seed(0);
+  const at::Tensor start = at::randn({64, 33});
+  at::Tensor fast = start.cuda().requires_grad_(true);
+  at::Tensor slow = start.cuda().requires_grad_(true);
+  const auto options = torch::optim::AdamWOptions(1e-2).weight_decay(0.1);
+  FusedAdamW fused({fast}, options);
+  torch::optim::AdamW reference({slow}, options);
+  for (int step = 0; step < 5; ++step) {
+    const at::Tensor g = at::randn({64, 33}).cuda();
+    fast.mutable_grad() = g.clone();
+    slow.mutable_grad() = g.clone();
+    fused.step();
+    reference.step();
+  }
+  EXPECT_LT(test::maxRelDiff(fast.detach().cpu(), slow.detach().cpu()), 1e-6);
+}
+
+TEST_F(GpuTest, AFileWrittenFromCudaTensorsLoadsOnTheCpu) {
+  c10::Dict<std::string, at::Tensor> dict;
+  const at::Tensor value = at::arange(12, at::kFloat).view({3, 4});
+  dict.insert("w", value.cuda());
+  const std::string bytes = torchSaveBytes(c10::IValue(dict));
+  const c10::IValue loaded = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  const at::Tensor back = loaded.toGenericDict().at("w").toTensor();
+  EXPECT_TRUE(back.is_cpu());
+  EXPECT_TRUE(at::equal(back, value));
+}
+
+}  // namespace
+}  // namespace ppstage
