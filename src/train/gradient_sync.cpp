@@ -90,7 +90,7 @@ double GradientSync::squaredNormShare() const {
       if (i > 0 || !tie.counts_norm) skip.push_back(tie.local_copies[i]);
     }
   }
-  double sum = 0;
+  std::vector<at::Tensor> squares;  // each counted gradient's, where it is: one copy to read
   for (StageModule* stage : stages_) {
     for (const StageParameter& p : stage->parameters) {
       if (!p.is_parameter || !p.value.requires_grad() || !p.value.grad().defined()) continue;
@@ -98,20 +98,33 @@ double GradientSync::squaredNormShare() const {
       // A whole tensor is held (and its gradient equal) on every tensor-parallel rank:
       // counted once, on the first; each rank's shard counts on its own.
       if (!p.shard.sharded() && topology_.tpRank() != 0) continue;
-      sum += p.value.grad().to(at::kDouble).pow(2).sum().item<double>();
+      squares.push_back(p.value.grad().to(at::kDouble).pow(2).sum());
     }
   }
+  if (squares.empty()) return 0;
+  const at::Tensor host = at::stack(squares).cpu();
+  const double* square = host.data_ptr<double>();
+  double sum = 0;
+  for (size_t i = 0; i < squares.size(); ++i) sum += square[i];  // in order, as before
   return sum;
 }
 
 std::pair<int, int> GradientSync::firstNonfiniteGradient() const {
+  std::vector<std::pair<int, int>> where;  // (stage, parameter) of each gradient checked
+  std::vector<at::Tensor> finite;          // whether it is all finite, read in one copy
   for (StageModule* stage : stages_) {
     for (size_t i = 0; i < stage->parameters.size(); ++i) {
       const at::Tensor& grad = stage->parameters[i].value.grad();
-      if (grad.defined() && !at::isfinite(grad).all().item<bool>()) {
-        return {stage->index, static_cast<int>(i)};
-      }
+      if (!grad.defined()) continue;
+      where.emplace_back(stage->index, static_cast<int>(i));
+      finite.push_back(at::isfinite(grad).all());
     }
+  }
+  if (finite.empty()) return {-1, -1};
+  const at::Tensor host = at::stack(finite).cpu();
+  const bool* ok = host.data_ptr<bool>();
+  for (size_t i = 0; i < where.size(); ++i) {
+    if (!ok[i]) return where[i];
   }
   return {-1, -1};
 }
