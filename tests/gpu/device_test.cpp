@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/optim/adamw.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "ppstage/comm/local_communicator.h"
@@ -21,11 +22,23 @@
 namespace ppstage {
 namespace {
 
+// The check's rehearsal (scripts/gpu/check.sh with PPSTAGE_GPU_REHEARSAL=1): every run
+// below on the CPU (--train.device cpu), so that what the check asserts is seen to hold
+// before a GPU's minutes are spent on it. Fusion is not asserted there: TorchScript fuses
+// nothing on the CPU.
+bool rehearsal() {
+  const char* value = std::getenv("PPSTAGE_GPU_REHEARSAL");
+  return value != nullptr && std::string(value) == "1";
+}
+
+std::string deviceName() { return rehearsal() ? "cpu" : "cuda:0"; }
+at::Device device() { return rehearsal() ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0); }
+
 class GpuTest : public testing::Test {
  protected:
   void SetUp() override {
     const SoftwareStack stack = softwareStack();
-    if (stack.cuda_devices < 1)
+    if (stack.cuda_devices < 1 && !rehearsal())
       GTEST_SKIP() << "no CUDA device visible: " << stack.no_device_reason;
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setAllowTF32CuBLAS(false);
@@ -33,14 +46,18 @@ class GpuTest : public testing::Test {
   }
 };
 
-std::vector<double> trainLosses(Config config, int ranks) {
-  std::vector<double> losses;
+RunMetrics trainMetrics(const Config& config, int ranks) {
+  RunMetrics out;
   test::runRanks(ranks, [&](int rank, Communicator& comm) {
     std::ostringstream log;
-    const RunMetrics metrics = train(config, comm, log);
-    if (rank == 0) losses = metrics.losses;
+    RunMetrics metrics = train(config, comm, log);
+    if (rank == 0) out = std::move(metrics);
   });
-  return losses;
+  return out;
+}
+
+std::vector<double> trainLosses(const Config& config, int ranks) {
+  return trainMetrics(config, ranks).losses;
 }
 
 Config smallGpt(const std::string& device) {
@@ -57,11 +74,11 @@ Config smallGpt(const std::string& device) {
 // Two stages on two ranks sharing cuda:0 against one stage on it (1e-5, fp32), and against
 // the CPU within a looser bound: GPU kernels sum in another order.
 TEST_F(GpuTest, PipelinedOnOneGpuMatchesOneStageOnItAndTheCpu) {
-  Config one = smallGpt("cuda:0");
+  Config one = smallGpt(deviceName());
   one.pipeline.stages = 1;
   one.pipeline.microbatches = 4;
   const std::vector<double> reference = trainLosses(one, 1);
-  Config two = smallGpt("cuda:0");
+  Config two = smallGpt(deviceName());
   two.pipeline.stages = 2;
   two.pipeline.microbatches = 4;
   const std::vector<double> pipelined = trainLosses(two, 2);
@@ -76,16 +93,40 @@ TEST_F(GpuTest, PipelinedOnOneGpuMatchesOneStageOnItAndTheCpu) {
   }
 }
 
+// Four stages on one rank's GPU (the local path between them), in every compile mode,
+// against one stage on it: 1e-5 in fp32. TorchScript fuses on CUDA (NNC through NVRTC),
+// so stage and block report fusion groups.
+TEST_F(GpuTest, FourStagesOnOneGpuMatchOneStageInEveryCompileMode) {
+  Config one = smallGpt(deviceName());
+  one.pipeline.stages = 1;
+  one.pipeline.microbatches = 4;
+  const std::vector<double> reference = trainLosses(one, 1);
+  for (const CompileMode mode : {CompileMode::kNone, CompileMode::kStage, CompileMode::kBlock}) {
+    Config four = smallGpt(deviceName());
+    four.pipeline.stages = 4;
+    four.pipeline.schedule = "gpipe";
+    four.pipeline.microbatches = 4;
+    four.compile.mode = mode;
+    const RunMetrics metrics = trainMetrics(four, 1);
+    SCOPED_TRACE(toString(mode));
+    ASSERT_EQ(metrics.losses.size(), reference.size());
+    for (size_t i = 0; i < reference.size(); ++i) {
+      EXPECT_NEAR(metrics.losses[i], reference[i], 1e-5 * std::abs(reference[i])) << i;
+    }
+    if (mode != CompileMode::kNone && !rehearsal()) EXPECT_GT(metrics.compile.fusion_groups, 0);
+  }
+}
+
 TEST_F(GpuTest, FusedAdamWOnCudaStepsAsTorchOptimAdamW) {
   at::manual_seed(0);
   const at::Tensor start = at::randn({64, 33});
-  at::Tensor fast = start.cuda().requires_grad_(true);
-  at::Tensor slow = start.cuda().requires_grad_(true);
+  at::Tensor fast = start.to(device()).requires_grad_(true);
+  at::Tensor slow = start.to(device()).requires_grad_(true);
   const auto options = torch::optim::AdamWOptions(1e-2).weight_decay(0.1);
   FusedAdamW fused({fast}, options);
   torch::optim::AdamW reference({slow}, options);
   for (int step = 0; step < 5; ++step) {
-    const at::Tensor g = at::randn({64, 33}).cuda();
+    const at::Tensor g = at::randn({64, 33}).to(device());
     fast.mutable_grad() = g.clone();
     slow.mutable_grad() = g.clone();
     fused.step();
@@ -97,7 +138,7 @@ TEST_F(GpuTest, FusedAdamWOnCudaStepsAsTorchOptimAdamW) {
 TEST_F(GpuTest, AFileWrittenFromCudaTensorsLoadsOnTheCpu) {
   c10::Dict<std::string, at::Tensor> dict;
   const at::Tensor value = at::arange(12, at::kFloat).view({3, 4});
-  dict.insert("w", value.cuda());
+  dict.insert("w", value.to(device()));
   const std::string bytes = torchSaveBytes(c10::IValue(dict));
   const c10::IValue loaded = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   const at::Tensor back = loaded.toGenericDict().at("w").toTensor();
