@@ -6,6 +6,7 @@
 #include "ppstage/comm/in_order_communicator.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -84,9 +85,10 @@ std::string describeHeads(const State& state) {
   return heads.empty() ? "every stream is empty" : "stream heads: " + heads;
 }
 
-// Completes the send of `from` (at the head of its stream) and the receive it meets.
+// Completes the send of `from` (at the head of its stream) and the receive it meets. Runs
+// in whichever rank's thread made progress, so no autograd records the copy and its
+// failure is the two operations' error, not that thread's.
 void deliver(int from, Op& send, Op& recv) {
-  send.done = recv.done = true;
   if (!(send.tag == recv.tag) || send.tensor.scalar_type() != recv.tensor.scalar_type() ||
       send.tensor.numel() != recv.tensor.numel()) {
     const std::string error =
@@ -97,9 +99,26 @@ void deliver(int from, Op& send, Op& recv) {
                        recv.tensor.numel(), " ", c10::toString(recv.tensor.scalar_type()), ")");
     send.error = recv.error = error;
   } else {
-    recv.tensor.copy_(send.tensor.reshape(recv.tensor.sizes()));
+    try {
+      at::NoGradGuard no_grad;
+      recv.tensor.copy_(send.tensor.reshape(recv.tensor.sizes()));
+    } catch (const std::exception& e) {
+      send.error = recv.error = detail::concat("delivering ", send.tag.describe(), ": ", e.what());
+    }
   }
+  send.done = recv.done = true;
   send.tensor = recv.tensor = at::Tensor();
+}
+
+// With the lock held: `state` and every group split from it, aborted for `reason`.
+void abortAll(State& state, const std::string& reason) {
+  state.aborted = true;
+  state.abort_reason = reason;
+  for (auto& [key, child] : state.children) {
+    std::lock_guard<std::mutex> lock(child->mutex);
+    abortAll(*child, reason);
+    child->changed.notify_all();
+  }
 }
 
 // With the lock held: delivers every send that meets its receive at the heads of both
@@ -147,6 +166,7 @@ void waitUntil(State& state, std::chrono::milliseconds timeout, const std::strin
     if (state.changed.wait_until(lock, deadline) == std::cv_status::timeout) {
       progress(state);
       if (ready()) break;
+      if (state.aborted) throw CommError(what + ": " + state.abort_reason);
       throw timeoutError(timeout, what + " (" + describeHeads(state) + ")");
     }
   }
@@ -207,7 +227,7 @@ class InOrderCommunicator final : public Communicator {
         int64_t& count = (send ? state_->sends : state_->receives)[rank_][p.peer];
         auto op = std::make_shared<Op>();
         op->kind = p.kind;
-        op->tensor = p.tensor;
+        op->tensor = p.tensor.detach();
         op->peer = p.peer;
         op->tag = p.tag;
         op->sequence = count++;
@@ -251,8 +271,7 @@ class InOrderCommunicator final : public Communicator {
   void abort(int exit_code) override {
     {
       Lock lock(state_->mutex);
-      state_->aborted = true;
-      state_->abort_reason = detail::concat("rank ", rank_, " aborted (exit code ", exit_code, ")");
+      abortAll(*state_, detail::concat("rank ", rank_, " aborted (exit code ", exit_code, ")"));
     }
     state_->changed.notify_all();
     collectives_->abort(exit_code);

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
@@ -25,17 +26,35 @@
 
 namespace ppstage {
 
+namespace {
+
+// A CUDA stream of the communicator's own. Not one of c10's pool, which hands out 32 streams
+// round robin: two channels (comm/peer_channels.h) on one pooled stream would queue behind
+// each other, which is the hang channels exist to avoid.
+cudaStream_t ownStream(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudaStream_t stream = nullptr;
+  C10_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+}  // namespace
+
 struct NcclCommunicator::Impl {
   Impl(std::unique_ptr<Communicator> bootstrap, int device)
       : bootstrap(std::move(bootstrap)),
         device(device),
-        stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {}
+        raw_stream(ownStream(device)),
+        stream(
+            c10::cuda::getStreamFromExternal(raw_stream, static_cast<c10::DeviceIndex>(device))) {}
   ~Impl() {
     if (comm != nullptr) ncclCommDestroy(comm);
+    cudaStreamDestroy(raw_stream);
   }
 
   std::unique_ptr<Communicator> bootstrap;  // MPI: unique id, bytes, splits
   int device;
+  cudaStream_t raw_stream;
   c10::cuda::CUDAStream stream;  // every NCCL call runs here
   ncclComm_t comm = nullptr;
   std::mutex mutex;

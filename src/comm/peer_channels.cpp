@@ -32,6 +32,27 @@ std::vector<std::vector<Route>> roundsOf(std::vector<Route> routes) {
   return rounds;
 }
 
+// A channel's Work: a failure names the route in the parent's ranks, since the channel's
+// own (its sender 0, its receiver 1) mean nothing to the reader.
+class ChannelWork final : public Work {
+ public:
+  ChannelWork(std::shared_ptr<Work> work, const Route& route)
+      : work_(std::move(work)), route_(route) {}
+  bool isCompleted() override { return work_->isCompleted(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    try {
+      work_->wait(timeout);
+    } catch (const CommError& e) {
+      throw CommError(detail::concat(e.what(), " [on the channel from rank ", route_.first,
+                                     " (its rank 0) to rank ", route_.second, " (its rank 1)]"));
+    }
+  }
+
+ private:
+  std::shared_ptr<Work> work_;
+  Route route_;
+};
+
 }  // namespace
 
 PeerChannels::PeerChannels(Communicator& parent)
@@ -70,11 +91,13 @@ Communicator& PeerChannels::channel(const Route& route) const {
 }
 
 std::shared_ptr<Work> PeerChannels::send(const at::Tensor& tensor, int dst, MessageTag tag) {
-  return channel({rank(), dst}).send(tensor, 1, tag);
+  const Route route{rank(), dst};
+  return std::make_shared<ChannelWork>(channel(route).send(tensor, 1, tag), route);
 }
 
 std::shared_ptr<Work> PeerChannels::recv(const at::Tensor& tensor, int src, MessageTag tag) {
-  return channel({src, rank()}).recv(tensor, 0, tag);
+  const Route route{src, rank()};
+  return std::make_shared<ChannelWork>(channel(route).recv(tensor, 0, tag), route);
 }
 
 void PeerChannels::allReduceSum(const std::vector<at::Tensor>& tensors) {

@@ -29,8 +29,9 @@ void moveIn(torch::jit::Block* block, const at::Device& device, DeviceConstants&
       continue;
     }
     torch::jit::WithInsertPoint here(node);
+    // The new constant's own type: a moved tensor's says its device, which the profiling
+    // executor and the fuser read.
     torch::jit::Value* constant = node->owningGraph()->insertConstant(replacement);
-    constant->setType(node->output()->type());
     node->output()->replaceAllUsesWith(constant);
     node->destroy();
   }

@@ -326,8 +326,7 @@ struct Executor::Impl {
   void computeLoss(int s, int m, MicroBatchState& st, const StepData& data) {
     LossTerms terms;
     try {
-      terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m).to(options.device),
-                        options.ignore_index);
+      terms = lossTerms(options.loss, st.outputs.at(0), data.targets.at(m), options.ignore_index);
     } catch (const Error& e) {
       throw Error(where(s, m) + e.what());
     } catch (const c10::Error& e) {

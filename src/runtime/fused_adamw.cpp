@@ -4,11 +4,22 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "ppstage/core/error.h"
 
 namespace ppstage {
+namespace {
+
+// One _fused_adamw_ call's tensor lists.
+struct Lists {
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+};
+
+}  // namespace
 
 FusedAdamW::FusedAdamW(std::vector<at::Tensor> params, torch::optim::AdamWOptions options)
     : AdamW(std::move(params), std::move(options)) {}
@@ -18,7 +29,8 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
   at::NoGradGuard no_grad;
   for (torch::optim::OptimizerParamGroup& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+    // The kernel takes tensors of one device and dtype per call, as torch.optim groups them.
+    std::map<std::pair<std::string, at::ScalarType>, Lists> calls;  // by (device, dtype)
     for (const at::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       std::unique_ptr<torch::optim::OptimizerParamState>& slot = state()[p.unsafeGetTensorImpl()];
@@ -31,20 +43,24 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
       }
       auto& s = static_cast<torch::optim::AdamWParamState&>(*slot);
       s.step(s.step() + 1);
-      params.push_back(p);
-      grads.push_back(p.grad());
-      exp_avgs.push_back(s.exp_avg());
-      exp_avg_sqs.push_back(s.exp_avg_sq());
-      if (options.amsgrad()) max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
+      Lists& call = calls[{p.device().str(), p.scalar_type()}];
+      call.params.push_back(p);
+      call.grads.push_back(p.grad());
+      call.exp_avgs.push_back(s.exp_avg());
+      call.exp_avg_sqs.push_back(s.exp_avg_sq());
+      if (options.amsgrad()) call.max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
       // The kernel reads t from a float32 scalar on the parameter's device (filled there,
       // no copy from the host's memory).
-      steps.push_back(at::full({}, static_cast<double>(s.step()), p.options().dtype(at::kFloat)));
+      call.steps.push_back(
+          at::full({}, static_cast<double>(s.step()), p.options().dtype(at::kFloat)));
     }
-    if (params.empty()) continue;
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, options.lr(),
-                      std::get<0>(options.betas()), std::get<1>(options.betas()),
-                      options.weight_decay(), options.eps(), options.amsgrad(),
-                      /*maximize=*/false);
+    for (auto& [key, call] : calls) {
+      at::_fused_adamw_(call.params, call.grads, call.exp_avgs, call.exp_avg_sqs,
+                        call.max_exp_avg_sqs, call.steps, options.lr(),
+                        std::get<0>(options.betas()), std::get<1>(options.betas()),
+                        options.weight_decay(), options.eps(), options.amsgrad(),
+                        /*maximize=*/false);
+    }
   }
   return {};
 }

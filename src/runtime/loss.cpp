@@ -10,7 +10,8 @@
 namespace ppstage {
 namespace {
 
-// Logits (-1, C) and labels (-1), checked against each other.
+// Logits (-1, C) and labels (-1), checked against each other where the labels are (the
+// host, as the data gives them: no sync with a GPU), then on the logits' device.
 std::pair<at::Tensor, at::Tensor> classRows(const at::Tensor& output, const at::Tensor& target,
                                             int64_t ignore_index) {
   PPSTAGE_CHECK(output.dim() >= 2 && at::isFloatingType(output.scalar_type()),
@@ -34,7 +35,7 @@ std::pair<at::Tensor, at::Tensor> classRows(const at::Tensor& output, const at::
                   " but the model's output has ", classes, " classes (labels 0 to ", classes - 1,
                   "; --train.ignore_index ", ignore_index, " is skipped)");
   }
-  return {output.reshape({-1, classes}), labels};
+  return {output.reshape({-1, classes}), labels.to(output.device())};
 }
 
 }  // namespace
@@ -68,8 +69,9 @@ LossTerms lossTerms(LossKind kind, const at::Tensor& model_output, const at::Ten
   if (kind == LossKind::kMse) {
     PPSTAGE_CHECK(output.sizes() == target.sizes(), "mse loss: the model's output has shape ",
                   output.sizes(), " but the targets have shape ", target.sizes());
-    return {at::mse_loss(output, target.to(output.scalar_type()), at::Reduction::Sum),
-            at::Tensor()};
+    return {
+        at::mse_loss(output, target.to(output.device(), output.scalar_type()), at::Reduction::Sum),
+        at::Tensor()};
   }
   const auto [logits, labels] = classRows(output, target, ignore_index);
   LossTerms terms;

@@ -12,6 +12,9 @@ MessageTag shapesTag(MessageKind kind, int stage, int microbatch) {
   return {MessageKind::kMetadata, stage, microbatch, kind == MessageKind::kActivation ? 2 : 3};
 }
 
+// Shapes go where the tensors go, on the data communicator: NCCL moves CUDA tensors only.
+// Under host-staged MPI that is a round trip through the GPU; where lengths vary, the
+// receiver reads each message's shapes on the host (one sync per message).
 at::Tensor packShapes(const std::vector<at::Tensor>& tensors, const at::Device& device) {
   std::vector<int64_t> dims;
   for (const at::Tensor& t : tensors) {

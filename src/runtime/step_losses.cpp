@@ -14,18 +14,23 @@ void StepLosses::add(int64_t microbatch, const at::Tensor& loss, const at::Tenso
 }
 
 void StepLosses::readInto(StepStats& stats) {
-  if (!losses_.empty()) {
-    // float -> double as item<double>() converts, then summed in order on the host.
-    const at::Tensor host = at::stack(losses_).to(at::kDouble).cpu();
-    const double* value = host.data_ptr<double>();
-    for (size_t i = 0; i < losses_.size(); ++i) {
-      stats.loss_sum += value[i];
-      if (!std::isfinite(value[i]) && stats.first_nonfinite_microbatch < 0) {
-        stats.first_nonfinite_microbatch = microbatches_[i];
-      }
+  if (losses_.empty()) return;
+  // One copy to the host: the losses (float -> double as item<double>() converts), then
+  // the correct counts (exact in double below 2^53).
+  std::vector<at::Tensor> values;
+  for (const at::Tensor& loss : losses_) values.push_back(loss.to(at::kDouble));
+  for (const at::Tensor& count : corrects_) values.push_back(count.to(at::kDouble));
+  const at::Tensor host = at::stack(values).cpu();
+  const double* value = host.data_ptr<double>();
+  for (size_t i = 0; i < losses_.size(); ++i) {  // summed in order, as before
+    stats.loss_sum += value[i];
+    if (!std::isfinite(value[i]) && stats.first_nonfinite_microbatch < 0) {
+      stats.first_nonfinite_microbatch = microbatches_[i];
     }
   }
-  if (!corrects_.empty()) stats.correct += at::stack(corrects_).sum().item<int64_t>();
+  double correct = 0;
+  for (size_t i = losses_.size(); i < values.size(); ++i) correct += value[i];
+  stats.correct += static_cast<int64_t>(correct);
   clear();
 }
 

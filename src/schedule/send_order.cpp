@@ -1,6 +1,7 @@
 // See include/ppstage/schedule/send_order.h.
 #include "ppstage/schedule/send_order.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -37,6 +38,20 @@ std::map<std::pair<int, int>, std::vector<Action>> sentAlongRoutes(
   return sent;
 }
 
+// Appends to `out` the RECVs of `order` (one sender's messages to this rank, in its SEND
+// order) from `next` up to and including `recv`, marking each `posted`; `next` moves past.
+void receiveUpTo(const Action& recv, const std::vector<Action>& order, size_t& next,
+                 ActionList& out, std::set<Action>& posted) {
+  const auto it = std::find(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(), recv);
+  PPSTAGE_INTERNAL_ASSERT(it != order.end(), toString(recv), " has no SEND on its sender");
+  const auto end = it + 1;
+  for (auto taken = order.begin() + static_cast<std::ptrdiff_t>(next); taken != end; ++taken) {
+    out.push_back(*taken);
+    posted.insert(*taken);
+  }
+  next = static_cast<size_t>(end - order.begin());
+}
+
 }  // namespace
 
 std::vector<std::pair<int, int>> sendRoutes(const ScheduleRequest& request,
@@ -48,7 +63,7 @@ std::vector<std::pair<int, int>> sendRoutes(const ScheduleRequest& request,
 
 std::vector<ActionList> receiveInSendOrder(const ScheduleRequest& request,
                                            const std::vector<ActionList>& lowered) {
-  std::map<std::pair<int, int>, std::vector<Action>> sent = sentAlongRoutes(request, lowered);
+  const std::map<std::pair<int, int>, std::vector<Action>> sent = sentAlongRoutes(request, lowered);
   std::vector<ActionList> out(lowered.size());
   for (int b = 0; b < static_cast<int>(lowered.size()); ++b) {
     std::map<int, size_t> next;  // per sender: its next message in `sent`
@@ -60,15 +75,10 @@ std::vector<ActionList> receiveInSendOrder(const ScheduleRequest& request,
       }
       if (posted.count(action) > 0) continue;  // taken along by an earlier RECV
       const int a = request.rank_of_stage.at(senderStage(action));
-      const std::vector<Action>& order = sent[{a, b}];
-      for (size_t& k = next[a];;) {
-        PPSTAGE_INTERNAL_ASSERT(k < order.size(), toString(action), " on rank ", b,
-                                " has no SEND on rank ", a);
-        const Action recv = order[k++];
-        out[b].push_back(recv);
-        posted.insert(recv);
-        if (recv == action) break;
-      }
+      const auto order = sent.find({a, b});
+      PPSTAGE_INTERNAL_ASSERT(order != sent.end(), toString(action), " on rank ", b, " but rank ",
+                              a, " sends it nothing");
+      receiveUpTo(action, order->second, next[a], out[b], posted);
     }
   }
   return out;

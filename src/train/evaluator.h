@@ -31,7 +31,7 @@ class Evaluator {
  public:
   // Makes the forward-only executor over `eval`'s stages (taken from it), posting on
   // `comms.data` (train/pipeline_messages.h: collective where that needs channels).
-  // `config`, `layout`, `eval` and `comms` must outlive the evaluator.
+  // `config`, `layout`, `eval` and the communicators `comms` names must outlive it.
   Evaluator(const Config& config, const JobLayout& layout, EvalModel& eval,
             const JobCommunicators& comms);
   ~Evaluator();

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <thread>
 
+#ifdef PPSTAGE_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 #include "ppstage/checkpoint/checkpoint_dir.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/compute_threads.h"
@@ -101,6 +105,11 @@ int computeThreads(const TrainConfig& train, int world) {
 JobLayout layoutOf(const Config& config, int rank, int world) {
   JobLayout layout(jobTopology(config, world).atRank(rank));
   layout.device = resolveDevice(config.train.device, config.comm.backend, thisHost());
+#ifdef PPSTAGE_WITH_CUDA
+  // The rank's GPU is the current one: CUDA's context, cuBLAS and NCCL start there, not
+  // on GPU 0.
+  if (layout.device.cuda()) c10::cuda::set_device(layout.device.cuda_index);
+#endif
   const Topology& topology = layout.topology;
   checkOutputPaths(config, topology);
   layout.threads = computeThreads(config.train, world);

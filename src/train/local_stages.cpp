@@ -4,10 +4,6 @@
 #include <map>
 #include <regex>
 
-#ifdef PPSTAGE_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 #include "ppstage/compile/model_compiler.h"
 #include "ppstage/core/error.h"
 #include "ppstage/graph/device_constants.h"
@@ -26,8 +22,9 @@ namespace {
 //     see the move;
 //   - not its random keys: the CPU keys keyed random ops read (Note [Keyed random ops]);
 //     the generator they make is the stream's device's (RandomStream::cuda_device).
-// bf16's fp32 master values move with them. What the runtime allocates afterwards (receive
-// buffers, gradients, optimizer state) follows the parameters or the executor's device.
+// bf16's fp32 master values are copied there (MasterWeights copies them again). What the runtime
+// allocates afterwards (receive buffers, gradients, optimizer state) follows the parameters or the
+// executor's device.
 void placeStage(StageModule& stage, const at::Device& device) {
   moveConstantsTo(*stage.graph, device);
   for (StageParameter& p : stage.parameters) {
@@ -47,11 +44,7 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
                                            const RankDevice& device, RankModel& model) {
   ModelCompiler compiler(config.compile, model.split.graph, topology.rank());
   const at::Device target = torchDevice(device);
-#ifdef PPSTAGE_WITH_CUDA
-  // The rank's GPU is the current one: CUDA's context, cuBLAS and NCCL start there, not
-  // on GPU 0.
-  if (device.cuda()) c10::cuda::set_device(target.index());
-#endif
+
   std::vector<LocalStage> stages;
   for (int s : topology.myStages()) {
     StageModule& module = model.split.stages[static_cast<size_t>(s)];

@@ -92,7 +92,7 @@ class StepRunner {
   // control), makes the gradient sync groups, the optimizer and the executor, which owns
   // `stages` (this rank's compiled stages, JobSetup::takeLocalStages) and posts on data
   // (train/pipeline_messages.h). `layout`, `model`, `data` (null where this rank reads no
-  // samples) and `comms` must outlive the runner.
+  // samples) and the communicators `comms` names must outlive the runner.
   StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
              const Dataset* data, std::vector<LocalStage> stages, const JobCommunicators& comms);
   ~StepRunner();

@@ -1,6 +1,7 @@
 // Training on a GPU (built with a CUDA LibTorch; every test skips without a CUDA device):
-// stages placed on cuda:0 against the CPU and against one GPU, the fused optimizer, files
-// written from CUDA tensors, and a traced model's device constants. Ranks are threads of
+// stages placed on cuda:0 against the CPU and against one GPU, four stages of one rank in
+// every compile mode, the fused optimizer, files written from CUDA tensors. (A traced
+// model's device constants: tests/unit/capture_test.cpp, on the meta device.) Ranks are threads of
 // one process (LocalGroup), so two ranks share cuda:0 as --comm.backend mpi lets them.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -440,10 +440,10 @@ TEST(KeyedRandom, AttentionProbsAreThoseOfScaledDotProductAttention) {
 namespace ppstage {
 namespace {
 
-// What a Device or tensor constant of `graph` holds, by its device.
-std::map<std::string, int> constantDevices(const torch::jit::Graph& graph) {
-  std::map<std::string, int> count;
-  for (const torch::jit::Node* node : graph.nodes()) {
+// What the Device and tensor constants of `block` and its sub-blocks hold, by device.
+void countConstantDevices(const torch::jit::Block* block, std::map<std::string, int>& count) {
+  for (const torch::jit::Node* node : block->nodes()) {
+    for (const torch::jit::Block* sub : node->blocks()) countConstantDevices(sub, count);
     if (node->kind() != c10::prim::Constant) continue;
     const auto value = torch::jit::toIValue(node->output());
     if (value && value->isDevice()) ++count["device " + value->toDevice().str()];
@@ -451,6 +451,11 @@ std::map<std::string, int> constantDevices(const torch::jit::Graph& graph) {
       ++count["tensor " + value->toTensor().device().str()];
     }
   }
+}
+
+std::map<std::string, int> constantDevices(const torch::jit::Graph& graph) {
+  std::map<std::string, int> count;
+  countConstantDevices(graph.block(), count);
   return count;
 }
 

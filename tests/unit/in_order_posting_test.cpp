@@ -115,6 +115,28 @@ TEST(InOrderGroup, ACollectiveWaitsBehindTheRanksPostedMessages) {
   });
 }
 
+// A channel's failed wait names its route in the parent's ranks (its own are 0 and 1).
+TEST(PeerChannels, AWaitThatTimesOutNamesItsRouteInTheParentsRanks) {
+  const std::string error = commErrorOf([] {
+    runRanksInOrder(
+        3,
+        [](int rank, Communicator& world) {
+          const auto channels = PeerChannels::create(world, {{2, 0}, {0, 1}, {1, 2}});
+          if (rank == 0) {
+            at::Tensor got = at::zeros({2});
+            channels->recv(got, 2, kFirst)->wait(world.options().timeout);  // never sent
+          }
+        },
+        300ms);
+  });
+  EXPECT_NE(error.find("rank 1 receiving activation 0 of stage 1, micro-batch 0 from rank 0"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("[on the channel from rank 2 (its rank 0) to rank 0 (its rank 1)]"),
+            std::string::npos)
+      << error;
+}
+
 // One rank's list as the executor runs it (runtime/executor.h): a SEND or RECV posts its
 // message where it stands, a compute action waits for what it needs (F its activations, B
 // and I its gradients), the sends are waited for at the end. Every message carries a value

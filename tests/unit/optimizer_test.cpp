@@ -52,6 +52,7 @@ TEST(FusedAdamW, StepsAsTorchOptimAdamWWithinFloatRounding) {
     ASSERT_EQ(a.size(), b.size()) << i;
     EXPECT_EQ(a.at("step").item<int64_t>(), b.at("step").item<int64_t>()) << i;
     EXPECT_EQ(a.at("step").item<int64_t>(), i == 1 ? 3 : 6) << i;
+    EXPECT_LT(test::maxRelDiff(a.at("exp_avg"), b.at("exp_avg")), 1e-6) << i;
     EXPECT_LT(test::maxRelDiff(a.at("exp_avg_sq"), b.at("exp_avg_sq")), 1e-6) << i;
   }
   // The parameters moved: this compares updates, not untouched values.

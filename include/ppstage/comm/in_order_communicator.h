@@ -1,6 +1,9 @@
 // InOrderGroup: ranks as threads of one process whose communicators deliver point-to-point
-// messages as NCCL does at its strictest, on the CPU. It proves that a posting order cannot
-// hang NCCL (tests/unit/in_order_posting_test.cpp) on a machine without a GPU.
+// messages as NCCL does at its strictest, on the CPU. It proves on a machine without a GPU
+// that a posting order cannot hang NCCL by posting order alone
+// (tests/unit/in_order_posting_test.cpp): each communicator is one stream of its own, so
+// what it does not model is the GPU's side (kernels of several communicators that must run
+// at once, host-blocking waits).
 //
 // Note [NCCL's posting order]. NCCL has no tags and no eager buffering to count on:
 //   - Each rank has one stream, a queue of groups. A send() or recv() is a group of its

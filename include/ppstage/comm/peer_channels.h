@@ -31,8 +31,9 @@ using Route = std::pair<int, int>;
 class PeerChannels final : public Communicator {
  public:
   // Collective over `parent`, which must outlive it: every rank passes the same `routes`.
-  // The splits come in rounds of routes without a rank in common, so a ring of ranks
-  // needs four whatever its size.
+  // The splits come in rounds of routes without a rank in common: two for a pipeline of 2
+  // ranks, four for one of 4 without wrap-around, about six for a ring of 3 or 5.
+  // A failed wait names its route in the parent's ranks.
   static std::unique_ptr<PeerChannels> create(Communicator& parent, std::vector<Route> routes);
 
   int rank() const override { return parent_.rank(); }

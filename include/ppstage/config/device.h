@@ -10,6 +10,10 @@
 //   - NCCL (nccl, or auto with cuda) where two ranks of a host would share a GPU: NCCL
 //     refuses that ("Duplicate GPU detected"); --comm.backend mpi stages tensors through
 //     host memory instead, which is how several ranks share one GPU.
+// Limits: the local rank and the ranks per host come from Open MPI's environment only
+// (under another launcher every rank takes cuda:0); and a launcher that shows each rank
+// one GPU of its own (CUDA_VISIBLE_DEVICES per task) looks like ranks sharing one, which
+// NCCL's check refuses: name the device, cuda:0, and start one rank per visible GPU set.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // FusedAdamW: torch::optim::AdamW whose step runs ATen's fused multi-tensor kernel
-// (_fused_adamw_) over all of a group's parameters at once: on a GPU one launch per step
-// where torch::optim::AdamW launches about ten per parameter. Its state is AdamW's
+// (_fused_adamw_) over all of a group's parameters of one dtype at once: on a GPU one
+// update launch per step (and a fill of each parameter's step scalar) where
+// torch::optim::AdamW launches about ten per parameter. Its state is AdamW's
 // (AdamWParamState: step, exp_avg, exp_avg_sq), so optimizerState, setOptimizerState and
 // checkpoints treat both alike, and a run may resume with either.
 //

@@ -37,7 +37,8 @@ struct LossTerms {
 // labels and (N, T, V) against (N, T) both work; targets equal to `ignore_index` do not
 // count. Mse counts every element. Model: the output is the loss (`target` unused).
 // Throws ppstage::Error on shapes that do not fit, and on a label outside [0, C) that is
-// not ignore_index.
+// not ignore_index. `target` may be on another device than `output` (the host's copy of a
+// GPU run's batch): it is checked there and moved to the output's device.
 LossTerms lossTerms(LossKind kind, const at::Tensor& output, const at::Tensor& target,
                     int64_t ignore_index);
 
