@@ -3,10 +3,15 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#ifdef PPSTAGE_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <atomic>
 #include <cstring>
 #include <mutex>
+
+#include "ppstage/core/error.h"
 
 namespace ppstage {
 namespace {
@@ -79,5 +84,41 @@ int64_t tensorBytesNow() { return g_now.load(std::memory_order_relaxed); }
 int64_t tensorBytesPeak() { return g_peak.load(std::memory_order_relaxed); }
 
 void resetTensorBytesPeak() { g_peak.store(g_now.load(std::memory_order_relaxed)); }
+
+namespace {
+
+#ifdef PPSTAGE_WITH_CUDA
+const c10::CachingDeviceAllocator::Stat& allocatedOn(const c10::Device& device) {
+  static thread_local c10::CachingDeviceAllocator::DeviceStats stats;
+  stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+#endif
+
+}  // namespace
+
+int64_t tensorBytesNow(const c10::Device& device) {
+#ifdef PPSTAGE_WITH_CUDA
+  if (device.is_cuda()) return allocatedOn(device).current;
+#endif
+  PPSTAGE_INTERNAL_ASSERT(device.is_cpu(), "tensor memory of ", device.str());
+  return tensorBytesNow();
+}
+
+int64_t tensorBytesPeak(const c10::Device& device) {
+#ifdef PPSTAGE_WITH_CUDA
+  if (device.is_cuda()) return allocatedOn(device).peak;
+#endif
+  PPSTAGE_INTERNAL_ASSERT(device.is_cpu(), "tensor memory of ", device.str());
+  return tensorBytesPeak();
+}
+
+void resetTensorBytesPeak(const c10::Device& device) {
+#ifdef PPSTAGE_WITH_CUDA
+  if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  PPSTAGE_INTERNAL_ASSERT(device.is_cpu(), "tensor memory of ", device.str());
+  resetTensorBytesPeak();
+}
 
 }  // namespace ppstage

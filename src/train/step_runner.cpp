@@ -300,8 +300,9 @@ StepResult StepRunner::abandoned(int64_t samples_before, StepReduce reduced) {
 }
 
 StepResult StepRunner::run(int64_t step) {
-  const int64_t bytes_at_start = tensorBytesNow();
-  resetTensorBytesPeak();
+  const at::Device device = torchDevice(layout_.device);  // whose memory the step reports
+  const int64_t bytes_at_start = tensorBytesNow(device);
+  resetTensorBytesPeak(device);
   const int64_t samples_before = samples_seen_;
   const StepData data = nextStepData();
   if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
@@ -324,7 +325,7 @@ StepResult StepRunner::run(int64_t step) {
     traced = now;
   };
   trace(TraceKind::kGradientSync);
-  const TensorPeak memory{bytes_at_start, tensorBytesPeak()};  // before the optimizer's state
+  const TensorPeak memory{bytes_at_start, tensorBytesPeak(device)};  // before optimizer state
 
   StepResult result;
   result.reduced =
@@ -348,7 +349,7 @@ StepResult StepRunner::run(int64_t step) {
   result.tp_s = tp ? tp->seconds() - tp_s_before : 0;
   result.tp_all_reduces = tp ? tp->calls() - tp_calls_before : 0;
   result.rss_mb = currentRssMb();
-  result.tensor_mb = mib(tensorBytesNow());
+  result.tensor_mb = mib(tensorBytesNow(device));
   result.tokens = data.tokens;
   result.padded_tokens = data.padded_tokens;
   result.microbatch_lengths = data.lengths;

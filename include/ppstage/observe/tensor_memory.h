@@ -9,6 +9,8 @@
 // in-flight micro-batches cost.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 
 namespace ppstage {
@@ -26,5 +28,12 @@ int64_t tensorBytesNow();
 int64_t tensorBytesPeak();
 // Starts the peak over from the bytes allocated now.
 void resetTensorBytesPeak();
+
+// The same for the tensors on `device`: the counting allocator's for the CPU; for a GPU the
+// CUDA caching allocator's allocated bytes (what live tensors hold; its reserved bytes, the
+// cache, are not counted), whose peak the reset starts over for the whole device.
+int64_t tensorBytesNow(const c10::Device& device);
+int64_t tensorBytesPeak(const c10::Device& device);
+void resetTensorBytesPeak(const c10::Device& device);
 
 }  // namespace ppstage
