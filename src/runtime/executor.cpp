@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "action_timer.h"
 #include "message_shapes.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/clock.h"
@@ -89,6 +90,7 @@ struct Executor::Impl {
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
   std::vector<PendingSend> sends;
   StepLosses losses;  // the last stage's, read once at the end of the step
+  ActionTimer timer;  // the compute actions' seconds, on the device they run on
   std::unique_ptr<ReceiveBuffers> receive_buffers;
   StepStats stats;
   int64_t step = 0;
@@ -100,7 +102,8 @@ struct Executor::Impl {
         topology(t),
         stages(std::move(s)),
         actions(o.receives_ahead ? postReceivesEarly(a, postingFor(c)) : a),
-        options(o) {
+        options(o),
+        timer(o.device) {
     std::map<ReceivePool, BoundarySpec> specs;
     for (const LocalStage& stage : stages) {
       specs[{stage.module->index, ActionKind::kRecvForward}] = stage.input_spec;
@@ -280,7 +283,7 @@ struct Executor::Impl {
     PPSTAGE_INTERNAL_ASSERT(st.inputs.size() == stage.input_spec.tensors.size(), "stage ", s,
                             " micro-batch ", m, " has ", st.inputs.size(), " inputs, expected ",
                             stage.input_spec.tensors.size());
-    const auto start = Clock::now();
+    const ActionTimer::Start start = timer.start();
     at::AutoGradMode grad_mode(!options.forward_only);
     const RandomStreamScope random(
         {options.seed, step, options.first_microbatch + m,
@@ -473,7 +476,7 @@ struct Executor::Impl {
     if (kind != ActionKind::kBackwardWeight && !isLast(s)) {
       waitForReceived(MessageKind::kGradient, s, m);
     }
-    const auto start = Clock::now();
+    const ActionTimer::Start start = timer.start();
     const bool want_inputs = kind != ActionKind::kBackwardWeight;
     const bool want_weights = kind != ActionKind::kBackwardInput;
     const GradientTargets targets = targetsOf(st, local(s), want_inputs, want_weights);
@@ -500,14 +503,14 @@ struct Executor::Impl {
     if (!grads.empty()) receive_buffers->giveBack({s, ActionKind::kRecvBackward}, std::move(grads));
   }
 
-  void record(const Action& action, Clock::time_point start) {
-    const Clock::time_point end = Clock::now();
-    const double seconds = secondsBetween(start, end);
+  // The trace keeps the host's span (on a GPU: the launches).
+  void record(const Action& action, const ActionTimer::Start& start) {
     const size_t position = localPosition(action.stage);
-    stats.stage_compute_s[position][action.kind] += seconds;
+    timer.stop(start, &stats.stage_compute_s[position][action.kind]);
     stats.stage_compute_count[position][action.kind] += 1;
     if (options.trace != nullptr) {
-      options.trace->add(TraceKind::kCompute, action, nanoseconds(start), nanoseconds(end));
+      options.trace->add(TraceKind::kCompute, action, nanoseconds(start.host),
+                         nanoseconds(Clock::now()));
     }
   }
 
@@ -535,6 +538,7 @@ Executor::~Executor() = default;
 
 StepStats Executor::runStep(int64_t step, const StepData& data) {
   Impl& impl = *impl_;
+  impl.timer.finish();  // what an abandoned step left, into its stats, before they go
   impl.stats = StepStats{};
   impl.losses.clear();  // what an abandoned step left
   impl.stats.stage_compute_s.assign(impl.stages.size(), {});
@@ -560,6 +564,7 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
     }
     impl.waitForSends();
     impl.losses.readInto(impl.stats);
+    impl.timer.finish();
   } catch (const StepInterrupted&) {
     throw;
   } catch (...) {

@@ -120,7 +120,8 @@ struct StepStats {
   int64_t correct = 0;  // cross_entropy: counted targets predicted right (last stage)
   // The first global micro-batch (first_microbatch + m) whose loss was NaN or inf; -1: none.
   int64_t first_nonfinite_microbatch = -1;
-  // Per compute kind: seconds and count, summed over this rank's stages.
+  // Per compute kind: seconds and count, summed over this rank's stages. The seconds are
+  // the host's clock on the CPU, CUDA events on a GPU (runtime/action_timer.h).
   PerCompute<double> compute_s;
   PerCompute<int64_t> compute_count;
   // The same per stage of this rank (in the order of the executor's stages).
