@@ -38,16 +38,20 @@ std::string gpusText(int gpus) {
 }  // namespace
 
 DeviceFacts thisHost() {
-  DeviceFacts facts;
-  const SoftwareStack stack = softwareStack();
-  facts.gpus = stack.cuda_devices;
-  facts.no_gpu_reason = stack.no_device_reason;
-  facts.local_rank = environment::localRank().value_or(0);
-  facts.local_ranks = environment::localRanks().value_or(1);
+  // What a process sees does not change, and CUDA's device query is slow: asked once.
+  static const DeviceFacts host = [] {
+    DeviceFacts facts;
+    const SoftwareStack stack = softwareStack();
+    facts.gpus = stack.cuda_devices;
+    facts.no_gpu_reason = stack.no_device_reason;
+    facts.local_rank = environment::localRank().value_or(0);
+    facts.local_ranks = environment::localRanks().value_or(1);
 #ifdef PPSTAGE_WITH_NCCL
-  facts.nccl = true;
+    facts.nccl = true;
 #endif
-  return facts;
+    return facts;
+  }();
+  return host;
 }
 
 std::string RankDevice::text() const {

@@ -154,12 +154,11 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
                        const Dataset* data, std::vector<LocalStage> stages,
                        const JobCommunicators& comms)
     : config_(config), layout_(layout), model_(model), data_(data), world_(comms.control) {
-  Communicator& world = world_;
   links_ = remoteLinks(layout.topology, stages);
   for (const BoundaryLink& link : links_) {
-    exchangeBoundarySpec(world, link.peer, link.spec, /*sender_side=*/!link.receiver);
+    exchangeBoundarySpec(world_, link.peer, link.spec, /*sender_side=*/!link.receiver);
   }
-  sync_ = std::make_unique<GradientSync>(world, layout.topology, model.mine, model.split.ties);
+  sync_ = std::make_unique<GradientSync>(world_, layout.topology, model.mine, model.split.ties);
   params_ = sync_->parameters();
   saves_on_stop_ = !config.checkpoint.dir.empty();
   for (const StageModule* stage : model.mine) {
@@ -185,7 +184,7 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
       static_cast<int64_t>(layout.topology.dpRank()) * layout.batch.microbatches;
   if (!config.output.trace.empty()) {
     trace_ = std::make_unique<TraceRecorder>();
-    clock_ = std::make_unique<ClockAlignment>(alignClocks(world));
+    clock_ = std::make_unique<ClockAlignment>(alignClocks(world_));
     options.trace = trace_.get();
     if (model.tp_group) model.tp_group->setTrace(trace_.get());
   }

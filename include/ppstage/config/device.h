@@ -32,7 +32,7 @@ struct DeviceFacts {
 };
 
 // This process's: the CUDA runtime's device count (core/software_stack.h), Open MPI's
-// environment, the build.
+// environment, the build; read once per process.
 DeviceFacts thisHost();
 
 // What a rank runs on.
