@@ -5,6 +5,15 @@
 // event, recorded on the communication stream after it, is what Work waits on. Tensors
 // used on the communication stream are recorded with the caching allocator so that their
 // memory is not reused while NCCL still reads or writes it.
+//
+// Note [Non-blocking NCCL]: every communicator is made non-blocking (ncclConfig_t's
+// blocking = 0), so that no NCCL call can hold the host: init, split, a group's end and a
+// collective may return ncclInProgress, and the call is over when ncclCommGetAsyncError
+// says so. Each such wait, and each wait for an operation's event, is bounded by
+// --comm.timeout_s and polls the communicator's asynchronous error (a peer gone, a network
+// failure); either ends in ncclCommAbort and a CommError naming what was waited for. The
+// host thread that waits is the watchdog: every operation's Work is waited on by the
+// executor, so there is no operation in flight that no thread polls.
 #include "ppstage/comm/nccl_communicator.h"
 
 #include <ATen/ATen.h>
@@ -19,6 +28,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "flat_buffers.h"
 #include "ppstage/core/all_reduce_buckets.h"
@@ -38,36 +48,122 @@ cudaStream_t ownStream(int device) {
   return stream;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The communicator's asynchronous state: ncclSuccess, ncclInProgress while a non-blocking
+// call runs, or the error that broke it (also when asking for it failed).
+ncclResult_t asyncState(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+  return asked != ncclSuccess ? asked : state;
+}
+
+// Between two polls: spins for the first millisecond after `since`, so that a short wait
+// ends at once, then sleeps 50 us at a time, so that a long one does not burn a core.
+void pauseAfter(Clock::time_point since) {
+  if (Clock::now() - since < std::chrono::milliseconds(1)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Polls `comm` while a non-blocking call on it is in progress, up to `deadline`: its state
+// then (ncclInProgress: time ran out).
+ncclResult_t awaitState(ncclComm_t comm, Clock::time_point deadline) {
+  const Clock::time_point since = Clock::now();
+  ncclResult_t state = ncclInProgress;
+  while ((state = asyncState(comm)) == ncclInProgress && Clock::now() <= deadline) {
+    pauseAfter(since);
+  }
+  return state;
+}
+
+// Finalizes `comm` (its queued operations flushed, non-blocking) within `timeout`, then
+// frees it; aborts it instead when that fails or takes longer. A destructor must not hang
+// on a dead peer, as ncclCommDestroy alone would.
+void closeCommunicator(ncclComm_t comm, std::chrono::milliseconds timeout) noexcept {
+  ncclResult_t state = ncclCommFinalize(comm);
+  if (state == ncclInProgress) state = awaitState(comm, Clock::now() + timeout);
+  if (state == ncclSuccess) {
+    ncclCommDestroy(comm);
+  } else {
+    ncclCommAbort(comm);
+  }
+}
+
 }  // namespace
 
 struct NcclCommunicator::Impl {
-  Impl(std::unique_ptr<Communicator> bootstrap, int device)
+  Impl(std::unique_ptr<Communicator> bootstrap, int device, std::chrono::milliseconds timeout)
       : bootstrap(std::move(bootstrap)),
         device(device),
+        timeout(timeout),
         raw_stream(ownStream(device)),
         stream(
             c10::cuda::getStreamFromExternal(raw_stream, static_cast<c10::DeviceIndex>(device))) {}
   ~Impl() {
-    if (comm != nullptr) ncclCommDestroy(comm);
+    if (comm != nullptr) closeCommunicator(comm, timeout);
     cudaStreamDestroy(raw_stream);
   }
 
   std::unique_ptr<Communicator> bootstrap;  // MPI: unique id, bytes, splits
   int device;
+  std::chrono::milliseconds timeout;  // --comm.timeout_s, also for closing
   cudaStream_t raw_stream;
   c10::cuda::CUDAStream stream;  // every NCCL call runs here
-  ncclComm_t comm = nullptr;
-  std::mutex mutex;
+  ncclComm_t comm = nullptr;     // null once aborted
+  std::mutex mutex;              // one NCCL call at a time on `comm`
 };
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Impl = NcclCommunicator::Impl;
 
 void checkNccl(ncclResult_t result, const char* call) {
   if (result != ncclSuccess) {
     throw CommError(detail::concat(call, " failed: ", ncclGetErrorString(result)));
+  }
+}
+
+ncclConfig_t nonBlockingConfig() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Aborts `comm` and throws: it failed with `state`, or (ncclInProgress) ran out of time.
+template <typename Describe>
+[[noreturn]] void abortAndThrow(ncclComm_t comm, ncclResult_t state,
+                                std::chrono::milliseconds timeout, const Describe& what) {
+  const std::string last_error = ncclGetLastError(comm);  // NCCL's last message, any comm's
+  ncclCommAbort(comm);
+  if (state == ncclInProgress) throw timeoutError(timeout, what());
+  throw CommError(detail::concat("NCCL failed ", what(), ": ", ncclGetErrorString(state), " (",
+                                 last_error, ")"));
+}
+
+// Ends a non-blocking call on `comm` that returned `result` (Note [Non-blocking NCCL]):
+// waits while it is in progress, up to `timeout`. On a failure or a timeout, aborts `comm`
+// and throws.
+template <typename Describe>
+void finishCall(ncclComm_t comm, ncclResult_t result, std::chrono::milliseconds timeout,
+                const Describe& what) {
+  if (result == ncclSuccess) return;
+  const ncclResult_t state =
+      result == ncclInProgress ? awaitState(comm, Clock::now() + timeout) : result;
+  if (state != ncclSuccess) abortAndThrow(comm, state, timeout, what);
+}
+
+// finishCall on the communicator of `impl`, which is null (aborted) if it throws.
+template <typename Describe>
+void finishOn(Impl& impl, ncclResult_t result, std::chrono::milliseconds timeout,
+              const Describe& what) {
+  try {
+    finishCall(impl.comm, result, timeout, what);
+  } catch (...) {
+    impl.comm = nullptr;
+    throw;
   }
 }
 
@@ -97,19 +193,28 @@ void keepAliveOnStream(const at::Tensor& t, const Impl& impl) {
   c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), impl.stream);
 }
 
-// Polls `event` until done or `timeout`; on timeout aborts the NCCL communicator (the
-// pending operation can never finish) and throws naming `what`.
+// Polls `event` until done, `timeout` or an asynchronous error of the communicator (checked
+// every millisecond, under the lock); on either of the last two aborts it (the pending
+// operation can never finish) and throws naming `what`.
 template <typename Describe>
 void waitEvent(Impl& impl, at::cuda::CUDAEvent& event, std::chrono::milliseconds timeout,
                const Describe& what) {
-  const auto deadline = Clock::now() + timeout;
+  const Clock::time_point since = Clock::now();
+  const Clock::time_point deadline = since + timeout;
+  Clock::time_point next_check = since;
   while (!event.query()) {
-    if (Clock::now() > deadline) {
-      ncclCommAbort(impl.comm);
-      impl.comm = nullptr;
-      throw timeoutError(timeout, detail::concat("rank ", impl.bootstrap->rank(), " ", what()));
+    if (Clock::now() >= next_check) {
+      std::lock_guard<std::mutex> lock(impl.mutex);
+      PPSTAGE_CHECK(impl.comm != nullptr, "the NCCL communicator was aborted");
+      const ncclResult_t state = asyncState(impl.comm);
+      const bool failed = state != ncclSuccess && state != ncclInProgress;
+      if (failed || Clock::now() > deadline) {
+        abortAndThrow(std::exchange(impl.comm, nullptr), failed ? state : ncclInProgress, timeout,
+                      [&] { return detail::concat("rank ", impl.bootstrap->rank(), " ", what()); });
+      }
+      next_check = Clock::now() + std::chrono::milliseconds(1);
     }
-    std::this_thread::yield();
+    pauseAfter(since);
   }
 }
 
@@ -153,7 +258,7 @@ class NcclWork final : public Work {
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> bootstrap,
                                                            int device, CommOptions options) {
-  auto impl = std::make_shared<Impl>(std::move(bootstrap), device);
+  auto impl = std::make_shared<Impl>(std::move(bootstrap), device, options.timeout);
   ncclUniqueId id;
   std::string bytes;
   if (impl->bootstrap->rank() == 0) {
@@ -164,8 +269,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   PPSTAGE_INTERNAL_ASSERT(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(), " bytes");
   std::memcpy(&id, bytes.data(), sizeof id);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  checkNccl(ncclCommInitRank(&impl->comm, impl->bootstrap->size(), id, impl->bootstrap->rank()),
-            "ncclCommInitRank");
+  ncclConfig_t config = nonBlockingConfig();
+  ncclComm_t comm = nullptr;
+  const ncclResult_t result =
+      ncclCommInitRankConfig(&comm, impl->bootstrap->size(), id, impl->bootstrap->rank(), &config);
+  if (comm == nullptr) checkNccl(result, "ncclCommInitRankConfig");
+  finishCall(comm, result, options.timeout, [&] {
+    return detail::concat("creating a communicator of ", impl->bootstrap->size(), " ranks");
+  });
+  impl->comm = comm;
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), options));
 }
 
@@ -207,13 +319,18 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch(const std::vector<P2p
     const ncclResult_t result =
         send ? ncclSend(buffer.data_ptr(), bytes, ncclUint8, op.peer, impl_->comm, impl_->stream)
              : ncclRecv(buffer.data_ptr(), bytes, ncclUint8, op.peer, impl_->comm, impl_->stream);
-    if (result != ncclSuccess) {
+    if (result != ncclSuccess) {  // the communicator keeps the error: it is done for
       ncclGroupEnd();
-      checkNccl(result, send ? "ncclSend" : "ncclRecv");
+      abortAndThrow(std::exchange(impl_->comm, nullptr), result, options().timeout, [&] {
+        return detail::concat(send ? "posting a send to rank " : "posting a receive from rank ",
+                              op.peer);
+      });
     }
     keepAliveOnStream(buffer, *impl_);
   }
-  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  finishOn(*impl_, ncclGroupEnd(), options().timeout, [&] {
+    return detail::concat("posting a group of ", ops.size(), " sends and receives");
+  });
   auto done = std::make_shared<at::cuda::CUDAEvent>();
   done->record(impl_->stream);
   std::vector<std::shared_ptr<Work>> works;
@@ -247,9 +364,10 @@ void NcclCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
       std::lock_guard<std::mutex> lock(impl_->mutex);
       PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
       orderAfterCurrentStream(*impl_);
-      checkNccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                              ncclType(buffer.scalar_type()), ncclSum, impl_->comm, impl_->stream),
-                "ncclAllReduce");
+      finishOn(*impl_,
+               ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
+                             ncclType(buffer.scalar_type()), ncclSum, impl_->comm, impl_->stream),
+               options().timeout, [] { return std::string("posting an all-reduce"); });
       keepAliveOnStream(buffer, *impl_);
       done.record(impl_->stream);
     }
@@ -270,13 +388,47 @@ void NcclCommunicator::barrier() {
   allReduceSum({one});
 }
 
+// ncclCommSplit (without splitShare: the new communicator has resources of its own, but no
+// unique id to exchange). The bootstrap splits alike, for the new communicator's
+// broadcasts.
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
-  return create(impl_->bootstrap->split(color, key), impl_->device, options());
+  PPSTAGE_CHECK(color >= 0, "an NCCL split's color must be >= 0; got ", color);
+  auto impl =
+      std::make_shared<Impl>(impl_->bootstrap->split(color, key), impl_->device, options().timeout);
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
+  const auto what = [&] {
+    return detail::concat("splitting color ", color, " (", impl->bootstrap->size(), " ranks)");
+  };
+  // Non-blocking, the split runs in a thread of NCCL's while the PARENT is in progress
+  // (NVIDIA/nccl#1472), and that thread writes the new communicator into impl->comm (heap
+  // memory: it outlives this call) when it is done. So the parent is polled; aborting it
+  // joins the thread, after which the child, if any, goes too.
+  ncclConfig_t config = nonBlockingConfig();
+  try {
+    finishOn(*impl_, ncclCommSplit(impl_->comm, color, key, &impl->comm, &config),
+             options().timeout, what);
+  } catch (...) {
+    if (ncclComm_t child = __atomic_load_n(&impl->comm, __ATOMIC_ACQUIRE)) ncclCommAbort(child);
+    impl->comm = nullptr;
+    throw;
+  }
+  const Clock::time_point since = Clock::now();
+  while (__atomic_load_n(&impl->comm, __ATOMIC_ACQUIRE) == nullptr) {
+    PPSTAGE_CHECK(Clock::now() - since < options().timeout,
+                  "ncclCommSplit finished without a communicator for color ", color);
+    pauseAfter(since);
+  }
+  finishOn(*impl, ncclInProgress, options().timeout, what);  // the child's own start
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), options()));
 }
 
 void NcclCommunicator::abort(int exit_code) {
-  if (impl_->comm != nullptr) ncclCommAbort(impl_->comm);
-  impl_->comm = nullptr;
+  // Another thread may hold the lock in a wait: then the process ends without NCCL's abort.
+  std::unique_lock<std::mutex> lock(impl_->mutex, std::try_to_lock);
+  if (lock.owns_lock() && impl_->comm != nullptr)
+    ncclCommAbort(std::exchange(impl_->comm, nullptr));
   impl_->bootstrap->abort(exit_code);
   std::abort();  // not reached: every Communicator::abort ends the process or throws
 }

@@ -4,9 +4,11 @@
 // MPI bootstraps it: rank 0 of the bootstrap communicator creates the NCCL unique id and
 // broadcasts it. Sends, receives and all-reduces run on a dedicated CUDA stream, ordered
 // after the work already queued on the caller's current stream by an event; the Work's
-// wait() blocks the host until the operation finished (polling its event, with the
-// timeout: a dead peer aborts the NCCL communicator and throws CommError). batch() posts
-// one NCCL group. NCCL matches point-to-point messages in posting order, not by tag.
+// wait() blocks the host until the operation finished (polling its event and NCCL's
+// asynchronous error, with the timeout: a dead peer or a failed link aborts the NCCL
+// communicator and throws CommError). The communicator is non-blocking, so init and split
+// are bounded by the timeout too. batch() posts one NCCL group. NCCL matches point-to-point
+// messages in posting order, not by tag. split() is ncclCommSplit.
 #pragma once
 
 #include <memory>
