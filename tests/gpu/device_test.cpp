@@ -15,6 +15,7 @@
 #include "ppstage/core/software_stack.h"
 #include "ppstage/core/torch_save.h"
 #include "ppstage/observe/metrics.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/runtime/fused_adamw.h"
 #include "ppstage/train/trainer.h"
 #include "support/local_ranks.h"
@@ -44,6 +45,7 @@ class GpuTest : public testing::Test {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
+    installCountingAllocator();  // as `ppstage train` does: the rehearsal's memory figures
   }
 };
 
@@ -73,7 +75,8 @@ Config smallGpt(const std::string& device) {
 }
 
 // Two stages on two ranks sharing cuda:0 against one stage on it (1e-5, fp32), and against
-// the CPU within a looser bound: GPU kernels sum in another order.
+// the CPU within a looser bound: GPU kernels sum in another order. Rank 0 reports the
+// device's tensor memory: its activations, and more than them at peak.
 TEST_F(GpuTest, PipelinedOnOneGpuMatchesOneStageOnItAndTheCpu) {
   Config one = smallGpt(deviceName());
   one.pipeline.stages = 1;
@@ -82,12 +85,16 @@ TEST_F(GpuTest, PipelinedOnOneGpuMatchesOneStageOnItAndTheCpu) {
   Config two = smallGpt(deviceName());
   two.pipeline.stages = 2;
   two.pipeline.microbatches = 4;
-  const std::vector<double> pipelined = trainLosses(two, 2);
+  const RunMetrics metrics = trainMetrics(two, 2);
+  const std::vector<double>& pipelined = metrics.losses;
   Config cpu = one;
   cpu.train.device = "cpu";
   const std::vector<double> on_cpu = trainLosses(cpu, 1);
   ASSERT_EQ(reference.size(), 3u);
   ASSERT_EQ(pipelined.size(), 3u);
+  const RankMetrics& rank0 = metrics.ranks.at(0);
+  EXPECT_GT(rank0.peak_activation_mb, 0);
+  EXPECT_GT(rank0.peak_allocated_mb, rank0.peak_activation_mb);
   for (size_t i = 0; i < reference.size(); ++i) {
     EXPECT_NEAR(pipelined[i], reference[i], 1e-5 * std::abs(reference[i])) << i;
     EXPECT_NEAR(on_cpu[i], reference[i], 1e-3 * std::abs(reference[i])) << i;
@@ -116,6 +123,26 @@ TEST_F(GpuTest, FourStagesOnOneGpuMatchOneStageInEveryCompileMode) {
     }
     if (mode != CompileMode::kNone && !rehearsal()) EXPECT_GT(metrics.compile.fusion_groups, 0);
   }
+}
+
+// A GPU's tensor memory (the step line's, the metrics' peaks) is the CUDA caching allocator's
+// allocated bytes: exact for sizes that are whole blocks of it (512 bytes), and the peak
+// starts over at a reset. In the rehearsal, the counting CPU allocator's.
+TEST_F(GpuTest, TensorMemoryIsTheAllocatorsBytesOnTheDevice) {
+  const at::Device where = device();
+  const at::TensorOptions floats = at::TensorOptions(where).dtype(at::kFloat);
+  const int64_t before = tensorBytesNow(where);
+  resetTensorBytesPeak(where);
+  {
+    const at::Tensor kept = at::empty({1 << 20}, floats);  // 4 MiB
+    EXPECT_EQ(tensorBytesNow(where) - before, int64_t{4} << 20);
+    { const at::Tensor freed = at::empty({1 << 18}, floats); }  // 1 MiB, freed at once
+    EXPECT_EQ(tensorBytesNow(where) - before, int64_t{4} << 20);
+    EXPECT_EQ(tensorBytesPeak(where) - before, int64_t{5} << 20);
+    resetTensorBytesPeak(where);
+    EXPECT_EQ(tensorBytesPeak(where) - before, int64_t{4} << 20);
+  }
+  EXPECT_EQ(tensorBytesNow(where), before);
 }
 
 TEST_F(GpuTest, FusedAdamWOnCudaStepsAsTorchOptimAdamW) {

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""The GPU check's ppstage runs (scripts/gpu/check.sh runs this after tests/gpu; issue 44
+items 10 and 11): the packed ppstage binary under the packed mpirun, on --device.
+
+Checks, each a line "check NAME: pass|FAIL (why)":
+  one            gpt-small, one stage on one rank: the reference (M 4, fp32)
+  four_<mode>    four stages on one rank (GPipe; the local path between them) in compile mode none,
+                 stage and block: losses within 1e-5 relative of `one`; on a GPU, stage and
+                 block report fusion groups > 0
+  two_mpi        two ranks sharing the device over host-staged MPI (--comm.backend mpi,
+                 1F1B): losses within 1e-5 relative of `one`
+  timing         `one`'s measured step (wall) within 5% of its predicted step, which is built
+                 from the actions' device times (CUDA events on a GPU)
+Then, unless --no-mfu, the MFU table (item 11): a GPT of about 350M parameters (24 x d1024,
+seq 1024, vocab 50304, bf16, batch 8) trained by ppstage in compile modes none, stage and
+block, and by PyTorch eager and torch.compile (scripts/gpu/mfu_peer.py); MFU is model FLOPs
+per second (mfu_peer.flops_per_token) over --peak_tflops. --rehearsal shrinks the model.
+
+Writes runs.log (every command and its output), runs.json (the checks and the table's rows)
+and mfu.md (the table) to --out; ends with "runs: N passed, N failed".
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mfu_peer  # noqa: E402
+from mfu_peer import gpt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOSS_RTOL = 1e-5
+TIMING_TOLERANCE = 0.05
+MFU_MODEL = {"layers": 24, "d_model": 1024, "heads": 16, "seq_len": 1024, "vocab_size": 50304}
+REHEARSAL_MODEL = {"layers": 2, "d_model": 64, "heads": 4, "seq_len": 64, "vocab_size": 512}
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.log = open(os.path.join(args.out, "runs.log"), "w")
+        self.checks = []
+        self.table = None
+
+    def save(self):
+        """runs.json (and mfu.md) as they stand: written after every check, so that what ran
+        before a timeout is kept."""
+        with open(os.path.join(self.args.out, "runs.json"), "w") as f:
+            json.dump({"checks": self.checks, "mfu": self.table}, f, indent=2)
+        if self.table:
+            write_table(self.table, os.path.join(self.args.out, "mfu.md"),
+                        self.args.device_name or self.args.device)
+
+    def run(self, name, command, timeout):
+        """Runs `command`, logged; returns (exit status, seconds) — 124 on a timeout."""
+        self.log.write(f"\n### {name}: {' '.join(command)}\n")
+        self.log.flush()
+        start = time.perf_counter()
+        try:
+            status = subprocess.run(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                    timeout=timeout, cwd=ROOT).returncode
+        except subprocess.TimeoutExpired:
+            status = 124
+        seconds = time.perf_counter() - start
+        self.log.write(f"### {name}: exit {status} in {seconds:.1f} s\n")
+        self.log.flush()
+        return status, seconds
+
+    def ppstage(self, name, ranks, flags, timeout=120):
+        """One `ppstage train` under mpirun; returns its metrics (None when it failed). Its
+        intra-op threads (the CPU's share of the work: capture, checks) are the machine's
+        cores divided by the ranks unless `flags` say otherwise."""
+        metrics = os.path.join(self.args.out, f"{name}.metrics.json")
+        command = [self.args.mpirun, "-q", "--allow-run-as-root", "--oversubscribe",
+                   "-np", str(ranks), "-x", "LD_LIBRARY_PATH", "-x", "CUBLAS_WORKSPACE_CONFIG",
+                   self.args.ppstage, "train", "--train.device", self.args.device,
+                   "--output.metrics_json", metrics] + flags
+        status, seconds = self.run(name, command, timeout)
+        if status != 0 or not os.path.exists(metrics):
+            return None
+        with open(metrics) as f:
+            result = json.load(f)
+        os.remove(metrics)  # the check writes at most 8 files; runs.json keeps what matters
+        result["process_s"] = seconds
+        return result
+
+    def check(self, name, passed, why):
+        self.checks.append({"name": name, "passed": bool(passed), "why": why})
+        print(f"check {name}: {'pass' if passed else 'FAIL'} ({why})", flush=True)
+        self.save()
+
+
+def worst_relative_difference(a, b):
+    if len(a) != len(b) or not a:
+        return float("inf")
+    return max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b))
+
+
+def compare_losses(runner, name, metrics, reference, extra=None):
+    if metrics is None:
+        runner.check(name, False, "the run failed: see runs.log")
+        return
+    worst = worst_relative_difference(metrics["losses"], reference["losses"])
+    passed = worst <= LOSS_RTOL
+    why = f"losses within {worst:.2e} relative of one stage over {len(metrics['losses'])} steps"
+    if extra:
+        extra_passed, extra_why = extra(metrics)
+        passed, why = passed and extra_passed, f"{why}; {extra_why}"
+    runner.check(name, passed, why)
+
+
+def pipeline_checks(runner, args):
+    steps = "6" if args.rehearsal else "20"
+    common = ["--config", "configs/gpt-small.ini", "--train.steps", steps, "--train.threads", "1",
+              "--pipeline.microbatches", "4", "--output.log_every", "5"]
+    one = runner.ppstage("one", 1, common + ["--pipeline.stages", "1"])
+    if one is None:
+        runner.check("one", False, "the reference run failed: see runs.log")
+        return
+    runner.check("one", True, f"{len(one['losses'])} steps, final loss {one['final_loss']:.4f}")
+    for mode in ("none", "stage", "block"):
+        def fusion(metrics, mode=mode):
+            groups = metrics["compile"].get("fusion_groups", 0)
+            if mode == "none" or args.device == "cpu":  # TorchScript fuses nothing on the CPU
+                return True, f"{groups} fusion groups"
+            return groups > 0, f"{groups} fusion groups (> 0 expected)"
+        four = runner.ppstage(f"four_{mode}", 1,
+                              common + ["--pipeline.stages", "4", "--pipeline.schedule", "gpipe",
+                                        "--compile.mode", mode])
+        compare_losses(runner, f"four_{mode}", four, one, fusion)
+    two = runner.ppstage("two_mpi", 2, common + ["--comm.backend", "mpi"])
+    compare_losses(runner, "two_mpi", two, one)
+    ratio = one["measured_step_s"] / one["predicted_step_s"] if one["predicted_step_s"] else 0
+    runner.check("timing", abs(ratio - 1) <= TIMING_TOLERANCE,
+                 f"measured {one['measured_step_s'] * 1e3:.2f} ms per step, predicted from "
+                 f"device times {one['predicted_step_s'] * 1e3:.2f} ms: ratio {ratio:.3f}")
+
+
+def mfu_rows(runner, args):
+    """The MFU table's rows, into runner.table as each run ends."""
+    model = REHEARSAL_MODEL if args.rehearsal else MFU_MODEL
+    batch, steps, warmup = (4, 6, 2) if args.rehearsal else (8, 20, 5)
+    config = gpt.GPTConfig(**model)
+    flops = mfu_peer.flops_per_token(config)
+    peak = args.peak_tflops * 1e12
+    rows = []
+    runner.table = {"model": model, "batch_size": batch, "steps": steps, "warmup": warmup,
+                    "params": count_parameters(config), "flops_per_token": flops,
+                    "peak_tflops": args.peak_tflops, "rows": rows}
+
+    def row(way, step_s, first_step_s, process_s, losses):
+        tokens_per_s = batch * config.seq_len / step_s
+        rows.append({"way": way, "step_s": step_s, "tokens_per_s": tokens_per_s,
+                     "mfu": tokens_per_s * flops / peak, "first_step_s": first_step_s,
+                     "process_s": process_s, "first_loss": losses[0], "last_loss": losses[-1]})
+
+    flags = ["--model.name", "gpt", "--train.batch_size", str(batch), "--train.steps", str(steps),
+             "--pipeline.stages", "1", "--pipeline.microbatches", "1", "--train.precision", "bf16",
+             "--train.optimizer", "adamw", "--train.lr", "1e-4", "--train.grad_clip", "0",
+             "--output.log_every", "5"]
+    for key, value in model.items():
+        flags += [f"--model.{key}", str(value)]
+    for mode in ("none", "stage", "block"):
+        metrics = runner.ppstage(f"mfu_{mode}", 1, flags + ["--compile.mode", mode], timeout=150)
+        if metrics is None:
+            runner.check(f"mfu_{mode}", False, "the run failed: see runs.log")
+            continue
+        times = metrics["step_time_s"]
+        row(f"ppstage {mode}", statistics.median(times[warmup:]), times[0],
+            metrics["process_s"], metrics["losses"])
+        runner.check(f"mfu_{mode}", True, f"{len(times)} steps")
+    python = args.python
+    peer_flags = [f"--{k}={v}" for k, v in model.items()]
+    peer_flags += [f"--batch_size={batch}", f"--steps={steps}", f"--warmup={warmup}",
+                   f"--device={args.device}"]
+    for way in args.peer_ways.split(","):
+        command = [python, os.path.join(ROOT, "scripts", "gpu", "mfu_peer.py"), "--way", way]
+        output = os.path.join(args.out, f"peer_{way}.json")
+        with open(output, "w") as sink:
+            runner.log.write(f"\n### peer_{way}: {' '.join(command + peer_flags)}\n")
+            runner.log.flush()
+            start = time.perf_counter()
+            try:
+                status = subprocess.run(command + peer_flags, stdout=sink, stderr=runner.log,
+                                        timeout=300, cwd=ROOT).returncode
+            except subprocess.TimeoutExpired:
+                status = 124
+            process_s = time.perf_counter() - start
+        with open(output) as f:
+            text = f.read()
+        os.remove(output)
+        runner.log.write(f"{text}### peer_{way}: exit {status} in {process_s:.1f} s\n")
+        if status != 0:
+            runner.check(f"peer_{way}", False, f"exit {status}: see runs.log")
+            continue
+        peer = json.loads(text)
+        row(f"PyTorch {way}", peer["step_s"], peer["first_step_s"], process_s, peer["losses"])
+        runner.check(f"peer_{way}", True, f"{len(peer['losses'])} steps")
+
+
+def count_parameters(config):
+    """The peer's module built on the meta device: shapes only, nothing allocated."""
+    with torch.device("meta"):
+        return gpt.count_parameters(gpt.GPT(config))
+
+
+def write_table(table, path, device):
+    with open(path, "w") as f:
+        model = table["model"]
+        f.write(f"Device: {device}. GPT {model['layers']} x d{model['d_model']}, "
+                f"{model['heads']} heads, seq {model['seq_len']}, vocab {model['vocab_size']}: "
+                f"{table['params'] / 1e6:.1f}M parameters, "
+                f"{table['flops_per_token'] / 1e9:.2f} GFLOP per token; bf16, batch "
+                f"{table['batch_size']}, {table['steps']} steps (median after "
+                f"{table['warmup']}), peak {table['peak_tflops']:g} TFLOP/s.\n\n")
+        f.write("| run | step (ms) | tokens/s | MFU | first step (s) | process (s) | loss |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---|\n")
+        for r in table["rows"]:
+            f.write(f"| {r['way']} | {r['step_s'] * 1e3:.1f} | {r['tokens_per_s']:,.0f} | "
+                    f"{r['mfu'] * 100:.1f}% | {r['first_step_s']:.2f} | {r['process_s']:.1f} | "
+                    f"{r['first_loss']:.3f} → {r['last_loss']:.3f} |\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ppstage", required=True)
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rehearsal", action="store_true", help="a tiny MFU model")
+    parser.add_argument("--no-mfu", action="store_true")
+    parser.add_argument("--peak_tflops", type=float, default=790.0,
+                        help="the device's dense bf16 peak (issue 44 takes 790 for the H200)")
+    parser.add_argument("--device_name", default="", help="for the table's header")
+    parser.add_argument("--peer_ways", default="eager,compile",
+                        help="the peer's ways (mfu_peer.py --way), comma-separated")
+    args = parser.parse_args()
+    runner = Runner(args)
+    pipeline_checks(runner, args)
+    if not args.no_mfu:
+        mfu_rows(runner, args)
+        runner.save()
+        with open(os.path.join(args.out, "mfu.md")) as f:
+            print(f.read(), end="")
+    failed = sum(1 for c in runner.checks if not c["passed"])
+    print(f"runs: {len(runner.checks) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
