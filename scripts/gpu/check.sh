@@ -9,8 +9,9 @@
 #   2. the packed ppstage binary under the packed mpirun (scripts/gpu/check_runs.py):
 #      gpt-small with four stages on one rank in none, stage and block and with two ranks on
 #      one GPU over host-staged MPI, against one stage on it; the measured step against the
-#      one predicted from CUDA event times; then the MFU table of a 350M GPT (ppstage in three
-#      compile modes, PyTorch eager and torch.compile: scripts/gpu/mfu_peer.py).
+#      one predicted from CUDA event times; compare-compile on two ranks; then the MFU
+#      table of a 350M GPT (ppstage in three compile modes, PyTorch eager and
+#      torch.compile: scripts/gpu/mfu_peer.py).
 # Deterministic algorithms, TF32 off (the tests set them) and CUBLAS_WORKSPACE_CONFIG.
 # GPU_PACK names another pack than .gpu; PEAK_TFLOPS the device's dense bf16 peak for MFU
 # (default 790, issue 44's figure for the H200); PEER_WAYS the PyTorch peers (default

@@ -11,6 +11,9 @@ Checks, each a line "check NAME: pass|FAIL (why)":
                  1F1B): losses within 1e-5 relative of `one`
   timing         `one`'s measured step (wall) within 5% of its predicted step, which is built
                  from the actions' device times (CUDA events on a GPU)
+  compare_compile  `ppstage compare-compile` of gpt-small on two ranks sharing the device
+                 (host-staged MPI): a row per mode, and on a GPU fusion groups > 0 in stage
+                 and block (the rows go to runs.json)
 Then, unless --no-mfu, the MFU table (item 11): a GPT of about 350M parameters (24 x d1024,
 seq 1024, vocab 50304, bf16, batch 8) trained by ppstage in compile modes none, stage and
 block, and by PyTorch eager and torch.compile (scripts/gpu/mfu_peer.py); MFU is model FLOPs
@@ -46,12 +49,14 @@ class Runner:
         self.log = open(os.path.join(args.out, "runs.log"), "w")
         self.checks = []
         self.table = None
+        self.compare = None  # compare-compile's rows
 
     def save(self):
         """runs.json (and mfu.md) as they stand: written after every check, so that what ran
         before a timeout is kept."""
         with open(os.path.join(self.args.out, "runs.json"), "w") as f:
-            json.dump({"checks": self.checks, "mfu": self.table}, f, indent=2)
+            json.dump({"checks": self.checks, "compare_compile": self.compare,
+                       "mfu": self.table}, f, indent=2)
         if self.table:
             write_table(self.table, os.path.join(self.args.out, "mfu.md"),
                         self.args.device_name or self.args.device)
@@ -115,7 +120,7 @@ def compare_losses(runner, name, metrics, reference, extra=None):
 
 
 def pipeline_checks(runner, args):
-    steps = "6" if args.rehearsal else "20"
+    steps = "6" if args.rehearsal else "12"
     common = ["--config", "configs/gpt-small.ini", "--train.steps", steps, "--train.threads", "1",
               "--pipeline.microbatches", "4", "--output.log_every", "5"]
     one = runner.ppstage("one", 1, common + ["--pipeline.stages", "1"])
@@ -141,10 +146,44 @@ def pipeline_checks(runner, args):
                  f"device times {one['predicted_step_s'] * 1e3:.2f} ms: ratio {ratio:.3f}")
 
 
+def compare_compile(runner, args):
+    steps = "6" if args.rehearsal else "12"
+    command = [args.mpirun, "-q", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+               "-x", "LD_LIBRARY_PATH", "-x", "CUBLAS_WORKSPACE_CONFIG", args.ppstage,
+               "compare-compile", "--config", "configs/gpt-small.ini", "--train.steps", steps,
+               "--train.threads", "1", "--train.device", args.device, "--comm.backend", "mpi",
+               "--json"]
+    runner.log.write(f"\n### compare_compile: {' '.join(command)}\n")
+    runner.log.flush()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=150, cwd=ROOT)
+        status, stdout = done.returncode, done.stdout
+        runner.log.write(stdout + done.stderr)
+    except subprocess.TimeoutExpired:
+        status, stdout = 124, ""
+    runner.log.write(f"### compare_compile: exit {status}\n")
+    try:
+        rows = json.loads(stdout[stdout.index("{"):])["modes"] if status == 0 else []
+    except ValueError:
+        rows = []
+    runner.compare = rows
+    modes = {row["mode"]: row for row in rows}
+    if sorted(modes) != ["block", "none", "stage"]:
+        runner.check("compare_compile", False,
+                     f"exit {status}, modes {sorted(modes)}: see runs.log")
+        return
+    fused = all(modes[m]["fusion_groups"] > 0 for m in ("stage", "block"))
+    summary = "; ".join(
+        f"{m}: {row['fusion_groups']} fusion groups, compile {row['compile_time_s']:.2f} s, "
+        f"step {row['step_time_s'] * 1e3:.1f} ms, loss diff {row['loss_max_rel_diff']:.1e}"
+        for m, row in ((m, modes[m]) for m in ("none", "stage", "block")))
+    runner.check("compare_compile", fused or args.device == "cpu", summary)
+
+
 def mfu_rows(runner, args):
     """The MFU table's rows, into runner.table as each run ends."""
     model = REHEARSAL_MODEL if args.rehearsal else MFU_MODEL
-    batch, steps, warmup = (4, 6, 2) if args.rehearsal else (8, 20, 5)
+    batch, steps, warmup = (4, 6, 2) if args.rehearsal else (8, 15, 5)
     config = gpt.GPTConfig(**model)
     flops = mfu_peer.flops_per_token(config)
     peak = args.peak_tflops * 1e12
@@ -243,6 +282,7 @@ def main():
     args = parser.parse_args()
     runner = Runner(args)
     pipeline_checks(runner, args)
+    compare_compile(runner, args)
     if not args.no_mfu:
         mfu_rows(runner, args)
         runner.save()
