@@ -9,6 +9,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -39,9 +40,12 @@ using Lock = std::unique_lock<std::mutex>;
 }  // namespace
 
 struct InOrderGroup::State {
-  State(int size, CommOptions options)
+  State(
+      int size, CommOptions options,
+      std::shared_ptr<std::atomic<int64_t>> all_reduces = std::make_shared<std::atomic<int64_t>>())
       : size(size),
         options(options),
+        all_reduces(std::move(all_reduces)),
         streams(static_cast<size_t>(size)),
         sends(static_cast<size_t>(size), std::vector<int64_t>(static_cast<size_t>(size))),
         receives(sends),
@@ -49,6 +53,8 @@ struct InOrderGroup::State {
 
   const int size;
   const CommOptions options;
+  // Every rank's allReduceSum calls, in this group and every group split from it.
+  const std::shared_ptr<std::atomic<int64_t>> all_reduces;
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<std::deque<Group>> streams;  // [rank]: its posted groups, head first
@@ -244,6 +250,7 @@ class InOrderCommunicator final : public Communicator {
   void allReduceSum(const std::vector<at::Tensor>& tensors) override {
     waitForStream("in an all-reduce");
     collectives_->allReduceSum(tensors);
+    ++*state_->all_reduces;
   }
   void broadcast(std::string& bytes, int root) override {
     waitForStream("in a broadcast");
@@ -261,7 +268,9 @@ class InOrderCommunicator final : public Communicator {
     {
       Lock lock(state_->mutex);
       std::shared_ptr<State>& shared = state_->children[{state_->splits[rank_]++, color}];
-      if (shared == nullptr) shared = std::make_shared<State>(inner->size(), options());
+      if (shared == nullptr) {
+        shared = std::make_shared<State>(inner->size(), options(), state_->all_reduces);
+      }
       child = shared;
     }
     const int rank = inner->rank();
@@ -297,6 +306,8 @@ InOrderGroup::InOrderGroup(int size, CommOptions options)
     : state_(std::make_shared<State>(size, options)), collectives_(size, options) {
   PPSTAGE_CHECK(size >= 1, "an in-order group needs at least one rank; got ", size);
 }
+
+int64_t InOrderGroup::allReduces() const { return *state_->all_reduces; }
 
 std::unique_ptr<Communicator> InOrderGroup::communicator(int rank) const {
   PPSTAGE_CHECK(rank >= 0 && rank < state_->size, "rank ", rank, " outside an in-order group of ",

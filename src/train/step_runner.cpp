@@ -153,12 +153,18 @@ std::vector<BoundaryLink> remoteLinks(const Topology& topology,
 StepRunner::StepRunner(const Config& config, const JobLayout& layout, const RankModel& model,
                        const Dataset* data, std::vector<LocalStage> stages,
                        const JobCommunicators& comms)
-    : config_(config), layout_(layout), model_(model), data_(data), world_(comms.control) {
+    : config_(config),
+      layout_(layout),
+      model_(model),
+      data_(data),
+      world_(comms.control),
+      collectives_(comms.collectives()) {
   links_ = remoteLinks(layout.topology, stages);
   for (const BoundaryLink& link : links_) {
     exchangeBoundarySpec(world_, link.peer, link.spec, /*sender_side=*/!link.receiver);
   }
-  sync_ = std::make_unique<GradientSync>(world_, layout.topology, model.mine, model.split.ties);
+  sync_ =
+      std::make_unique<GradientSync>(collectives_, layout.topology, model.mine, model.split.ties);
   params_ = sync_->parameters();
   saves_on_stop_ = !config.checkpoint.dir.empty();
   for (const StageModule* stage : model.mine) {
@@ -293,7 +299,7 @@ StepResult StepRunner::abandoned(int64_t samples_before, StepReduce reduced) {
   // communicator that the save's gathers would match: they get a fresh one (collective).
   if (model_.tp_group) {
     const Topology& topology = layout_.topology;
-    model_.tp_group->attach(world_.split(topology.tensorParallelColor(), topology.tpRank()));
+    model_.tp_group->attach(collectives_.split(topology.tensorParallelColor(), topology.tpRank()));
   }
   return result;
 }

@@ -167,6 +167,7 @@ class StepRunner {
   const RankModel& model_;
   const Dataset* data_;
   Communicator& world_;                     // JobCommunicators::control
+  Communicator& collectives_;               // JobCommunicators::collectives()
   std::unique_ptr<Communicator> channels_;  // the executor's, where data needs them
   std::unique_ptr<GradientSync> sync_;
   std::vector<at::Tensor> params_;

@@ -305,6 +305,10 @@ class TrainLoop {
 
 }  // namespace
 
+Communicator& JobCommunicators::collectives() const {
+  return data.matchesInPostingOrder() ? data : control;
+}
+
 RunMetrics train(const Config& config, Communicator& world, std::ostream& log, bool live_progress) {
   return train(config, JobCommunicators{world, world}, log, live_progress);
 }
@@ -334,10 +338,12 @@ RunMetrics train(const Config& given, const JobCommunicators& comms, std::ostrea
     log << std::endl;
   }
   // Collectives from here on; a failure ends the job (the CLI aborts every rank).
-  // --comm.backend nccl: the pipeline's messages on NCCL; control stays on `world`.
+  // --comm.backend nccl: the pipeline's messages, the gradient sums and the tensor-parallel
+  // all-reduces on NCCL; control stays on `world`.
   const std::unique_ptr<Communicator> nccl = ncclDataCommunicator(world, setup.layout().device);
-  TrainLoop loop(config, setup, JobCommunicators{world, nccl ? *nccl : comms.data}, log,
-                 live_progress);
+  const JobCommunicators job{world, nccl ? *nccl : comms.data};
+  if (&job.collectives() != &world) setup.attachTensorParallel(job.collectives());
+  TrainLoop loop(config, setup, job, log, live_progress);
   return loop.run();
 }
 

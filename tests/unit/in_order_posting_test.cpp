@@ -253,17 +253,20 @@ TEST(InOrderPosting, EveryBuiltInScheduleIsFreeOfThePostingHang) {
 // The executor itself: whole runs of every built-in schedule, training and evaluating, with
 // the pipeline's messages on an InOrderGroup (control on a LocalGroup, as MPI would carry
 // it beside NCCL), against the same runs with everything on the LocalGroup: bitwise.
-RunMetrics trainOn(const Config& config, bool data_in_order) {
-  LocalGroup control(2, CommOptions{20s});
-  InOrderGroup data(2, CommOptions{20s});
+// `*all_reduces`, if given: the all-reduces the data communicator ran (InOrderGroup's).
+RunMetrics trainOn(const Config& config, bool data_in_order, int ranks = 2,
+                   int64_t* all_reduces = nullptr) {
+  LocalGroup control(ranks, CommOptions{20s});
+  InOrderGroup data(ranks, CommOptions{20s});
   RunMetrics metrics;
-  test::runRanksOf(control, 2, [&](int rank, Communicator& world) {
+  test::runRanksOf(control, ranks, [&](int rank, Communicator& world) {
     const std::unique_ptr<Communicator> pipeline = data.communicator(rank);
     std::ostringstream log;
     RunMetrics mine = data_in_order ? train(config, JobCommunicators{world, *pipeline}, log)
                                     : train(config, world, log);
     if (rank == 0) metrics = std::move(mine);
   });
+  if (all_reduces != nullptr) *all_reduces = data.allReduces();
   return metrics;
 }
 
@@ -291,6 +294,29 @@ TEST(InOrderPosting, EveryBuiltInScheduleTrainsWithItsMessagesInOrder) {
     EXPECT_EQ(got.losses, expected.losses);
     ASSERT_EQ(got.eval.size(), 1u);
     EXPECT_EQ(got.eval[0].loss, expected.eval[0].loss);
+  }
+}
+
+// Where the data communicator matches in posting order (NCCL), the gradient sums (dp and
+// tied weights) and the tensor-parallel all-reduces go on groups split from it too
+// (JobCommunicators::collectives): at pp 2 x dp 2 and pp 2 x tp 2 on the mock, bitwise
+// as on MPI's stand-in.
+TEST(InOrderPosting, GradientSumsAndTensorParallelCollectivesOnTheDataCommunicator) {
+  for (const bool tensor_parallel : {false, true}) {
+    Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
+    config.train.steps = 2;
+    config.train.threads = 1;
+    config.data.path = "synthetic";
+    config.output.log_every = 0;
+    config.pipeline.stages = 2;
+    config.pipeline.microbatches = 2;
+    (tensor_parallel ? config.train.tp : config.train.dp) = 2;
+    SCOPED_TRACE(tensor_parallel ? "pp 2 x tp 2" : "pp 2 x dp 2");
+    const RunMetrics expected = trainOn(config, false, 4);
+    ASSERT_EQ(expected.losses.size(), 2u);
+    int64_t all_reduces = 0;
+    EXPECT_EQ(trainOn(config, true, 4, &all_reduces).losses, expected.losses);
+    EXPECT_GT(all_reduces, 0);
   }
 }
 

@@ -36,6 +36,8 @@ class InOrderGroup {
   explicit InOrderGroup(int size, CommOptions options = {});
   // The communicator of `rank`; each rank's is used by one thread at a time.
   std::unique_ptr<Communicator> communicator(int rank) const;
+  // allReduceSum calls so far, every rank's, in this group and the groups split from it.
+  int64_t allReduces() const;
 
   struct State;  // the streams and the per-pair counts of posted operations
 

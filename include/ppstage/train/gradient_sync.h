@@ -22,8 +22,9 @@ class Topology;
 
 class GradientSync {
  public:
-  // Collective over `world` (it splits off the dp and tie groups). `stages` are this
-  // rank's; `ties` the whole model's.
+  // Collective over `world` (it splits off the dp and tie groups: JobCommunicators::
+  // collectives(), NCCL's where the data goes over NCCL). `stages` are this rank's; `ties`
+  // the whole model's.
   GradientSync(Communicator& world, const Topology& topology, std::vector<StageModule*> stages,
                const std::vector<TiedParameter>& ties);
   ~GradientSync();

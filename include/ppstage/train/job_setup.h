@@ -104,7 +104,8 @@ class JobSetup {
   void setSplitMethod(std::string method) { model_.split.partition.method = std::move(method); }
 
   // --train.tp above 1: gives this rank's tensor-parallel group its communicator, split
-  // from `world`. Collective; nothing with a tp of 1.
+  // from `world` (setUpJob's; train splits it again from NCCL's where the data goes over
+  // NCCL, JobCommunicators::collectives()). Collective; nothing with a tp of 1.
   void attachTensorParallel(Communicator& world);
 
   // This rank's compiled stages, in order, for its executor. Taken once: the setup keeps

@@ -17,13 +17,18 @@ namespace ppstage {
 class Communicator;
 
 // A job's communicators. `control` carries the CPU messages: boundary descriptions,
-// agreement, the step's figures, failure reports, clocks, checkpoints, and for now the
-// gradient sums. `data` carries the pipeline's activations and gradients; where it matches
-// in posting order (NCCL) they go over a channel per route (train/pipeline_messages.h).
-// Both have the same ranks; one communicator may be both.
+// agreement, the step's figures, failure reports, clocks, checkpoints. `data` carries the
+// pipeline's activations and gradients; where it matches in posting order (NCCL) they go
+// over a channel per route (train/pipeline_messages.h). Both have the same ranks; one
+// communicator may be both.
 struct JobCommunicators {
   Communicator& control;
   Communicator& data;
+
+  // What the device tensors' collectives split their groups from (the data-parallel and
+  // tied-weight gradient sums, the tensor-parallel all-reduces): `data` where it matches
+  // in posting order (NCCL: the tensors stay on the GPU), else `control`.
+  Communicator& collectives() const;
 };
 
 // Trains on this rank of `world` (every rank of the job calls it with the same config).
