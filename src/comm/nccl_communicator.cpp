@@ -12,8 +12,11 @@
 // says so. Each such wait, and each wait for an operation's event, is bounded by
 // --comm.timeout_s and polls the communicator's asynchronous error (a peer gone, a network
 // failure); either ends in ncclCommAbort and a CommError naming what was waited for. The
-// host thread that waits is the watchdog: every operation's Work is waited on by the
-// executor, so there is no operation in flight that no thread polls.
+// host thread that waits is the watchdog: the executor waits on every operation's Work
+// within a step. What a step abandoned after a failure (receives posted early) nobody
+// polls: closing a communicator finalizes it within the timeout and aborts it past that.
+// NCCL runs a non-blocking group's end in a thread it starts for it (group.cc): a cost per
+// group to measure on a GPU against blocking communicators.
 #include "ppstage/comm/nccl_communicator.h"
 
 #include <ATen/ATen.h>
@@ -160,7 +163,8 @@ template <typename Describe>
 void finishOn(Impl& impl, ncclResult_t result, std::chrono::milliseconds timeout,
               const Describe& what) {
   try {
-    finishCall(impl.comm, result, timeout, what);
+    finishCall(impl.comm, result, timeout,
+               [&] { return detail::concat("rank ", impl.bootstrap->rank(), " ", what()); });
   } catch (...) {
     impl.comm = nullptr;
     throw;
@@ -275,7 +279,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
       ncclCommInitRankConfig(&comm, impl->bootstrap->size(), id, impl->bootstrap->rank(), &config);
   if (comm == nullptr) checkNccl(result, "ncclCommInitRankConfig");
   finishCall(comm, result, options.timeout, [&] {
-    return detail::concat("creating a communicator of ", impl->bootstrap->size(), " ranks");
+    return detail::concat("rank ", impl->bootstrap->rank(), " creating a communicator of ",
+                          impl->bootstrap->size(), " ranks");
   });
   impl->comm = comm;
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), options));
@@ -322,7 +327,8 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch(const std::vector<P2p
     if (result != ncclSuccess) {  // the communicator keeps the error: it is done for
       ncclGroupEnd();
       abortAndThrow(std::exchange(impl_->comm, nullptr), result, options().timeout, [&] {
-        return detail::concat(send ? "posting a send to rank " : "posting a receive from rank ",
+        return detail::concat("rank ", rank(),
+                              send ? " posting a send to rank " : " posting a receive from rank ",
                               op.peer);
       });
     }
@@ -354,6 +360,10 @@ void NcclCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
   // In the planner's buckets (core/all_reduce_buckets.h); bf16 and fp16 summed in fp32, as
   // MPI sums them.
+  for (const at::Tensor& t : tensors) {
+    PPSTAGE_CHECK(t.is_cuda() && t.get_device() == impl_->device,
+                  "NCCL all-reduces tensors on cuda:", impl_->device, "; got one on ", t.device());
+  }
   for (std::vector<at::Tensor>& bucket : bucketsByDtype(tensors, kAllReduceBucketBytes)) {
     FlatBuffer flat = flatten(std::move(bucket));
     const at::ScalarType dtype = flat.buffer.scalar_type();
@@ -393,6 +403,10 @@ void NcclCommunicator::barrier() {
 // broadcasts.
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   PPSTAGE_CHECK(color >= 0, "an NCCL split's color must be >= 0; got ", color);
+  {  // before the bootstrap's split, which the other ranks would wait in
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    PPSTAGE_CHECK(impl_->comm != nullptr, "the NCCL communicator was aborted");
+  }
   auto impl =
       std::make_shared<Impl>(impl_->bootstrap->split(color, key), impl_->device, options().timeout);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
@@ -416,8 +430,11 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   }
   const Clock::time_point since = Clock::now();
   while (__atomic_load_n(&impl->comm, __ATOMIC_ACQUIRE) == nullptr) {
-    PPSTAGE_CHECK(Clock::now() - since < options().timeout,
-                  "ncclCommSplit finished without a communicator for color ", color);
+    if (Clock::now() - since > options().timeout) {
+      throw timeoutError(
+          options().timeout,
+          detail::concat("rank ", rank(), " waiting for ncclCommSplit's communicator"));
+    }
     pauseAfter(since);
   }
   finishOn(*impl, ncclInProgress, options().timeout, what);  // the child's own start
