@@ -316,7 +316,11 @@ TEST(InOrderPosting, GradientSumsAndTensorParallelCollectivesOnTheDataCommunicat
     ASSERT_EQ(expected.losses.size(), 2u);
     int64_t all_reduces = 0;
     EXPECT_EQ(trainOn(config, true, 4, &all_reduces).losses, expected.losses);
-    EXPECT_GT(all_reduces, 0);
+    // Every rank, every step: the tied embedding's sum, and the dp sum, or with tp the TP
+    // all-reduces of its 2 blocks per micro-batch (attention and MLP outputs forward, their
+    // inputs' gradients backward). All of them on the data communicator, none on control.
+    const int64_t per_step = 1 + (tensor_parallel ? 2 * 2 * 4 : 1);
+    EXPECT_EQ(all_reduces, 4 * 2 * per_step);
   }
 }
 
