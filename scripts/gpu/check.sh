@@ -18,7 +18,8 @@
 # eager,compile; the CTest rehearsal leaves out compile, whose inductor takes minutes on a
 # CPU). Writes device.txt, gpu_tests.xml,
 # gpu_tests.log, runs.log, runs.json and mfu.md to $OUT (else the pack's out/) and ends with
-# one line: "N passed, N failed, N skipped". Exit 0 only when none failed.
+# one line: "N passed, N failed, N skipped". Exit 0 only when none failed. Its parts are cut
+# short at 130 s (tests/gpu) and 270 s (the runs), so it ends within 7 minutes.
 #
 #   device tool:    run(command="bash scripts/gpu/check.sh", carry=[".gpu"], timeout_s=480)
 #   CPU rehearsal:  PPSTAGE_GPU_REHEARSAL=1 PYTHON=scripts/python bash scripts/gpu/check.sh
@@ -49,6 +50,7 @@ export OPAL_PREFIX=$pack/openmpi
 export PMIX_MCA_mca_base_component_path=$pack/openmpi/pmix2/lib/pmix
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_btl_base_warn_component_unused=0
+export OMPI_MCA_plm=isolated  # one host: no ssh/rsh launcher to look for
 rehearsal=${PPSTAGE_GPU_REHEARSAL:-0}
 device=cuda
 [[ $rehearsal == 1 ]] && device=cpu
@@ -61,7 +63,7 @@ print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (rehe
 } > "$out/device.txt"
 cat "$out/device.txt"
 start=$(date +%s)
-timeout 150 "$pack/bin/gpu_tests" --gtest_output="xml:$out/gpu_tests.xml" \
+timeout -k 10 120 "$pack/bin/gpu_tests" --gtest_output="xml:$out/gpu_tests.xml" \
   > "$out/gpu_tests.log" 2>&1
 status=$?
 tail -n 40 "$out/gpu_tests.log"
@@ -85,8 +87,8 @@ PY
 read -r tests_passed tests_failed tests_skipped _ <<< "$tests_line"
 echo "tests/gpu: $tests_passed passed, $tests_failed failed, $tests_skipped skipped"
 
-# The ppstage runs and the MFU table: at most 300 s, after at most 150 s of tests/gpu, so
-# that the whole check stays under 7 minutes.
+# The ppstage runs and the MFU table: 260 s of runs (check_runs.py cuts its own short) after
+# at most 130 s of tests/gpu, so that the whole check stays under 7 minutes.
 runs_flags=(--ppstage "$pack/bin/ppstage" --mpirun "$pack/openmpi/bin/mpirun" --python "$python"
             --device "$device" --out "$out" --peak_tflops "${PEAK_TFLOPS:-790}"
             --device_name "$device_name")
@@ -94,19 +96,25 @@ runs_flags=(--ppstage "$pack/bin/ppstage" --mpirun "$pack/openmpi/bin/mpirun" --
 [[ -n ${PEER_WAYS:-} ]] && runs_flags+=(--peer_ways "$PEER_WAYS")
 start=$(date +%s)
 rm -f "$out/runs.json"
-timeout 300 "$python" "$root/scripts/gpu/check_runs.py" "${runs_flags[@]}"
-echo "ppstage runs: exit $? in $(( $(date +%s) - start )) s"
-read -r runs_passed runs_failed <<< "$("$python" - "$out/runs.json" <<'PY'
+timeout -k 10 280 "$python" "$root/scripts/gpu/check_runs.py" --budget_s 260 "${runs_flags[@]}"
+runs_status=$?
+echo "ppstage runs: exit $runs_status in $(( $(date +%s) - start )) s"
+counts=$("$python" - "$out/runs.json" "$runs_status" <<'PY'
 import json, sys
+status = int(sys.argv[2])
 try:
     checks = json.load(open(sys.argv[1]))["checks"]
 except (OSError, ValueError, KeyError):
-    print(0, 1)  # no results: the runs crashed or ran out of time
+    print(0, 1, 0)  # no results: the runs crashed or ran out of time
     sys.exit(0)
-failed = sum(1 for c in checks if not c["passed"])
-print(len(checks) - failed, failed)
+failed = sum(1 for c in checks if c["passed"] is False)
+skipped = sum(1 for c in checks if c["passed"] is None)
+failed += status != 0 and failed == 0  # cut short after its last check
+print(len(checks) - failed - skipped, failed, skipped)
 PY
-)"
+)
+read -r runs_passed runs_failed runs_skipped <<< "$counts"
 failed=$(( tests_failed + runs_failed ))
-echo "$(( tests_passed + runs_passed )) passed, $failed failed, $tests_skipped skipped"
+skipped=$(( tests_skipped + runs_skipped ))
+echo "$(( tests_passed + runs_passed )) passed, $failed failed, $skipped skipped"
 (( failed == 0 ))

@@ -36,7 +36,8 @@ pack_libraries "$out/bin/gpu_tests" "$out/bin/ppstage"
 
 # Open MPI 4.1 as Debian installs it (prefix /usr), relocated: with OPAL_PREFIX=$ompi it
 # looks for its components in $ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 and its help
-# texts in $ompi/share/openmpi; PMIx (PMIX_PREFIX=$ompi/pmix2) for its own. The components
+# texts in $ompi/share/openmpi; PMIx its components in $ompi/pmix2/lib/pmix (named by
+# PMIX_MCA_mca_base_component_path: PMIx does not relocate them). The components
 # for InfiniBand, UCX, libfabric and PSM are left out: none is used on one host, and their
 # libraries would more than double the pack.
 ompi=$out/openmpi

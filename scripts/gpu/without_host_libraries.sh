@@ -2,7 +2,8 @@
 # Runs a command with this machine's copies of what a GPU check pack carries hidden, as on
 # the GPU machine, which has none of them: every library in PACK/lib at its place here
 # (but zlib, which every Linux has and Python loads before the check sets its library
-# path), Open MPI's and PMIx's folders, binaries and configuration. So a rehearsal of the check
+# path), Open MPI's and PMIx's folders, binaries and configuration, and ssh (a container
+# may have none, and Open MPI's launcher looks for it). So a rehearsal of the check
 # proves the pack self-contained rather than finding what it forgot here. Needs root and a
 # mount namespace of its own (unshare -m): it mounts an empty tmpfs over each folder and
 # /dev/null over each file, and leaves this machine's mounts as they were.
@@ -22,7 +23,7 @@ multiarch=/usr/lib/x86_64-linux-gnu
 for folder in $multiarch/openmpi $multiarch/pmix2 /usr/share/openmpi /etc/openmpi; do
   hide_folder "$folder"
 done
-for binary in mpirun mpiexec orterun orted ompi_info; do hide_file "/usr/bin/$binary"; done
+for binary in mpirun mpiexec orterun orted ompi_info ssh rsh; do hide_file "/usr/bin/$binary"; done
 for library in "$pack"/lib/*; do
   name=${library##*/}
   [[ $name == libz.so.* ]] && continue
