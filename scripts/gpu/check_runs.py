@@ -99,6 +99,18 @@ class Runner:
         self.log.flush()
         return status, seconds
 
+    def run_captured(self, name, command, timeout):
+        """run() with the command's standard output kept (and logged): (status, seconds,
+        text)."""
+        path = os.path.join(self.args.out, f"{name}.stdout")
+        with open(path, "w") as sink:
+            status, seconds = self.run(name, command, timeout, stdout=sink)
+        with open(path) as f:
+            text = f.read()
+        os.remove(path)  # the check writes at most 8 files; the log keeps the text
+        self.log.write(text)
+        return status, seconds, text
+
     def mpirun(self, ranks):
         return [self.args.mpirun, "-q", "--allow-run-as-root", "--oversubscribe", "-np",
                 str(ranks), "-x", "LD_LIBRARY_PATH", "-x", "CUBLAS_WORKSPACE_CONFIG"]
@@ -184,17 +196,11 @@ def pipeline_checks(runner, args):
 
 
 def compare_compile(runner, args):
-    output = os.path.join(args.out, "compare_compile.json")
     command = runner.mpirun(2) + [
         args.ppstage, "compare-compile", "--config", "configs/gpt-small.ini", "--train.steps",
         "6" if args.rehearsal else "12", "--train.threads", "1", "--train.device", args.device,
         "--comm.backend", "mpi", "--json"]
-    with open(output, "w") as sink:
-        status, _ = runner.run("compare_compile", command, 150, stdout=sink)
-    with open(output) as f:
-        text = f.read()
-    os.remove(output)
-    runner.log.write(text)
+    status, _, text = runner.run_captured("compare_compile", command, 150)
     try:
         rows = json.loads(text[text.index("{"):])["modes"] if status == 0 else []
     except ValueError:
@@ -265,13 +271,7 @@ def mfu_rows(runner, args):
             runner.check(f"peer_{way}", None, missing)
             continue
         command = [args.python, os.path.join(ROOT, "scripts", "gpu", "mfu_peer.py"), "--way", way]
-        output = os.path.join(args.out, f"peer_{way}.json")
-        with open(output, "w") as sink:
-            status, process_s = runner.run(f"peer_{way}", command + peer_flags, 240, stdout=sink)
-        with open(output) as f:
-            text = f.read()
-        os.remove(output)
-        runner.log.write(text)
+        status, process_s, text = runner.run_captured(f"peer_{way}", command + peer_flags, 240)
         if status != 0:
             runner.check(f"peer_{way}", False, f"exit {status}: see runs.log")
             continue
