@@ -10,6 +10,10 @@
 #   scripts/bench.sh memory    tensor memory per schedule: rank 0's peak activations on
 #                              gpt-small at p 2 and 4 with M 8, against the simulator's
 #                              peak in-flight micro-batches of stage 0
+#   scripts/bench.sh recompute activation recomputation on gpt-small at pp 2 (1F1B, M 8,
+#                              seq_len 512): rank 0's (stage 0's) peak activations and the
+#                              median step without it, full and selective (every block),
+#                              in PPSTAGE_BENCH_ROUNDS (2) interleaved rounds, best of each
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
@@ -246,6 +250,34 @@ for schedule in ["gpipe", "1f1b", "zb-h1"]:
         run["peak_activation_mb"] / gpipe_run["peak_activation_mb"], run["peak_allocated_mb"]))
 PY
   done
+}
+
+bench_recompute() {
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-2} round policy
+  for ((round = 0; round < rounds; round++)); do
+    for policy in none full selective; do
+      mpirun --allow-run-as-root --oversubscribe -np 2 "$ppstage" train \
+        --config configs/gpt-small.ini --model.seq_len 512 --pipeline.microbatches 8 \
+        --train.recompute "$policy" --train.steps 4 --train.threads 1 --output.log_every 0 \
+        --output.metrics_json "/tmp/ppstage_bench_recompute_${policy}_$round.json" > /dev/null
+    done
+  done
+  python3 - "$rounds" <<'PY'
+import json, sys
+rounds = int(sys.argv[1])
+def best(policy):
+    runs = [json.load(open(f"/tmp/ppstage_bench_recompute_{policy}_{r}.json")) for r in range(rounds)]
+    rank0 = [m["ranks"][0] for m in runs]
+    return (min(r["peak_activation_mb"] for r in rank0), min(m["measured_step_s"] for m in runs),
+            max(r["recompute_s"] for r in rank0) / 4, runs[0]["final_loss"])
+none = best("none")
+print("| recompute | rank 0 peak activations MB | reduction | median step s | step / none | rank 0 recompute s per step | final loss |")
+print("|---|---|---|---|---|---|---|")
+for policy in ["none", "full", "selective"]:
+    act, step, rec, loss = best(policy)
+    print("| %s | %.1f | %.2fx | %.3f | %.3f | %.3f | %.6f |" % (
+        policy, act, none[0] / act, step, step / none[1], rec, loss))
+PY
 }
 
 bench_trace() {
@@ -817,6 +849,7 @@ case "$what" in
   checkpoint) bench_checkpoint ;;
   memory) bench_memory ;;
   trace) bench_trace ;;
+  recompute) bench_recompute ;;
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;

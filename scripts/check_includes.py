@@ -24,7 +24,7 @@ ALLOWED = {
     "schedule": {"config", "core"},
     "split": {"graph", "models", "config", "core"},
     "parallel": {"split", "graph", "comm", "observe", "config", "core"},
-    "compile": {"graph", "config", "core"},
+    "compile": {"graph", "observe", "config", "core"},
     "comm": {"core"},
     "observe": {"comm", "schedule", "config", "core"},
     "runtime": {"comm", "compile", "schedule", "split", "graph", "observe", "config", "core"},

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ppstage/compile/model_compiler.h"
 #include "ppstage/config/options.h"
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
@@ -80,6 +81,31 @@ std::vector<TpStageReport> tensorParallelReports(ModelSplit& split, int64_t tp) 
 }
 
 // Prints the tensor-parallel regions of each stage, after the plan's table.
+// With --train.recompute: the blocks each stage recomputes, as train compiles them
+// ({"policy", "stages": [{"stage", "blocks"}]}).
+nlohmann::json recomputeJson(const Config& config, const ModelSplit& split) {
+  const ModelCompiler compiler(config.compile, split.graph, 0, config.train.recompute,
+                               config.train.recompute_blocks);
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageModule& stage : split.stages) {
+    stages.push_back(
+        {{"stage", stage.index},
+         {"blocks", compiler.recomputedBlocks(*stage.graph, stage.node_call, stage.index)}});
+  }
+  return {{"policy", toString(config.train.recompute)}, {"stages", stages}};
+}
+
+void printRecompute(const nlohmann::json& recompute) {
+  std::cout << "\nactivation recomputation: " << recompute["policy"].get<std::string>() << "\n";
+  for (const nlohmann::json& stage : recompute["stages"]) {
+    const auto blocks = stage["blocks"].get<std::vector<std::string>>();
+    std::cout << "stage " << stage["stage"].get<int>() << ": " << blocks.size() << " block"
+              << (blocks.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < blocks.size(); ++i) std::cout << (i == 0 ? " (" : ", ") << blocks[i];
+    std::cout << (blocks.empty() ? "" : ")") << "\n";
+  }
+}
+
 void printTensorParallel(int64_t tp, const std::vector<TpStageReport>& reports) {
   std::cout << "\ntensor parallelism: tp " << tp
             << " (regions found in each stage's graph; parameter counts of the whole model)\n";
@@ -134,17 +160,21 @@ int splitMain(int argc, const char* const* argv) {
   ModelSplit split = splitCaptured(std::move(run.model), config.pipeline);
   if (time_cut) split.partition.method = "time";  // its split points are the time cut
   const std::vector<TpStageReport> tp_reports = tensorParallelReports(split, config.train.tp);
+  const bool recomputes = config.train.recompute != RecomputePolicy::kNone;
+  const nlohmann::json recompute = recomputes ? recomputeJson(config, split) : nlohmann::json();
   if (json) {
     nlohmann::json plan = nlohmann::json::parse(planToJson(split));
     if (!tp_reports.empty())
       plan["tensor_parallel"] = tensorParallelJson(config.train.tp, tp_reports);
     if (time_cut) plan["time_balance"] = timeCutJson(*time_cut);
+    if (recomputes) plan["recompute"] = recompute;
     std::cout << plan.dump(2) << std::endl;
     return 0;
   }
   if (time_cut) std::cout << timeCutText(*time_cut) << "\n";
   printPlanTable(std::cout, split);
   if (!tp_reports.empty()) printTensorParallel(config.train.tp, tp_reports);
+  if (recomputes) printRecompute(recompute);
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ppstage/compile/recompute.h"
 #include "ppstage/compile/split_autodiff.h"
 #include "ppstage/core/error.h"
 
@@ -145,19 +146,51 @@ void setShapeStrategy(bool dynamic) {
 
 CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
                              CompileCache& cache, const std::string& name,
-                             std::vector<GraphSegment> segments)
+                             std::vector<GraphSegment> segments, std::vector<bool> recomputed,
+                             RecomputePolicy policy)
     : graph_(graph),
       num_inputs_(num_inputs),
       cache_(cache),
       name_(name),
-      segments_(std::move(segments)) {
+      segments_(std::move(segments)),
+      recomputed_(std::move(recomputed)),
+      policy_(recomputed_.empty() ? RecomputePolicy::kNone : policy) {
+  PPSTAGE_INTERNAL_ASSERT(recomputed_.empty() || recomputed_.size() == segments_.size(), name, ": ",
+                          recomputed_.size(), " recompute flags for ", segments_.size(),
+                          " segments");
+  PPSTAGE_INTERNAL_ASSERT(cache.mode() != CompileMode::kBlock || !segments_.empty(), name,
+                          ": block mode needs the stage's segments");
   if (cache.mode() == CompileMode::kNone) {
-    simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
+    if (segments_.empty()) {
+      simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
+    }
+    for (const GraphSegment& seg : segments_) {
+      simple_segments_.push_back(
+          std::make_unique<GraphRunner>(seg.graph->copy(), name, /*profiling=*/false));
+    }
   }
-  if (cache.mode() == CompileMode::kBlock) {
-    PPSTAGE_INTERNAL_ASSERT(!segments_.empty(), name, ": block mode needs the stage's segments");
-    bindings_.resize(segments_.size());
+  bindings_.resize(segments_.size());
+  reruns_.resize(segments_.size());
+  for (size_t k = 0; k < recomputed_.size(); ++k) {
+    if (!recomputed_[k]) continue;
+    Rerun& rerun = reruns_[k];
+    rerun.graph = inputPerReader(*segments_[k].graph);
+    for (size_t source : rerun.graph.source) rerun.inputs.push_back(segments_[k].inputs[source]);
+    if (cache.mode() == CompileMode::kNone) {
+      rerun.simple = std::make_unique<GraphRunner>(rerun.graph.graph, name, /*profiling=*/false);
+    }
   }
+}
+
+std::vector<std::string> CompiledStage::recomputedBlocks() const {
+  std::vector<std::string> blocks;
+  for (size_t k = 0; k < recomputed_.size(); ++k) {
+    // Selective recomputation cuts a block into several recomputed segments: named once.
+    if (recomputed_[k] && (blocks.empty() || blocks.back() != segments_[k].block)) {
+      blocks.push_back(segments_[k].block);
+    }
+  }
+  return blocks;
 }
 
 CompiledStage::~CompiledStage() = default;
@@ -184,13 +217,43 @@ GraphRunner& CompiledStage::bind(Binding& binding, const std::string& structure,
   return *binding.runner;
 }
 
+std::vector<c10::IValue> CompiledStage::runSegmentGraph(size_t k, std::vector<c10::IValue> args) {
+  const GraphSegment& seg = segments_[k];
+  if (cache_.mode() == CompileMode::kNone) return simple_segments_[k]->run(std::move(args));
+  // Stage mode: the stage's own identity and the segment's index are the key (stages are
+  // never shared); block mode: the segment's structure, shared by identical blocks.
+  const std::string structure = cache_.mode() == CompileMode::kStage
+                                    ? name_ + " segment " + std::to_string(k)
+                                    : seg.structure;
+  return bind(bindings_[k], structure, seg.graph, args, seg.inputs).run(std::move(args));
+}
+
+std::vector<c10::IValue> CompiledStage::runRerunGraph(size_t k, std::vector<c10::IValue> args) {
+  Rerun& rerun = reruns_[k];
+  if (cache_.mode() == CompileMode::kNone) return rerun.simple->run(std::move(args));
+  const std::string structure = cache_.mode() == CompileMode::kStage
+                                    ? name_ + " rerun " + std::to_string(k)
+                                    : rerun.graph.structure;
+  return bind(rerun.binding, structure, rerun.graph.graph, args, rerun.inputs).run(std::move(args));
+}
+
+std::vector<c10::IValue> CompiledStage::runSegment(size_t k, std::vector<c10::IValue> args) {
+  if (recomputed_.empty() || !recomputed_[k]) return runSegmentGraph(k, std::move(args));
+  const auto run = [this, k](std::vector<c10::IValue> a) {
+    return runSegmentGraph(k, std::move(a));
+  };
+  const auto rerun = [this, k](std::vector<c10::IValue> a) {
+    return runRerunGraph(k, std::move(a));
+  };
+  return runRecomputed(args, run, RecomputedRerun{rerun, reruns_[k].graph.source},
+                       segments_[k].block, cache_.recomputeStats(), cache_.trace());
+}
+
 std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
-  switch (cache_.mode()) {
-    case CompileMode::kNone: return simple_->run(std::move(inputs));
-    case CompileMode::kStage:
-      // The stage's own identity is the key: stages are never shared.
-      return bind(whole_, name_, graph_, inputs, graph_->inputs().vec()).run(std::move(inputs));
-    case CompileMode::kBlock: break;
+  if (segments_.empty()) {
+    if (cache_.mode() == CompileMode::kNone) return simple_->run(std::move(inputs));
+    // The stage's own identity is the key: stages are never shared.
+    return bind(whole_, name_, graph_, inputs, graph_->inputs().vec()).run(std::move(inputs));
   }
   std::unordered_map<const torch::jit::Value*, c10::IValue> env;
   for (size_t i = 0; i < inputs.size(); ++i) env[graph_->inputs()[i]] = std::move(inputs[i]);
@@ -206,8 +269,7 @@ std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {
     std::vector<c10::IValue> args;
     args.reserve(seg.inputs.size());
     for (torch::jit::Value* v : seg.inputs) args.push_back(value(v));
-    std::vector<c10::IValue> outs =
-        bind(bindings_[k], seg.structure, seg.graph, args, seg.inputs).run(args);
+    std::vector<c10::IValue> outs = runSegment(k, std::move(args));
     for (size_t i = 0; i < outs.size(); ++i) env[seg.outputs[i]] = std::move(outs[i]);
   }
   std::vector<c10::IValue> outputs;

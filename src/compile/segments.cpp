@@ -3,6 +3,7 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <unordered_map>
@@ -159,30 +160,91 @@ std::vector<bool> findBlocks(const ModelGraph& model, const std::string& pattern
   return blocks;
 }
 
-std::vector<GraphSegment> segmentStage(
-    torch::jit::Graph& graph, const std::unordered_map<const torch::jit::Node*, int>& node_call,
-    const ModelGraph& model, const std::vector<bool>& blocks) {
+RerunGraph inputPerReader(torch::jit::Graph& segment) {
+  RerunGraph out;
+  out.graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::Graph& g = *out.graph;
+  const torch::jit::Block* top = segment.block();
+  // Per segment input, the new input of each top-level reader.
+  std::vector<std::unordered_map<const Node*, Value*>> per_reader(segment.inputs().size());
+  for (size_t i = 0; i < segment.inputs().size(); ++i) {
+    const Value* in = segment.inputs()[i];
+    std::vector<Node*> readers;
+    for (const torch::jit::Use& use : in->uses()) {
+      Node* reader = topLevelNodeOf(use.user, top);
+      if (std::find(readers.begin(), readers.end(), reader) == readers.end()) {
+        readers.push_back(reader);
+      }
+    }
+    const Node* ret = segment.return_node();
+    std::sort(readers.begin(), readers.end(), [&](const Node* a, const Node* b) {  // last first
+      if (a == ret || b == ret) return a == ret && b != ret;
+      return b->isBefore(a);
+    });
+    if (readers.size() <= 1) {
+      Value* v = g.addInput()->setType(in->type());
+      out.source.push_back(i);
+      for (Node* reader : readers) per_reader[i][reader] = v;
+      if (readers.empty()) per_reader[i][nullptr] = v;
+      continue;
+    }
+    for (Node* reader : readers) {
+      per_reader[i][reader] = g.addInput()->setType(in->type());
+      out.source.push_back(i);
+    }
+  }
+  std::unordered_map<const Value*, Value*> env;
+  for (Node* n : segment.nodes()) {
+    for (size_t i = 0; i < segment.inputs().size(); ++i) {
+      const auto it = per_reader[i].find(n);
+      if (it != per_reader[i].end()) env[segment.inputs()[i]] = it->second;
+    }
+    Node* clone = g.appendNode(g.createClone(n, [&](Value* v) { return env.at(v); }));
+    for (size_t k = 0; k < n->outputs().size(); ++k) env[n->output(k)] = clone->output(k);
+  }
+  for (const Value* v : segment.outputs()) {
+    // An input passed straight out is read by the return, its new input of its own.
+    g.registerOutput(v->node() == segment.param_node()
+                         ? per_reader.at(v->offset()).at(segment.return_node())
+                         : env.at(v));
+  }
+  clearNames(g.block());
+  out.structure = g.toString(/*print_source_locations=*/false);
+  return out;
+}
+
+std::vector<GraphSegment> cutIntoRuns(torch::jit::Graph& graph,
+                                      const std::function<std::string(Node*)>& label) {
   const torch::jit::Block* top = graph.block();
   std::vector<GraphSegment> segments;
   std::vector<Node*> run;
-  int run_owner = -2;
+  std::string run_label;
   auto flush = [&] {
     if (run.empty()) return;
-    segments.push_back(buildSegment(
-        run, top,
-        run_owner >= 0 ? model.calls[static_cast<size_t>(run_owner)].path : std::string()));
+    segments.push_back(buildSegment(run, top, run_label));
     run.clear();
   };
   for (Node* n : graph.nodes()) {
     if (n->kind() == c10::prim::Constant) continue;  // copied into the segments that read it
-    const auto it = node_call.find(n);
-    const int owner = it == node_call.end() ? -1 : blockOf(model, blocks, it->second);
-    if (owner != run_owner) flush();
-    run_owner = owner;
+    std::string l = label(n);
+    if (run.empty() || l != run_label) {
+      flush();
+      run_label = std::move(l);
+    }
     run.push_back(n);
   }
   flush();
   return segments;
+}
+
+std::vector<GraphSegment> segmentStage(
+    torch::jit::Graph& graph, const std::unordered_map<const torch::jit::Node*, int>& node_call,
+    const ModelGraph& model, const std::vector<bool>& blocks) {
+  return cutIntoRuns(graph, [&](Node* n) {
+    const auto it = node_call.find(n);
+    const int owner = it == node_call.end() ? -1 : blockOf(model, blocks, it->second);
+    return owner >= 0 ? model.calls[static_cast<size_t>(owner)].path : std::string();
+  });
 }
 
 }  // namespace ppstage

@@ -254,6 +254,17 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
       "with --train.tp: a regex over module paths (e.g. 'layers\\..*'); a region matching it "
       "that cannot be sharded is an error (exit 2) naming it and why, instead of running "
       "replicated");
+  add("train.recompute", po::value(&t.recompute)->default_value(t.recompute, toString(t.recompute)),
+      "activation recomputation of the model's blocks (the repeated modules --compile.mode "
+      "block finds, or --compile.block_pattern's): none | full (a block keeps only its inputs "
+      "after its forward, and runs its forward again in its backward) | selective (a block "
+      "also keeps the outputs of its matrix products with a weight, convolutions and "
+      "attention kernels, and runs the ops between them again: norms, softmax, dropout, "
+      "elementwise ops, attention's score products)");
+  add("train.recompute_blocks", po::value(&t.recompute_blocks)->default_value(t.recompute_blocks),
+      "which blocks recompute: empty, all; a regex over their module paths (whole path, e.g. "
+      "'h\\.[0-3]'); N or N0,N1,...: the first N blocks of every stage (the first Ns of stage "
+      "s, none past the list); every:N: the N-th, 2N-th, ... block of the model");
   desc.add(section);
 }
 

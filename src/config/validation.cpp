@@ -88,6 +88,9 @@ void validate(const TrainConfig& t) {
                    "' is not a regular expression: ", e.what());
     }
   }
+  PPSTAGE_CHECK(t.recompute_blocks.empty() || t.recompute != RecomputePolicy::kNone,
+                "--train.recompute_blocks '", t.recompute_blocks,
+                "' needs --train.recompute full or selective");
   PPSTAGE_CHECK(t.threads >= 0, "--train.threads must be 0 (automatic) or positive; got ",
                 t.threads);
   PPSTAGE_CHECK(t.momentum >= 0 && t.momentum < 1, "--train.momentum must be in [0, 1); got ",

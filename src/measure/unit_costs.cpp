@@ -15,13 +15,13 @@
 #include "ppstage/comm/link_probe.h"
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/model_compiler.h"
+#include "ppstage/compile/split_backward.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/runtime/optimizer.h"
-#include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/model_split.h"
 #include "ppstage/split/stage_module.h"
 
@@ -143,7 +143,7 @@ CompiledUnits compileUnits(const Config& config, const ModelGraph& model,
 // from memory. Measured unit by unit, a gpt-small block's backward at 2 samples took 55% of
 // what it takes in a run. So a measurement runs as a stage does: every unit's F in order
 // (its live bytes counted around it), then every unit's B from the last; then every F
-// again, every I from the last, and every W (runtime/split_backward.h, as zero-bubble
+// again, every I from the last, and every W (compile/split_backward.h, as zero-bubble
 // schedules run them). Each unit's backward starts from ones on its outputs (the loss in
 // the last unit): the work of the gradient that would arrive.
 

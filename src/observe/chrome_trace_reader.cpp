@@ -16,9 +16,9 @@ namespace ppstage {
 namespace {
 
 TraceKind kindOfCategory(const std::string& cat, const std::string& path) {
-  for (TraceKind k :
-       {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait, TraceKind::kGradientSync,
-        TraceKind::kAllReduce, TraceKind::kOptimizer, TraceKind::kTensorParallel}) {
+  for (TraceKind k : {TraceKind::kCompute, TraceKind::kPost, TraceKind::kWait,
+                      TraceKind::kGradientSync, TraceKind::kAllReduce, TraceKind::kOptimizer,
+                      TraceKind::kTensorParallel, TraceKind::kRecompute}) {
     if (cat == toString(k)) return k;
   }
   throw Error(

@@ -118,6 +118,11 @@ std::string metricsToJson(const RunMetrics& m) {
       {"stage_action_costs_s", stage_costs},
       {"ranks", ranks},
       {"compile", compileJson(m.compile)},
+      {"recompute",
+       arrayJson(m.recompute,
+                 [](const StageRecompute& r) -> nlohmann::json {
+                   return {{"stage", r.stage}, {"policy", r.policy}, {"blocks", r.blocks}};
+                 })},
   };
   return json.dump(2);
 }

@@ -34,6 +34,7 @@ const char* baseColour(BoxKind kind) {
     case BoxKind::kAllReduce: return "#79706e";
     case BoxKind::kOptimizer: return "#edc948";
     case BoxKind::kTensorParallel: return "#ff9da7";
+    case BoxKind::kRecompute: return "#bab0ac";
   }
   return "#000000";
 }
@@ -177,6 +178,7 @@ const char* legendText(BoxKind kind) {
     case BoxKind::kAllReduce: return "step all-reduce";
     case BoxKind::kOptimizer: return "optimizer";
     case BoxKind::kTensorParallel: return "tp all-reduce";
+    case BoxKind::kRecompute: return "recompute";
   }
   return "?";
 }

@@ -32,6 +32,7 @@ BoxKind boxKindOf(const TracedEvent& e) {
     case TraceKind::kAllReduce: return BoxKind::kAllReduce;
     case TraceKind::kOptimizer: return BoxKind::kOptimizer;
     case TraceKind::kTensorParallel: return BoxKind::kTensorParallel;
+    case TraceKind::kRecompute: return BoxKind::kRecompute;
   }
   return BoxKind::kPost;
 }

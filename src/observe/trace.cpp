@@ -12,6 +12,7 @@ const char* toString(TraceKind kind) {
     case TraceKind::kAllReduce: return "all_reduce";
     case TraceKind::kOptimizer: return "optimizer";
     case TraceKind::kTensorParallel: return "tp";
+    case TraceKind::kRecompute: return "recompute";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ std::string eventName(const TraceEvent& event) {
     case TraceKind::kAllReduce: return "all-reduce";
     case TraceKind::kOptimizer: return "optimizer";
     case TraceKind::kTensorParallel: return "tp all-reduce";
+    case TraceKind::kRecompute: return "recompute";
   }
   return "?";
 }

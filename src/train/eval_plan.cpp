@@ -51,7 +51,10 @@ std::unique_ptr<EvalModel> planEval(const Config& config, const JobLayout& layou
     shareParameters(train.split.stages.at(static_cast<size_t>(s)),
                     eval->model.split.stages.at(static_cast<size_t>(s)));
   }
-  eval->stages = compileLocalStages(config, topology, layout.device, eval->model);
+  Config eval_config = config;  // evaluation records no autograd: nothing to recompute
+  eval_config.train.recompute = RecomputePolicy::kNone;
+  eval_config.train.recompute_blocks.clear();
+  eval->stages = compileLocalStages(eval_config, topology, layout.device, eval->model);
   // The stages hold what evaluation runs; the second copy of the model's tensors goes.
   releaseLoadedTensors(eval->model.split);
   eval->model.split.master_values.clear();  // evaluation steps nothing

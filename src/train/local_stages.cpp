@@ -40,9 +40,24 @@ at::Device torchDevice(const RankDevice& device) {
                        : at::Device(at::kCPU);
 }
 
+std::vector<StageRecompute> recomputePerStage(const Config& config, const ModelSplit& split) {
+  const ModelCompiler compiler(config.compile, split.graph, 0, config.train.recompute,
+                               config.train.recompute_blocks);
+  std::vector<StageRecompute> out;
+  for (const StageModule& stage : split.stages) {
+    StageRecompute r;
+    r.stage = stage.index;
+    r.blocks = compiler.recomputedBlocks(*stage.graph, stage.node_call, stage.index);
+    if (!r.blocks.empty()) r.policy = toString(config.train.recompute);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
                                            const RankDevice& device, RankModel& model) {
-  ModelCompiler compiler(config.compile, model.split.graph, topology.rank());
+  ModelCompiler compiler(config.compile, model.split.graph, topology.rank(), config.train.recompute,
+                         config.train.recompute_blocks);
   const at::Device target = torchDevice(device);
 
   std::vector<LocalStage> stages;
@@ -53,7 +68,7 @@ std::vector<LocalStage> compileLocalStages(const Config& config, const Topology&
     stage.module = &module;
     for (const ModuleCall& call : model.split.graph.calls) stage.call_paths.push_back(call.path);
     stage.compiled = compiler.compile(module.graph, module.inputs.size(), module.node_call,
-                                      "stage " + std::to_string(s));
+                                      "stage " + std::to_string(s), s);
     const int64_t length = planLength(config, model.split);
     stage.input_spec = boundarySpecOf(module, true, length);
     if (s + 1 < topology.numStages()) {

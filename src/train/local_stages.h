@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "ppstage/observe/metrics.h"
 #include "ppstage/train/job_setup.h"
 
 namespace ppstage {
@@ -20,6 +21,10 @@ at::Device torchDevice(const RankDevice& device);
 // (Note [Placing stages]).
 std::vector<LocalStage> compileLocalStages(const Config& config, const Topology& topology,
                                            const RankDevice& device, RankModel& model);
+
+// --train.recompute in each stage of `split` (as compileLocalStages compiles them): the
+// policy and the blocks that recompute. Throws ppstage::Error as ModelCompiler does.
+std::vector<StageRecompute> recomputePerStage(const Config& config, const ModelSplit& split);
 
 // --train.tp above 1: this rank's stages rewritten into its shards of them, in `group`
 // (made here when null). Throws ppstage::Error when a region --train.tp_require names stays

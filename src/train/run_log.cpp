@@ -1,6 +1,8 @@
 // See run_log.h.
 #include "run_log.h"
 
+#include "local_stages.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -164,6 +166,14 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setu
         << "\n";
   }
   if (layout.sequences) log << "  lengths   " << lengthsText(c, setup) << "\n";
+  if (c.train.recompute != RecomputePolicy::kNone) {
+    for (const StageRecompute& r : recomputePerStage(c, setup.model().split)) {
+      log << "  recompute stage " << r.stage << ": " << r.policy << ", " << r.blocks.size()
+          << " block" << (r.blocks.size() == 1 ? "" : "s");
+      for (size_t i = 0; i < r.blocks.size(); ++i) log << (i == 0 ? " (" : ", ") << r.blocks[i];
+      log << (r.blocks.empty() ? "" : ")") << "\n";
+    }
+  }
   for (const TpStageReport& report : setup.model().tp_reports) {
     log << "  tp        stage " << report.stage << ": " << summarizeRegions(report) << "\n";
     for (const std::string& region : describeRegions(report))

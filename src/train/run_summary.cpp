@@ -1,6 +1,8 @@
 // See run_summary.h.
 #include "run_summary.h"
 
+#include "local_stages.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -45,6 +47,7 @@ RankMetrics ownFigures(const RunRecord& record, CompileCache& cache) {
   const CompileStats& stats = cache.stats();
   RankMetrics mine;
   mine.peak_rss_mb = peakRssMb();
+  mine.recompute_s = cache.recomputeStats().seconds;
   mine.graphs_compiled = stats.graphs_compiled;
   mine.cache_hits = stats.cache_hits;
   mine.respecializations = stats.respecializations;
@@ -354,6 +357,7 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
       writeParameterFile(config.output.params_dir, world.rank(), named);
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
+  metrics.recompute = recomputePerStage(config, model.split);
   addPrediction(layout, record, ranks, stageActionCosts(layout.topology, record, world), metrics);
   addRanks(layout.topology, record, std::move(ranks), metrics);
   if (world.rank() == 0) {

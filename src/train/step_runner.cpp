@@ -193,6 +193,7 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
     clock_ = std::make_unique<ClockAlignment>(alignClocks(world_));
     options.trace = trace_.get();
     if (model.tp_group) model.tp_group->setTrace(trace_.get());
+    model.compile_cache->setTrace(trace_.get());
   }
   options.receives_ahead = config.comm.receives_ahead;
   if (layout.sequences && layout.sequences->varies()) {

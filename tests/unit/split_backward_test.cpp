@@ -1,4 +1,4 @@
-// The I/W split (runtime/split_backward.h, Note [Eager I/W split]) against one backward:
+// The I/W split (compile/split_backward.h, Note [Eager I/W split]) against one backward:
 // input gradients from I and weight gradients from W equal, bitwise, what one
 // autograd::grad over inputs and weights computes, for a stage with a residual stream,
 // layer norms, attention and a tied head (gpt's second stage), for a first stage whose
@@ -15,10 +15,10 @@
 
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
+#include "ppstage/compile/split_backward.h"
 #include "ppstage/graph/capture.h"
 #include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
-#include "ppstage/runtime/split_backward.h"
 #include "ppstage/split/stage_module.h"
 #include "ppstage/split/stage_partition.h"
 #include "support/test_support.h"

@@ -15,6 +15,13 @@
 // When autograd records (grad mode on, an input requiring grad), stage and block run the
 // graph, or each segment, differentiated ahead of time with its backward cut into input
 // and weight gradients (split_autodiff.h), so that an I/W split costs one backward.
+//
+// With activation recomputation (--train.recompute, recompute.h) a stage runs as segments
+// in every mode: in block mode its blocks' segments, in none and stage each recomputed
+// block a segment and the code between them another. A recomputed segment keeps only its
+// inputs; its backward runs it again recording autograd (in stage and block through the
+// autodiff runner, whose backward graph consumes what its forward graph returned), then
+// differentiates that.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -35,6 +42,13 @@ struct Graph;
 namespace ppstage {
 
 struct AutodiffInputs;
+class TraceRecorder;
+
+// The work activation recomputation did on one rank.
+struct RecomputeStats {
+  int64_t reruns = 0;  // recomputed segments' forwards run again
+  double seconds = 0;  // their time, on the steady clock
+};
 
 // What compiling cost on one rank.
 struct CompileStats {
@@ -108,6 +122,12 @@ class CompileCache {
   // Fills stats().fusion_groups and differentiable_graphs from the optimized graphs.
   void countOptimizedGraphs();
 
+  // What this rank's recomputed segments cost, and where their reruns are traced (null:
+  // nowhere), for all the stages that run from this cache.
+  RecomputeStats& recomputeStats() { return recompute_; }
+  void setTrace(TraceRecorder* trace) { trace_ = trace; }
+  TraceRecorder* trace() const { return trace_; }
+
  private:
   int rank_;
   int64_t max_respecializations_;
@@ -115,6 +135,8 @@ class CompileCache {
   bool warned_ = false;
   bool warned_eager_ = false;
   CompileStats stats_;
+  RecomputeStats recompute_;
+  TraceRecorder* trace_ = nullptr;
   int64_t split_graphs_ = 0;  // differentiable regions of the autodiff runners
   std::map<std::string, std::unique_ptr<GraphRunner>> runners_;
   std::map<std::string, int64_t> specializations_;  // per graph structure: executors made
@@ -124,13 +146,19 @@ class CompiledStage {
  public:
   // `graph` is the stage's (the StageModule keeps it unchanged): `num_inputs` boundary
   // inputs, then parameters. `name` appears in TorchScript's errors ("stage 2"). For block
-  // mode, `segments` are the stage's (segmentStage); `cache` must outlive the stage.
+  // mode, or with recomputation, `segments` are the stage's (segmentStage), and
+  // `recomputed` says which of them recompute under `policy` (none: `recomputed` empty);
+  // `cache` must outlive the stage.
   CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
                 CompileCache& cache, const std::string& name,
-                std::vector<GraphSegment> segments = {});
+                std::vector<GraphSegment> segments = {}, std::vector<bool> recomputed = {},
+                RecomputePolicy policy = RecomputePolicy::kNone);
   ~CompiledStage();
 
   CompileMode mode() const { return cache_.mode(); }
+  RecomputePolicy recomputePolicy() const { return policy_; }
+  // The module paths of the blocks that recompute, in execution order.
+  std::vector<std::string> recomputedBlocks() const;
 
   // Runs the graph on `inputs` (boundary inputs, then parameters) and returns its outputs.
   // Records autograd when grad mode is on and an input requires grad. Throws c10::Error
@@ -138,6 +166,13 @@ class CompiledStage {
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
 
  private:
+  // Segment k's outputs for `args`; a recomputed one's through a recompute node.
+  std::vector<c10::IValue> runSegment(size_t k, std::vector<c10::IValue> args);
+  // Segment k's graph run on `args` (in stage and block, on its binding's executor).
+  std::vector<c10::IValue> runSegmentGraph(size_t k, std::vector<c10::IValue> args);
+  // Recomputed segment k's rerun graph run on `args`.
+  std::vector<c10::IValue> runRerunGraph(size_t k, std::vector<c10::IValue> args);
+
   struct Binding {  // which executor a graph runs on, for the inputs last seen
     std::string signature;
     GraphRunner* runner = nullptr;
@@ -155,8 +190,18 @@ class CompiledStage {
   std::string name_;
   std::unique_ptr<GraphRunner> simple_;  // none
   Binding whole_;                        // stage
-  std::vector<GraphSegment> segments_;   // block
-  std::vector<Binding> bindings_;
+  std::vector<GraphSegment> segments_;   // block, or recomputation
+  std::vector<Binding> bindings_;        // stage and block: each segment's
+  struct Rerun {       // a recomputed segment's graph for its reruns, and where it runs
+    RerunGraph graph;  // inputPerReader(segment's graph)
+    std::vector<torch::jit::Value*> inputs;  // the stage graph's values its inputs read
+    std::unique_ptr<GraphRunner> simple;     // none
+    Binding binding;                         // stage and block
+  };
+  std::vector<Rerun> reruns_;  // per segment (a null graph where it does not recompute)
+  std::vector<std::unique_ptr<GraphRunner>> simple_segments_;  // none, with recomputation
+  std::vector<bool> recomputed_;
+  RecomputePolicy policy_ = RecomputePolicy::kNone;
 };
 
 }  // namespace ppstage

@@ -11,6 +11,7 @@
 // the compile cache shares executors by.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -47,5 +48,23 @@ struct GraphSegment {
 std::vector<GraphSegment> segmentStage(
     torch::jit::Graph& graph, const std::unordered_map<const torch::jit::Node*, int>& node_call,
     const ModelGraph& model, const std::vector<bool>& blocks);
+
+// A segment's graph for recomputation's rerun: every input that several top-level nodes
+// read becomes one input per reader, so that the gradients each reader gives it leave the
+// rerun apart and add up where the first forward's did, in the same order (Note
+// [Recomputed gradients add up as before] in src/compile/recompute.cpp). An input's
+// readers come last to first, as a backward reaches them.
+struct RerunGraph {
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<size_t> source;  // per input of `graph`: the segment graph's input it reads
+  std::string structure;       // the graph's text, as GraphSegment::structure
+};
+RerunGraph inputPerReader(torch::jit::Graph& segment);
+
+// `graph` cut into runs of consecutive top-level nodes (constants aside, copied where read)
+// to which `label` gives one label, each run a segment whose `block` is that label (a
+// recomputed block's segment cut again at the ops selective recomputation keeps).
+std::vector<GraphSegment> cutIntoRuns(torch::jit::Graph& graph,
+                                      const std::function<std::string(torch::jit::Node*)>& label);
 
 }  // namespace ppstage

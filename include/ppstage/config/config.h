@@ -49,6 +49,14 @@ enum class LossKind {
 // (train/master_weights.h).
 enum class Precision { kFp32, kBf16 };
 
+// --train.recompute: what a recomputed block keeps of its forward for its backward; the rest
+// runs again in its backward (compile/recompute.h).
+enum class RecomputePolicy {
+  kNone,       // every block keeps what its backward needs
+  kFull,       // a block keeps only its inputs
+  kSelective,  // also its matrix products', convolutions' and attention kernels' outputs
+};
+
 // --data.format: how --data.path is read (data/data_files.h).
 enum class DataFormat { kAuto, kText, kTokens, kNpy, kTensors, kIdx };
 
@@ -67,6 +75,14 @@ enum class LrSchedule { kConstant, kCosine, kLinear };
 // (config/device.h). auto: NCCL for CUDA tensors, MPI for CPU ones.
 enum class CommBackend { kAuto, kMpi, kNccl };
 
+template <>
+struct Choices<RecomputePolicy> {
+  static constexpr const char* kOption = "train.recompute";
+  static constexpr std::pair<RecomputePolicy, const char*> kNames[] = {
+      {RecomputePolicy::kNone, "none"},
+      {RecomputePolicy::kFull, "full"},
+      {RecomputePolicy::kSelective, "selective"}};
+};
 template <>
 struct Choices<DataFormat> {
   static constexpr const char* kOption = "data.format";
@@ -226,6 +242,12 @@ struct TrainConfig {
   std::string device = "cpu";
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
   int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
+  // Activation recomputation (compile/recompute.h): the policy, and which of the model's
+  // blocks (the repeated modules --compile.block finds) it applies to: empty, all; a regex
+  // over their module paths (whole path); "N" or "N0,N1,...", the first N (Ns) blocks of
+  // each stage (of stage s); "every:N", the N-th, 2N-th, ... block of the model.
+  RecomputePolicy recompute = RecomputePolicy::kNone;
+  std::string recompute_blocks;
 };
 
 // [checkpoint]: saving the run's state, and resuming from it (src/checkpoint, docs/cli.md).

@@ -25,6 +25,9 @@ struct RankMetrics {
   double peak_activation_mb = 0;
 
   double peak_rss_mb = 0;
+  // Seconds this rank ran recomputed blocks' forwards again in their backwards, over the
+  // whole run (compile/recompute.h); 0 without recomputation.
+  double recompute_s = 0;
   // Compilation on this rank (compile/compiled_stage.h, CompileStats).
   long long graphs_compiled = 0;
   long long cache_hits = 0;
@@ -70,6 +73,7 @@ struct RankMetrics {
   template <typename Self, typename Field>
   static void forEachOwnFigure(Self& r, Field field) {
     field("peak_rss_mb", r.peak_rss_mb);
+    field("recompute_s", r.recompute_s);
     field("graphs_compiled", r.graphs_compiled);
     field("cache_hits", r.cache_hits);
     field("respecializations", r.respecializations);
@@ -118,6 +122,14 @@ struct EvalRecord {
   double loss = 0;
   double accuracy = 0;  // NaN (null in JSON) unless the run classifies
   double seconds = 0;
+};
+
+// Activation recomputation in one stage (--train.recompute): the policy, and the blocks it
+// applies to ("none" and no blocks where none recompute).
+struct StageRecompute {
+  int stage = 0;
+  std::string policy = "none";
+  std::vector<std::string> blocks;
 };
 
 struct RunMetrics {
@@ -178,6 +190,7 @@ struct RunMetrics {
   std::vector<PerCompute<double>> stage_action_s;
   std::vector<RankMetrics> ranks;
   CompileMetrics compile;
+  std::vector<StageRecompute> recompute;  // per stage, in stage order
 };
 
 std::string metricsToJson(const RunMetrics& metrics);

@@ -21,6 +21,7 @@ enum class BoxKind : uint8_t {
   kAllReduce,
   kOptimizer,
   kTensorParallel,  // a tensor-parallel all-reduce, drawn over the compute it is part of
+  kRecompute,       // a recomputed block's forward, drawn over the backward it is part of
 };
 
 // The legend's words: "F forward", "waiting for send/recv", ...

@@ -24,10 +24,11 @@ enum class TraceKind : uint8_t {
   kAllReduce,       // the step's one world all-reduce (loss, norm, costs, ...)
   kOptimizer,       // clipping and the optimizer step
   kTensorParallel,  // one all-reduce of a tensor-parallel group, inside a compute event
+  kRecompute,       // a recomputed block's forward run again, inside a B or I event
 };
 
-// "compute", "post", "wait", "gradient_sync", "all_reduce", "optimizer", "tp": the Chrome
-// trace's category of the event.
+// "compute", "post", "wait", "gradient_sync", "all_reduce", "optimizer", "tp", "recompute": the
+// Chrome trace's category of the event.
 const char* toString(TraceKind kind);
 // Whether events of this kind are of one action (compute, post, wait): they carry it.
 bool hasAction(TraceKind kind);
@@ -41,8 +42,8 @@ struct TraceEvent {
 };
 
 // The event's name in a trace: the action in its text form ("1F3", "0SEND_F2"), prefixed
-// "wait " for a wait; "gradient sync", "all-reduce", "optimizer", "tp all-reduce" for the
-// others.
+// "wait " for a wait; "gradient sync", "all-reduce", "optimizer", "tp all-reduce",
+// "recompute" for the others.
 std::string eventName(const TraceEvent& event);
 
 class TraceRecorder {

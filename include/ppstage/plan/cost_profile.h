@@ -41,7 +41,7 @@ struct UnitCost {
   std::vector<double> backward_peak_bytes;
   // Tensor bytes one micro-batch keeps between its I and its W (zero-bubble schedules):
   // the saved inputs of the weight ops and the gradients arriving at them
-  // (runtime/split_backward.h); more than activation_bytes where those gradients are wide
+  // (compile/split_backward.h); more than activation_bytes where those gradients are wide
   // (an MLP's hidden layer). Profiles written before it was measured read it as
   // activation_bytes.
   std::vector<double> weight_pending_bytes;

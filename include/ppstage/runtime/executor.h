@@ -12,7 +12,7 @@
 //   RECV_B  post receives for the gradients of s's outputs
 //   B       input and weight gradients in one autograd pass; weight gradients accumulate in
 //           the parameters' .grad, input gradients go to SEND_B or to stage s-1 on this rank
-//   I       input gradients only, keeping what W needs (runtime/split_backward.h: I + W
+//   I       input gradients only, keeping what W needs (compile/split_backward.h: I + W
 //           walk the graph once between them, Note [Eager I/W split])
 //   W       weight gradients only, from where I left them; then m's autograd graph is freed
 //   SEND_B  post sends of the input gradients

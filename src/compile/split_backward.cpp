@@ -1,5 +1,5 @@
-// See include/ppstage/runtime/split_backward.h, Note [Eager I/W split].
-#include "ppstage/runtime/split_backward.h"
+// See include/ppstage/compile/split_backward.h, Note [Eager I/W split].
+#include "ppstage/compile/split_backward.h"
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
