@@ -39,7 +39,41 @@ struct ModeRow {
   double peak_allocated_mb = 0;  // tensor memory (observe/tensor_memory.h), the largest rank's
   double peak_activation_mb = 0;
   LossDifference loss;  // against none (the first mode when none is not listed)
+  // With --train.recompute: the same mode's run without recomputation, and the seconds a
+  // step spent in reruns on the rank that spent the most.
+  double plain_step_time_s = 0;
+  double plain_peak_activation_mb = 0;
+  double recompute_s_per_step = 0;
 };
+
+// What recomputation cost in `row`'s mode: `plain` is the same run without it.
+void addRecomputeCost(ModeRow& row, const ModeRow& plain) {
+  row.plain_step_time_s = plain.step_time_s;
+  row.plain_peak_activation_mb = plain.peak_activation_mb;
+  const double steps = static_cast<double>(std::max<size_t>(1, row.metrics.losses.size()));
+  for (const RankMetrics& r : row.metrics.ranks) {
+    row.recompute_s_per_step = std::max(row.recompute_s_per_step, r.recompute_s / steps);
+  }
+}
+
+// Recomputation's cost per mode: the step and the activations against the same mode
+// without it, and the seconds of reruns a step.
+void printRecomputeTable(const std::vector<ModeRow>& rows, RecomputePolicy policy) {
+  std::cout << "\nrecompute " << toString(policy)
+            << ": mode, step s without and with, ratio; activations MB without and with, "
+               "reduction; reruns s per step (the busiest rank)\n";
+  for (const ModeRow& r : rows) {
+    std::cout << std::left << std::setw(7) << toString(r.mode) << std::right << std::fixed
+              << std::setprecision(4) << std::setw(9) << r.plain_step_time_s << std::setw(9)
+              << r.step_time_s << std::setprecision(3) << std::setw(7)
+              << r.step_time_s / std::max(r.plain_step_time_s, 1e-12) << std::setprecision(1)
+              << std::setw(10) << r.plain_peak_activation_mb << std::setw(9)
+              << r.peak_activation_mb << std::setprecision(2) << std::setw(7)
+              << r.plain_peak_activation_mb / std::max(r.peak_activation_mb, 1e-12) << "x"
+              << std::setprecision(4) << std::setw(9) << r.recompute_s_per_step
+              << std::defaultfloat << "\n";
+  }
+}
 
 // `peak_reset`: the ranks' peak resident sizes started over when this mode began; where
 // they could not, the largest size sampled after a step stands in (it misses peaks
@@ -175,6 +209,11 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
                      {"rss_growth_steps", r.growth_steps},
                      {"loss_max_rel_diff", r.loss.max_rel_diff},
                      {"final_loss", r.metrics.final_loss}});
+    if (r.plain_step_time_s > 0) {
+      modes.back()["recompute"] = {{"step_time_s_without", r.plain_step_time_s},
+                                   {"peak_activation_mb_without", r.plain_peak_activation_mb},
+                                   {"recompute_s_per_step", r.recompute_s_per_step}};
+    }
   }
   return nlohmann::json{{"modes", modes}}.dump(2);
 }
@@ -249,7 +288,9 @@ const char* const kUsage =
     "few steps ran to measure it), and the largest relative loss difference against none\n"
     "(a loss that went NaN in one mode only fails the command). Between modes the process\n"
     "hands its free memory back and starts its peak over; stage runs last, as the heap it\n"
-    "leaves behind cannot all be handed back.";
+    "leaves behind cannot all be handed back. With --train.recompute, each mode also runs\n"
+    "without recomputation, and a second table gives recomputation's cost in each mode: the\n"
+    "step and the peak activations against that run, and the seconds of reruns a step.";
 
 }  // namespace
 
@@ -272,7 +313,8 @@ int compareCompileMain(int argc, const char* const* argv) {
       "peak_allocated_mb, peak_activation_mb, "
       "rss_growth_mb_per_100_steps (null when too few steps ran to measure it), "
       "rss_growth_steps (the steps after the warm-up it is fitted over), loss_max_rel_diff, "
-      "final_loss}]}");
+      "final_loss, and with --train.recompute, recompute: {step_time_s_without, "
+      "peak_activation_mb_without, recompute_s_per_step}}]}");
   options.add(comparison);
 
   installCountingAllocator();
@@ -297,13 +339,21 @@ int compareCompileMain(int argc, const char* const* argv) {
   const bool leader = world->rank() == 0;
   return runCommand([&] {
     std::vector<ModeRow> rows(modes.size());
+    const bool recomputes = config.train.recompute != RecomputePolicy::kNone;
+    Config plain = config;
+    plain.train.recompute = RecomputePolicy::kNone;
+    plain.train.recompute_blocks.clear();
     for (const size_t index : runOrder(modes)) {
       rows[index] = runMode(config, modes[index], *world, leader && !json);
+      if (recomputes) {
+        addRecomputeCost(rows[index], runMode(plain, modes[index], *world, leader && !json));
+      }
     }
     const CompileMode reference = compareLosses(rows);
     if (leader && json) std::cout << rowsJson(rows) << std::endl;
     if (leader && !json) {
       printTable(rows, reference);
+      if (recomputes) printRecomputeTable(rows, config.train.recompute);
       printAdvice(rows);
     }
     checkLossesFinite(rows, reference);

@@ -81,4 +81,26 @@ print("ok      reports: blocks", [r["blocks"] for r in per_stage], "; recompute_
       [round(r["recompute_s"], 4) for r in m["ranks"]], ";", len(events), "trace events")
 PY
 
+# ppstage split lists each stage's recomputed blocks; compare-compile gives recomputation's
+# cost per compile mode, against each mode's run without it.
+"$ppstage" split "${gpt[@]}" --pipeline.stages 2 --train.recompute selective \
+  --train.recompute_blocks 1 --json > "$work/split.json" || failed=1
+"${mpiexec[@]}" -np 2 "$ppstage" compare-compile "${gpt[@]}" "${settings[@]}" \
+  --train.recompute full --json > "$work/compare.json" 2> "$work/compare.log" ||
+  { echo "FAILED to run: compare-compile"; tail -3 "$work/compare.log"; failed=1; }
+"${PPSTAGE_PYTHON:-python3}" - "$work/split.json" "$work/compare.json" <<'PY' || failed=1
+import json, sys
+split = json.load(open(sys.argv[1]))["recompute"]
+assert split["policy"] == "selective", split
+assert [len(s["blocks"]) for s in split["stages"]] == [1, 1], split
+modes = json.load(open(sys.argv[2]))["modes"]
+for m in modes:
+    r = m["recompute"]
+    assert r["recompute_s_per_step"] > 0 and r["step_time_s_without"] > 0, m
+    assert m["peak_activation_mb"] < r["peak_activation_mb_without"], m
+print("ok      split:", [s["blocks"] for s in split["stages"]], "; compare-compile:",
+      [(m["mode"], round(m["recompute"]["peak_activation_mb_without"] / m["peak_activation_mb"], 2))
+       for m in modes], "x less activation memory")
+PY
+
 exit $failed
