@@ -67,11 +67,11 @@ void printRecomputeTable(const std::vector<ModeRow>& rows, RecomputePolicy polic
               << std::setprecision(4) << std::setw(9) << r.plain_step_time_s << std::setw(9)
               << r.step_time_s << std::setprecision(3) << std::setw(7)
               << r.step_time_s / std::max(r.plain_step_time_s, 1e-12) << std::setprecision(1)
-              << std::setw(10) << r.plain_peak_activation_mb << std::setw(9)
-              << r.peak_activation_mb << std::setprecision(2) << std::setw(7)
+              << std::setw(10) << r.plain_peak_activation_mb << std::setw(9) << r.peak_activation_mb
+              << std::setprecision(2) << std::setw(7)
               << r.plain_peak_activation_mb / std::max(r.peak_activation_mb, 1e-12) << "x"
-              << std::setprecision(4) << std::setw(9) << r.recompute_s_per_step
-              << std::defaultfloat << "\n";
+              << std::setprecision(4) << std::setw(9) << r.recompute_s_per_step << std::defaultfloat
+              << "\n";
   }
 }
 
@@ -252,6 +252,23 @@ ModeRow runMode(const Config& config, CompileMode mode, Communicator& world, boo
   return row;
 }
 
+// `config`'s training once per mode (collective), stage last (runOrder); with
+// --train.recompute, each mode again without it (addRecomputeCost).
+std::vector<ModeRow> runModes(const Config& config, const std::vector<CompileMode>& modes,
+                              Communicator& world, bool announce) {
+  std::vector<ModeRow> rows(modes.size());
+  Config plain = config;
+  plain.train.recompute = RecomputePolicy::kNone;
+  plain.train.recompute_blocks.clear();
+  for (const size_t index : runOrder(modes)) {
+    rows[index] = runMode(config, modes[index], world, announce);
+    if (config.train.recompute != RecomputePolicy::kNone) {
+      addRecomputeCost(rows[index], runMode(plain, modes[index], world, announce));
+    }
+  }
+  return rows;
+}
+
 // Every row's largest relative loss difference against none (the first mode when none is
 // not listed); returns the mode compared against.
 CompileMode compareLosses(std::vector<ModeRow>& rows) {
@@ -338,17 +355,8 @@ int compareCompileMain(int argc, const char* const* argv) {
   if (!world) return 0;
   const bool leader = world->rank() == 0;
   return runCommand([&] {
-    std::vector<ModeRow> rows(modes.size());
+    std::vector<ModeRow> rows = runModes(config, modes, *world, leader && !json);
     const bool recomputes = config.train.recompute != RecomputePolicy::kNone;
-    Config plain = config;
-    plain.train.recompute = RecomputePolicy::kNone;
-    plain.train.recompute_blocks.clear();
-    for (const size_t index : runOrder(modes)) {
-      rows[index] = runMode(config, modes[index], *world, leader && !json);
-      if (recomputes) {
-        addRecomputeCost(rows[index], runMode(plain, modes[index], *world, leader && !json));
-      }
-    }
     const CompileMode reference = compareLosses(rows);
     if (leader && json) std::cout << rowsJson(rows) << std::endl;
     if (leader && !json) {

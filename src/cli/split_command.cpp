@@ -80,7 +80,6 @@ std::vector<TpStageReport> tensorParallelReports(ModelSplit& split, int64_t tp) 
   return reports;
 }
 
-// Prints the tensor-parallel regions of each stage, after the plan's table.
 // With --train.recompute: the blocks each stage recomputes, as train compiles them
 // ({"policy", "stages": [{"stage", "blocks"}]}).
 nlohmann::json recomputeJson(const Config& config, const ModelSplit& split) {
@@ -106,6 +105,7 @@ void printRecompute(const nlohmann::json& recompute) {
   }
 }
 
+// Prints the tensor-parallel regions of each stage, after the plan's table.
 void printTensorParallel(int64_t tp, const std::vector<TpStageReport>& reports) {
   std::cout << "\ntensor parallelism: tp " << tp
             << " (regions found in each stage's graph; parameter counts of the whole model)\n";
@@ -114,6 +114,20 @@ void printTensorParallel(int64_t tp, const std::vector<TpStageReport>& reports) 
     for (const std::string& line : describeRegions(report)) std::cout << "  " << line << "\n";
   }
 }
+
+const char* const kUsage =
+    "usage: ppstage split [--config FILE] [options] [--json]\n\n"
+    "Captures the model's graph, cuts it into stages at --pipeline.split_points or\n"
+    "balanced by --pipeline.balance, and prints per stage its modules, parameter count,\n"
+    "estimated FLOPs and the tensors crossing its boundaries (shapes for\n"
+    "--train.batch_size), then the parameters tied across stages. With --train.tp N,\n"
+    "the regions tensor parallelism shards in each stage (and why the others stay\n"
+    "replicated), the parameters sharded, and the all-reduces per micro-batch. With\n"
+    "--train.recompute, the blocks each stage recomputes.\n\n"
+    "--pipeline.balance time measures the model's units in this process, in\n"
+    "--compile.mode, as `ppstage plan` does, and takes the planner's cut for the job's\n"
+    "schedule, micro-batches and layout (--pipeline.stages / --pipeline.stages_per_rank\n"
+    "pipeline ranks, times --train.dp and --train.tp); it prints the predicted step.";
 
 }  // namespace
 
@@ -131,21 +145,10 @@ int splitMain(int argc, const char* const* argv) {
   po::options_description output("Output");
   output.add_options()("json", po::bool_switch(&json),
                        "print the plan as JSON (stages with index, modules, num_params, "
-                       "inputs, outputs; tied_parameters)");
+                       "inputs, outputs; tied_parameters; with --train.recompute, recompute: "
+                       "{policy, stages: [{stage, blocks}]})");
   options.add(output);
-  const char* usage =
-      "usage: ppstage split [--config FILE] [options] [--json]\n\n"
-      "Captures the model's graph, cuts it into stages at --pipeline.split_points or\n"
-      "balanced by --pipeline.balance, and prints per stage its modules, parameter count,\n"
-      "estimated FLOPs and the tensors crossing its boundaries (shapes for\n"
-      "--train.batch_size), then the parameters tied across stages. With --train.tp N,\n"
-      "the regions tensor parallelism shards in each stage (and why the others stay\n"
-      "replicated), the parameters sharded, and the all-reduces per micro-batch.\n\n"
-      "--pipeline.balance time measures the model's units in this process, in\n"
-      "--compile.mode, as `ppstage plan` does, and takes the planner's cut for the job's\n"
-      "schedule, micro-batches and layout (--pipeline.stages / --pipeline.stages_per_rank\n"
-      "pipeline ranks, times --train.dp and --train.tp); it prints the predicted step.";
-  if (!parseOptions(argc, argv, options, usage, std::cout)) return 0;
+  if (!parseOptions(argc, argv, options, kUsage, std::cout)) return 0;
   validate(config.model);
   validate(config.pipeline);
   validate(config.train);

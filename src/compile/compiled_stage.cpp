@@ -239,14 +239,10 @@ std::vector<c10::IValue> CompiledStage::runRerunGraph(size_t k, std::vector<c10:
 
 std::vector<c10::IValue> CompiledStage::runSegment(size_t k, std::vector<c10::IValue> args) {
   if (recomputed_.empty() || !recomputed_[k]) return runSegmentGraph(k, std::move(args));
-  const auto run = [this, k](std::vector<c10::IValue> a) {
-    return runSegmentGraph(k, std::move(a));
-  };
-  const auto rerun = [this, k](std::vector<c10::IValue> a) {
-    return runRerunGraph(k, std::move(a));
-  };
-  return runRecomputed(args, run, RecomputedRerun{rerun, reruns_[k].graph.source},
-                       segments_[k].block, cache_.recomputeStats(), cache_.trace());
+  // Forward and reruns alike run the graph with an input per reader, on one executor.
+  const auto run = [this, k](std::vector<c10::IValue> a) { return runRerunGraph(k, std::move(a)); };
+  return runRecomputed(args, RecomputedSegment{run, reruns_[k].graph.source}, segments_[k].block,
+                       cache_.recomputeStats(), cache_.trace());
 }
 
 std::vector<c10::IValue> CompiledStage::run(std::vector<c10::IValue> inputs) {

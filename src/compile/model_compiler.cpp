@@ -4,6 +4,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include "ppstage/compile/segments.h"
 #include "ppstage/core/error.h"
@@ -12,9 +13,9 @@ namespace ppstage {
 
 namespace {
 
-// Selective recomputation keeps the outputs of these ops (Note [Selective recomputation] in
-// src/compile/recompute.cpp): the block is cut again around each into segments of its own
-// that run as usual.
+// Selective recomputation keeps the outputs of these ops (include/ppstage/compile/
+// recompute.h): the block is cut again around each into segments of its own that run as
+// usual, and the runs of ops between them recompute.
 bool isHeavyOp(c10::Symbol kind) {
   static const std::vector<std::string> kinds = {"aten::linear",
                                                  "aten::addmm",
@@ -72,7 +73,21 @@ int outermostBlock(const ModelGraph& model, const std::vector<bool>& blocks, int
   return found;
 }
 
+// A selectively recomputed block's kept ops get their block's path with this suffix as
+// their label, so that each forms a segment of its own between the recomputed runs.
 constexpr char kKeptSuffix[] = "\tkept";
+
+// Whether `type` holds tensors without being one (a list or a tuple of them).
+bool holdsTensors(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return false;
+  if (const auto optional = type->cast<c10::OptionalType>()) {
+    return holdsTensors(optional->getElementType());  // a tensor or None: as a tensor
+  }
+  for (const c10::TypePtr& inner : type->containedTypes()) {
+    if (inner->kind() == c10::TypeKind::TensorType || holdsTensors(inner)) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -81,7 +96,8 @@ ModelCompiler::ModelCompiler(const CompileConfig& config, const ModelGraph& mode
     : model_(model),
       cache_(std::make_unique<CompileCache>(
           CompileCacheOptions{config.mode, rank, config.max_respecializations, config.dynamic})),
-      mode_(config.mode) {
+      mode_(config.mode),
+      rank_(rank) {
   setShapeStrategy(config.dynamic);
   if (config.mode == CompileMode::kBlock || recompute != RecomputePolicy::kNone) {
     blocks_ = findBlocks(model, config.block_pattern);
@@ -91,6 +107,21 @@ ModelCompiler::ModelCompiler(const CompileConfig& config, const ModelGraph& mode
                 "--train.recompute ", toString(recompute), ": --compile.block_pattern '",
                 config.block_pattern, "' matches no module call: no blocks to recompute");
   recompute_ = RecomputeChoice(recompute, recompute_blocks, model, blocks_);
+}
+
+// A segment that passes tensors inside a list or a tuple across its boundary: a recompute
+// node would not see their gradients, so it runs without recomputation, and says so once.
+bool ModelCompiler::passesTensorContainers(const GraphSegment& seg, const std::string& name) {
+  const auto holds = [](const torch::jit::Value* v) { return holdsTensors(v->type()); };
+  const bool passes = std::any_of(seg.graph->inputs().begin(), seg.graph->inputs().end(), holds) ||
+                      std::any_of(seg.graph->outputs().begin(), seg.graph->outputs().end(), holds);
+  if (passes && warned_containers_.insert(seg.block).second) {
+    std::cerr << "ppstage: warning: [rank " << rank_ << "] " << name << ": " << seg.block
+              << " passes tensors inside a list or a tuple across its boundary; it runs "
+                 "without recomputation"
+              << std::endl;
+  }
+  return passes;
 }
 
 ModelCompiler::CutBlocks ModelCompiler::blocksOf(
@@ -152,7 +183,7 @@ std::unique_ptr<CompiledStage> ModelCompiler::compile(
         std::any_of(cut.recomputes.begin(), cut.recomputes.end(), [&](const auto& entry) {
           return entry.second && model_.calls[static_cast<size_t>(entry.first)].path == seg.block;
         });
-    recomputed.push_back(is_recomputed_block);
+    recomputed.push_back(is_recomputed_block && !passesTensorContainers(seg, name));
   }
   return std::make_unique<CompiledStage>(graph, num_inputs, *cache_, name, std::move(segments),
                                          std::move(recomputed), recompute_.policy());

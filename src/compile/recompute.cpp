@@ -4,15 +4,12 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/csrc/jit/ir/ir.h>
 
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <memory>
-#include <regex>
 #include <utility>
 
 #include "ppstage/compile/compiled_stage.h"
@@ -25,110 +22,6 @@
 namespace ppstage {
 
 namespace {
-
-// "N" or "N0,N1,...": digits and commas only.
-bool isCountList(const std::string& spec) {
-  return !spec.empty() && spec.find_first_not_of("0123456789,") == std::string::npos;
-}
-
-std::vector<int64_t> parseCounts(const std::string& spec) {
-  std::vector<int64_t> counts;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    const std::string item = spec.substr(start, comma - start);
-    PPSTAGE_CHECK(!item.empty() && item.size() < 10, "--train.recompute_blocks '", spec,
-                  "': a count per stage is N or N0,N1,... (blocks of each stage)");
-    counts.push_back(std::stoll(item));
-    start = comma + 1;
-  }
-  return counts;
-}
-
-// The model's blocks (calls), in the order its forward runs them.
-std::vector<int> blockCalls(const ModelGraph& model, const std::vector<bool>& blocks) {
-  std::vector<int> calls;
-  std::vector<bool> seen(blocks.size(), false);
-  for (const torch::jit::Node* n : model.graph->nodes()) {
-    const auto it = model.node_call.find(n);
-    if (it == model.node_call.end()) continue;
-    for (int c = it->second; c >= 0; c = model.calls[static_cast<size_t>(c)].parent) {
-      const auto k = static_cast<size_t>(c);
-      if (blocks[k] && !seen[k]) {
-        seen[k] = true;
-        calls.push_back(c);
-      }
-    }
-  }
-  return calls;
-}
-
-std::string someBlockPaths(const ModelGraph& model, const std::vector<int>& calls) {
-  std::string out;
-  for (size_t i = 0; i < calls.size() && i < 4; ++i) {
-    out += (i > 0 ? ", " : "") + model.calls[static_cast<size_t>(calls[i])].path;
-  }
-  return out + (calls.size() > 4 ? ", ..." : "");
-}
-
-}  // namespace
-
-RecomputeChoice::RecomputeChoice(RecomputePolicy policy, const std::string& spec,
-                                 const ModelGraph& model, const std::vector<bool>& blocks)
-    : policy_(policy) {
-  if (policy == RecomputePolicy::kNone) return;
-  const std::vector<int> calls = blockCalls(model, blocks);
-  PPSTAGE_CHECK(!calls.empty(), "--train.recompute ", toString(policy),
-                ": the model has no repeated blocks to recompute (no module type has two or "
-                "more calls that together hold a tenth of its ops); name them with "
-                "--compile.block_pattern");
-  by_call_.assign(blocks.size(), false);
-  if (isCountList(spec)) {
-    count_per_stage_ = parseCounts(spec);
-    return;
-  }
-  const std::string every = "every:";
-  if (spec.rfind(every, 0) == 0) {
-    const std::string n = spec.substr(every.size());
-    PPSTAGE_CHECK(
-        isCountList(n) && n.find(',') == std::string::npos && n.size() < 10 && std::stoll(n) >= 1,
-        "--train.recompute_blocks '", spec, "': every:N needs a whole N >= 1");
-    const int64_t period = std::stoll(n);
-    for (size_t i = 0; i < calls.size(); ++i) {
-      by_call_[static_cast<size_t>(calls[i])] = (static_cast<int64_t>(i) + 1) % period == 0;
-    }
-    return;
-  }
-  std::regex pattern;
-  try {
-    pattern = std::regex(spec.empty() ? std::string(".*") : spec, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw Error(detail::concat("--train.recompute_blocks '", spec,
-                               "' is not a regular expression: ", e.what()));
-  }
-  bool any = false;
-  for (int c : calls) {
-    const bool match = std::regex_match(model.calls[static_cast<size_t>(c)].path, pattern);
-    by_call_[static_cast<size_t>(c)] = match;
-    any = any || match;
-  }
-  PPSTAGE_CHECK(any, "--train.recompute_blocks '", spec, "' matches no block; the model's ",
-                calls.size(), " blocks are ", someBlockPaths(model, calls));
-}
-
-bool RecomputeChoice::recomputes(int call, int stage, int index_in_stage) const {
-  if (!any()) return false;
-  if (!count_per_stage_.empty()) {
-    if (count_per_stage_.size() == 1) return index_in_stage < count_per_stage_[0];
-    const auto s = static_cast<size_t>(stage);
-    return s < count_per_stage_.size() && index_in_stage < count_per_stage_[s];
-  }
-  return by_call_.at(static_cast<size_t>(call));
-}
-
-namespace {
-
-using Rerun = SegmentRun;
 
 // Whether `v`, not a tensor itself, holds a tensor (a list or tuple of them).
 bool holdsTensor(const c10::IValue& v) {
@@ -164,9 +57,9 @@ bool isDifferentiable(const c10::IValue& v) {
 class RecomputeNode : public torch::autograd::Node {
  public:
   struct Setup {
-    Rerun rerun;                      // on the rerun graph's inputs
-    std::vector<size_t> sources;      // per rerun input: the segment input it reads
+    RecomputedSegment segment;
     std::vector<c10::IValue> inputs;  // the segment's, tensors detached
+    std::vector<int64_t> versions;    // per input: its tensor's version at the forward
     std::vector<size_t> edge_inputs;
     RandomStream stream;
     std::string block;
@@ -190,6 +83,7 @@ class RecomputeNode : public torch::autograd::Node {
     std::vector<at::Tensor> roots, root_grads;
   };
   Replay runAgain(const torch::autograd::variable_list& grads);
+  void checkVersions() const;
 
   Setup setup_;
   std::vector<size_t> outputs_;
@@ -198,12 +92,26 @@ class RecomputeNode : public torch::autograd::Node {
   std::vector<size_t> split_weights_;
 };
 
+// A kept input changed in place since the forward would rerun the block on other values.
+void RecomputeNode::checkVersions() const {
+  for (size_t i = 0; i < setup_.inputs.size(); ++i) {
+    if (!setup_.inputs[i].isTensor() || !setup_.inputs[i].toTensor().defined()) continue;
+    const int64_t now = static_cast<int64_t>(setup_.inputs[i].toTensor()._version());
+    PPSTAGE_CHECK(now == setup_.versions[i], setup_.block, ": input ", i,
+                  " of a recomputed block was changed in place after its forward (version ",
+                  setup_.versions[i], ", now ", now,
+                  "): its backward would recompute it from other values; recompute other "
+                  "blocks (--train.recompute_blocks) or drop the in-place op");
+  }
+}
+
 RecomputeNode::Replay RecomputeNode::runAgain(const torch::autograd::variable_list& grads) {
   PPSTAGE_INTERNAL_ASSERT(!setup_.inputs.empty() || setup_.edge_inputs.empty(), setup_.block,
                           ": a recomputed block's backward ran twice (its inputs are gone)");
+  checkVersions();
   Replay out;
   std::vector<c10::IValue> args;
-  for (size_t source : setup_.sources) args.push_back(setup_.inputs.at(source));
+  for (size_t source : setup_.segment.sources) args.push_back(setup_.inputs.at(source));
   for (size_t e = 0; e < setup_.edge_inputs.size(); ++e) {
     at::Tensor leaf = args[setup_.edge_inputs[e]].toTensor().detach().requires_grad_(true);
     args[setup_.edge_inputs[e]] = leaf;
@@ -213,7 +121,7 @@ RecomputeNode::Replay RecomputeNode::runAgain(const torch::autograd::variable_li
   const at::AutoGradMode record(true);
   const int64_t start_ns = TraceRecorder::now();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<c10::IValue> outs = setup_.rerun(std::move(args));
+  std::vector<c10::IValue> outs = setup_.segment.run(std::move(args));
   setup_.stats->seconds += secondsSince(start);
   ++setup_.stats->reruns;
   if (setup_.trace != nullptr) {
@@ -247,70 +155,88 @@ torch::autograd::variable_list RecomputeNode::apply(torch::autograd::variable_li
     }
   }
   if (needed.empty()) return result;
-  Replay rerun = runAgain(grads);
-  if (rerun.roots.empty()) return result;
+  Replay replay = runAgain(grads);
+  if (replay.roots.empty()) return result;
   std::vector<at::Tensor> needed_leaves, left_leaves;
-  for (size_t i : needed) needed_leaves.push_back(rerun.leaves[i]);
-  for (size_t i : left) left_leaves.push_back(rerun.leaves[i]);
+  for (size_t i : needed) needed_leaves.push_back(replay.leaves[i]);
+  for (size_t i : left) left_leaves.push_back(replay.leaves[i]);
   std::vector<at::Tensor> got;
-  if (left.empty()) {  // B, or W without I: everything at once
-    got = torch::autograd::grad(rerun.roots, needed_leaves, rerun.root_grads,
+  if (left.empty()) {  // every edge at once: B, or a W that had no I before it
+    got = torch::autograd::grad(replay.roots, needed_leaves, replay.root_grads,
                                 /*retain_graph=*/false, /*create_graph=*/false,
                                 /*allow_unused=*/true);
-  } else {  // I: the rest of the rerun's graph waits for W
+  } else {
+    // Some edges are left for later: I (SplitBackward's input gradients, whose W asks for
+    // the weights' after it), or a backward that wants only some inputs' gradients. The
+    // rerun's own split keeps what the rest needs, and the inputs go: W reruns nothing.
     split_ = std::make_unique<SplitBackward>();
     split_weights_ = left;
-    got = split_->inputGradients(rerun.roots, rerun.root_grads, needed_leaves, left_leaves);
+    got = split_->inputGradients(replay.roots, replay.root_grads, needed_leaves, left_leaves);
+    setup_.inputs.clear();
   }
   for (size_t k = 0; k < needed.size(); ++k) result[needed[k]] = got[k];
   return result;
 }
 
+bool needsGrad(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad();
+}
+
+// The segment's forward as its reruns run it: the rerun graph on leaves of the inputs,
+// recording autograd. Not without autograd: ops choose kernels by requires_grad (matmul
+// folds a batch of matrices into one only when no gradient needs the unfolded shape), and
+// the values must be the rerun's and those of a run without recomputation, bitwise. The
+// recorded graph, and all it saved, goes once the caller detaches the outputs.
+std::vector<c10::IValue> forwardOnLeaves(const std::vector<c10::IValue>& inputs,
+                                         const RecomputedSegment& segment) {
+  std::vector<c10::IValue> leaves = inputs;
+  for (c10::IValue& v : leaves) {
+    if (needsGrad(v)) v = v.toTensor().detach().requires_grad_(true);
+  }
+  std::vector<c10::IValue> args;
+  for (size_t source : segment.sources) args.push_back(leaves.at(source));
+  return segment.run(std::move(args));
+}
+
+std::vector<c10::IValue> runAsItIs(const std::vector<c10::IValue>& inputs,
+                                   const RecomputedSegment& segment) {
+  std::vector<c10::IValue> args;
+  for (size_t source : segment.sources) args.push_back(inputs.at(source));
+  return segment.run(std::move(args));
+}
+
 }  // namespace
 
-std::vector<c10::IValue> runRecomputed(const std::vector<c10::IValue>& inputs, const Rerun& run,
-                                       RecomputedRerun rerun, const std::string& block,
+std::vector<c10::IValue> runRecomputed(const std::vector<c10::IValue>& inputs,
+                                       const RecomputedSegment& segment, const std::string& block,
                                        RecomputeStats& stats, TraceRecorder* trace) {
-  const auto needs_grad = [](const c10::IValue& v) {
-    return v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad();
-  };
-  bool records = false;
-  for (const c10::IValue& v : inputs) {
-    // A container of tensors could carry gradients the node would not see: run as it is.
-    if (holdsTensor(v)) return run(inputs);
-    records = records || needs_grad(v);
+  // ModelCompiler recomputes no segment that passes tensors inside a list or a tuple (the
+  // node would not see their gradients); should one arrive anyway, it runs as it is.
+  const bool records = c10::GradMode::is_enabled() &&
+                       std::any_of(inputs.begin(), inputs.end(), needsGrad) &&
+                       std::none_of(inputs.begin(), inputs.end(), holdsTensor);
+  if (!records) return runAsItIs(inputs, segment);
+  std::vector<c10::IValue> outputs = forwardOnLeaves(inputs, segment);
+  if (std::any_of(outputs.begin(), outputs.end(), holdsTensor)) {
+    return runAsItIs(inputs, segment);
   }
-  if (!records || !c10::GradMode::is_enabled()) return run(inputs);
-  RecomputeNode::Setup setup{std::move(rerun.run),
-                             std::move(rerun.sources),
-                             {},
-                             {},
-                             currentRandomStream(),
-                             block,
-                             &stats,
-                             trace};
+  RecomputeNode::Setup setup;
+  setup.segment = segment;
+  setup.stream = currentRandomStream();
+  setup.block = block;
+  setup.stats = &stats;
+  setup.trace = trace;
   torch::autograd::edge_list edges;
-  for (size_t r = 0; r < setup.sources.size(); ++r) {
-    const c10::IValue& v = inputs.at(setup.sources[r]);
-    if (!needs_grad(v)) continue;
+  for (size_t r = 0; r < segment.sources.size(); ++r) {
+    const c10::IValue& v = inputs.at(segment.sources[r]);
+    if (!needsGrad(v)) continue;
     setup.edge_inputs.push_back(r);
     edges.push_back(torch::autograd::impl::gradient_edge(v.toTensor()));
   }
   for (const c10::IValue& v : inputs) {
-    setup.inputs.push_back(v.isTensor() ? c10::IValue(v.toTensor().detach()) : v);
-  }
-  // The forward as the rerun runs it: recording autograd, on leaves of the inputs. Not
-  // without autograd: ops choose kernels by requires_grad (matmul folds a batch of
-  // matrices into one only when no gradient needs the unfolded shape), and the values must
-  // be the rerun's and those of a run without recomputation, bitwise. The recorded graph,
-  // and all it saved, goes when the outputs are detached below.
-  std::vector<c10::IValue> args = inputs;
-  for (c10::IValue& v : args) {
-    if (needs_grad(v)) v = v.toTensor().detach().requires_grad_(true);
-  }
-  std::vector<c10::IValue> outputs = run(std::move(args));
-  for (const c10::IValue& v : outputs) {
-    if (holdsTensor(v)) return run(inputs);  // as it is, recording autograd
+    const bool tensor = v.isTensor() && v.toTensor().defined();
+    setup.inputs.push_back(tensor ? c10::IValue(v.toTensor().detach()) : v);
+    setup.versions.push_back(tensor ? static_cast<int64_t>(v.toTensor()._version()) : 0);
   }
   std::shared_ptr<RecomputeNode> node(new RecomputeNode(std::move(setup)),
                                       torch::autograd::deleteNode);

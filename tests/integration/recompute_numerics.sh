@@ -4,8 +4,9 @@
 # ZB-H1, recomputing every block (full) or the ops between its matrix products
 # (selective); `ppstage compare-runs` finds its per-step losses and final parameters
 # bitwise equal to the same run without recomputation in compile mode none, and within
-# 1e-6 relative in stage and block. The same at pp 2 x tp 2, and on two models we did not
-# write: the Llama-style fixture and ConvNeXt (stochastic depth: keyed random ops). The
+# 1e-6 relative in stage and block. The same at pp 2 x tp 2, in bf16 (ZB-H1), and on two
+# models we did not write: the Llama-style fixture and ConvNeXt (stochastic depth: keyed
+# random ops). The
 # metrics JSON lists the recomputed blocks per stage and each rank's recompute_s, the log
 # its start-up lines, and the trace its recompute events.
 #
@@ -54,6 +55,8 @@ for mode in stage block; do
   done
 done
 check "gpt pp 2 x tp 2 1f1b none" 4 0 "${gpt[@]}" --train.tp 2 --pipeline.microbatches 4
+check "gpt pp 2 zb-h1 bf16 none" 2 0 "${gpt[@]}" --train.precision bf16 \
+  --pipeline.schedule zb-h1 --pipeline.microbatches 4
 check "llama pp 2 zb-h1 none" 2 0 --model.name "$fixtures/real/llama.pt" --data.path synthetic \
   --model.vocab_size 64 --model.seq_len 16 --pipeline.schedule zb-h1 --pipeline.microbatches 4
 check "convnext pp 2 1f1b none" 2 0 --model.name "$fixtures/real/convnext.pt" \

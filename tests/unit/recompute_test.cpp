@@ -2,13 +2,16 @@
 // dropout 0.1 drawn from the same random stream, the outputs, input gradients and weight
 // gradients are bitwise equal in compile mode none and within 1e-6 relative in stage and
 // block, for full and selective recomputation; an I/W split over recomputed blocks equals
-// one backward and runs each block's forward again once, not twice; and the options'
-// bad values fail with one line.
+// one backward and runs each block's forward again once, not twice; the rerun graph takes
+// an input per reader, last reader first; an input changed in place before the rerun
+// stops the backward; and the options' bad values fail with one line.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/ir/irparser.h>
 
 #include "ppstage/compile/model_compiler.h"
+#include "ppstage/compile/recompute.h"
 #include "ppstage/compile/segments.h"
 #include "ppstage/compile/split_backward.h"
 #include "ppstage/core/error.h"
@@ -183,6 +186,55 @@ TEST(Recompute, BlocksChosenByPatternCountAndPeriod) {
   EXPECT_EQ(blocks("every:2", 1), std::vector<std::string>{all1[1]});
   EXPECT_EQ(blocks(all1[1], 1), std::vector<std::string>{all1[1]});
   EXPECT_TRUE(blocks(all1[1], 0).empty());
+}
+
+// The rerun graph has one input per reader of each segment input, the last reader first:
+// x is read by the return, the add and the mul (twice, one input), w once.
+TEST(Recompute, RerunGraphHasAnInputPerReader) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+    graph(%x : Tensor, %w : Tensor):
+      %one : int = prim::Constant[value=1]()
+      %a : Tensor = aten::mul(%x, %x)
+      %b : Tensor = aten::mm(%a, %w)
+      %c : Tensor = aten::add(%b, %x, %one)
+      return (%c, %x))IR",
+                      graph.get());
+  const RerunGraph rerun = inputPerReader(*graph);
+  EXPECT_EQ(rerun.source, (std::vector<size_t>{0, 0, 0, 1}));
+  const torch::jit::Graph& g = *rerun.graph;
+  EXPECT_EQ(g.outputs()[1], g.inputs()[0]) << "the return reads x first";
+  EXPECT_EQ(g.outputs()[0]->node()->input(1), g.inputs()[1]) << "then the add";
+  const torch::jit::Node* mul = g.outputs()[0]->node()->input(0)->node()->input(0)->node();
+  EXPECT_EQ(mul->input(0), g.inputs()[2]);
+  EXPECT_EQ(mul->input(1), g.inputs()[2]) << "the mul reads x twice through one input";
+}
+
+// A kept input changed in place between the forward and the backward: the rerun would
+// compute from other values, so the backward stops, naming the block.
+TEST(Recompute, AnInputChangedInPlaceStopsTheBackward) {
+  const at::Tensor x = at::ones({2, 2}).requires_grad_(true);
+  const at::Tensor h = x * 2;  // not a leaf: may change in place
+  RecomputeStats stats;
+  const RecomputedSegment segment{[](std::vector<c10::IValue> in) {
+                                    const at::Tensor t = in[0].toTensor();
+                                    return std::vector<c10::IValue>{t * t};
+                                  },
+                                  {0}};
+  const at::Tensor y = runRecomputed({h}, segment, "layers.7", stats, nullptr)[0].toTensor();
+  {
+    const at::NoGradGuard no_grad;
+    h.add_(1);
+  }
+  try {
+    torch::autograd::grad({y.sum()}, {x});
+    FAIL() << "a rerun on changed inputs";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.7: input 0 of a recomputed block was changed "
+                                         "in place after its forward"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Recompute, BadBlocksFailWithOneLine) {

@@ -7,12 +7,13 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ppstage/compile/compiled_stage.h"
-#include "ppstage/compile/recompute.h"
+#include "ppstage/compile/recompute_choice.h"
 #include "ppstage/config/config.h"
 #include "ppstage/graph/model_graph.h"
 
@@ -58,6 +59,7 @@ class ModelCompiler {
     std::unordered_map<int, bool> recomputes;
     std::vector<int> order;  // the blocks, in execution order
   };
+  bool passesTensorContainers(const GraphSegment& seg, const std::string& name);
   CutBlocks blocksOf(const torch::jit::Graph& graph,
                      const std::unordered_map<const torch::jit::Node*, int>& node_call,
                      int stage) const;
@@ -65,7 +67,9 @@ class ModelCompiler {
   const ModelGraph& model_;
   std::unique_ptr<CompileCache> cache_;
   CompileMode mode_;
-  std::vector<bool> blocks_;  // block mode or recomputation: findBlocks over model_
+  int rank_;
+  std::set<std::string> warned_containers_;  // blocks said to run without recomputation
+  std::vector<bool> blocks_;                 // block mode or recomputation: findBlocks over model_
   RecomputeChoice recompute_;
 };
 

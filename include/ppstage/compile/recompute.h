@@ -1,6 +1,5 @@
-// Activation recomputation: which blocks drop what their forward saved for backward and
-// compute it again in their backward (--train.recompute, --train.recompute_blocks), and
-// the autograd node that does it.
+// Activation recomputation (--train.recompute): a block drops what its forward saved for
+// backward and computes it again in its backward. Which blocks: recompute_choice.h.
 //
 // Note [Recomputed segments]
 // A recomputed block is one segment of its stage (segments.h). Its forward runs on leaves
@@ -19,9 +18,12 @@
 //       frontier, as it has edges to weights) the input gradients through a SplitBackward
 //       of its own over the rerun's graph, which it keeps: W then asks this node for its
 //       weights' gradients and gets them from that split, with no second rerun.
-// Selective recomputation runs every op of the block in the rerun but keeps the outputs
-// of matrix products, convolutions and attention kernels from the first forward instead of
-// computing them again; see Note [Selective recomputation] in src/compile/recompute.cpp.
+// Selective recomputation cuts a block into pieces first (ModelCompiler): the ops whose
+// outputs it keeps (matrix products with a weight, convolutions, attention kernels) run
+// as usual, and each run of ops between them is a recomputed segment of its own.
+// The node checks, before a rerun, that no kept input was changed in place since the
+// forward (as autograd's saved tensors do), and its rerun seconds are the host's clock: on
+// a GPU, the kernels' launches.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -30,53 +32,28 @@
 #include <string>
 #include <vector>
 
-#include "ppstage/config/config.h"
-#include "ppstage/graph/model_graph.h"
-
 namespace ppstage {
 
 struct RecomputeStats;
 class TraceRecorder;
 
-// --train.recompute and --train.recompute_blocks resolved against a model's blocks.
-class RecomputeChoice {
- public:
-  RecomputeChoice() = default;  // nothing recomputes
-  // `blocks`: findBlocks over `model` (segments.h). Throws ppstage::Error, one line, for a
-  // bad --train.recompute_blocks, a pattern that matches no block, and recomputation on a
-  // model without blocks (with the reason).
-  RecomputeChoice(RecomputePolicy policy, const std::string& spec, const ModelGraph& model,
-                  const std::vector<bool>& blocks);
-
-  RecomputePolicy policy() const { return policy_; }
-  bool any() const { return policy_ != RecomputePolicy::kNone; }
-  // Whether the block that is call `call` of the model, the `index_in_stage`-th block (from
-  // 0) of stage `stage`, recomputes.
-  bool recomputes(int call, int stage, int index_in_stage) const;
-
- private:
-  RecomputePolicy policy_ = RecomputePolicy::kNone;
-  std::vector<bool> by_call_;             // a pattern, every:N or all: per model call
-  std::vector<int64_t> count_per_stage_;  // a count: per stage (the last for the rest)
-};
-
+// A segment's graph run on its inputs, recording autograd when grad mode is on.
 using SegmentRun = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>)>;
 
-// How a recomputed segment runs again in its backward: its graph with one input per
-// reader (inputPerReader, segments.h), and which segment input each of those reads.
-struct RecomputedRerun {
+// A recomputed segment as it runs, forward and rerun alike: its graph with one input per
+// reader (inputPerReader, segments.h; Note [Recomputed gradients add up as before] in
+// src/compile/recompute.cpp), and which of the segment's inputs each of those reads.
+struct RecomputedSegment {
   SegmentRun run;
   std::vector<size_t> sources;
 };
 
-// Runs a recomputed segment's forward (Note [Recomputed segments]): `run` computes the
-// segment's outputs from its inputs, recording autograd when grad mode is on, and
-// `rerun` the same for the backward. With grad mode off, or no tensor input requiring
-// grad, `run` is simply called. `block` names the block in errors. The stats (and the
-// trace, unless null) get every rerun; both must outlive the autograd graph.
+// Runs a recomputed segment's forward on the segment's `inputs` (Note [Recomputed
+// segments]). With grad mode off, or no tensor input requiring grad, it simply runs.
+// `block` names the block in errors. The stats (and the trace, unless null) get every
+// rerun; both, and `segment.run`'s graph, must outlive the autograd graph.
 std::vector<c10::IValue> runRecomputed(const std::vector<c10::IValue>& inputs,
-                                       const SegmentRun& run, RecomputedRerun rerun,
-                                       const std::string& block, RecomputeStats& stats,
-                                       TraceRecorder* trace);
+                                       const RecomputedSegment& segment, const std::string& block,
+                                       RecomputeStats& stats, TraceRecorder* trace);
 
 }  // namespace ppstage

@@ -243,7 +243,7 @@ struct TrainConfig {
   NonfinitePolicy nonfinite = NonfinitePolicy::kStop;
   int64_t max_skipped = 10;  // skip: the run stops after this many skipped steps in a row
   // Activation recomputation (compile/recompute.h): the policy, and which of the model's
-  // blocks (the repeated modules --compile.block finds) it applies to: empty, all; a regex
+  // blocks (the repeated modules --compile.mode block finds) it applies to: empty, all; a regex
   // over their module paths (whole path); "N" or "N0,N1,...", the first N (Ns) blocks of
   // each stage (of stage s); "every:N", the N-th, 2N-th, ... block of the model.
   RecomputePolicy recompute = RecomputePolicy::kNone;
