@@ -87,9 +87,9 @@ nlohmann::json recomputeJson(const Config& config, const ModelSplit& split) {
                                config.train.recompute_blocks);
   nlohmann::json stages = nlohmann::json::array();
   for (const StageModule& stage : split.stages) {
-    stages.push_back(
-        {{"stage", stage.index},
-         {"blocks", compiler.recomputedBlocks(*stage.graph, stage.node_call, stage.index)}});
+    stages.push_back({{"stage", stage.index},
+                      {"blocks", compiler.recomputedBlocks(*stage.graph, stage.inputs.size(),
+                                                           stage.node_call, stage.index)}});
   }
   return {{"policy", toString(config.train.recompute)}, {"stages", stages}};
 }

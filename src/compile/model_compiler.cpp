@@ -141,13 +141,22 @@ ModelCompiler::CutBlocks ModelCompiler::blocksOf(
 }
 
 std::vector<std::string> ModelCompiler::recomputedBlocks(
-    const torch::jit::Graph& graph,
+    const torch::jit::Graph& graph, size_t num_inputs,
     const std::unordered_map<const torch::jit::Node*, int>& node_call, int stage) const {
   std::vector<std::string> paths;
   if (!recompute_.any()) return paths;
   const CutBlocks cut = blocksOf(graph, node_call, stage);
+  const bool selective = recompute_.policy() == RecomputePolicy::kSelective;
+  const auto reruns_an_op = [&](int block) {
+    for (const torch::jit::Node* n : graph.nodes()) {
+      if (cut.owner.at(n) != block || n->kind() == c10::prim::Constant) continue;
+      if (!keptBySelective(n, graph, num_inputs)) return true;
+    }
+    return false;
+  };
   for (int block : cut.order) {
-    if (cut.recomputes.at(block)) paths.push_back(model_.calls[static_cast<size_t>(block)].path);
+    if (!cut.recomputes.at(block) || (selective && !reruns_an_op(block))) continue;
+    paths.push_back(model_.calls[static_cast<size_t>(block)].path);
   }
   return paths;
 }

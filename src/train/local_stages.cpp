@@ -47,7 +47,8 @@ std::vector<StageRecompute> recomputePerStage(const Config& config, const ModelS
   for (const StageModule& stage : split.stages) {
     StageRecompute r;
     r.stage = stage.index;
-    r.blocks = compiler.recomputedBlocks(*stage.graph, stage.node_call, stage.index);
+    r.blocks =
+        compiler.recomputedBlocks(*stage.graph, stage.inputs.size(), stage.node_call, stage.index);
     if (!r.blocks.empty()) r.policy = toString(config.train.recompute);
     out.push_back(std::move(r));
   }

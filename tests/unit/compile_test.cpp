@@ -7,32 +7,19 @@
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
 #include "ppstage/core/error.h"
-#include "ppstage/graph/capture.h"
-#include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_partition.h"
+#include "support/split_model.h"
 #include "support/test_support.h"
 
 namespace ppstage {
 namespace {
 
-struct OneStage {
-  LoadedModel model;
-  ModelGraph graph;
-  std::vector<StageModule> stages;
-};
+using test::SplitModel;
 
-OneStage oneStage(LoadedModel model, int64_t batch) {
-  OneStage s{std::move(model), {}, {}};
-  s.graph = captureModel(s.model.module);
-  const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
-  PipelineConfig pipeline;
-  pipeline.stages = 1;
-  s.stages = extractStages(s.graph, partitionStages(s.graph, shapes, pipeline), shapes);
-  return s;
+SplitModel oneStage(LoadedModel model, int64_t batch) {
+  return test::splitModel(std::move(model), 1, batch);
 }
 
 // Output sum and every parameter's gradient, after `runs` forward passes (profiling
@@ -63,7 +50,7 @@ void expectSame(const std::vector<at::Tensor>& got, const std::vector<at::Tensor
 
 CompileStats blockStats(int64_t layers) {
   Config config = test::builtinConfig("gpt", layers, /*tie_embeddings=*/true);
-  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  SplitModel s = oneStage(loadModel(config.model, config.train), 2);
   const StageModule& stage = s.stages[0];
   const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
   CompileCache none_cache(CompileMode::kNone), block_cache(CompileMode::kBlock);
@@ -80,7 +67,7 @@ CompileStats blockStats(int64_t layers) {
 // the profiling runs are none's.
 TEST(StageCompile, OneGraphComputesWhatNoneDoes) {
   Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
-  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  SplitModel s = oneStage(loadModel(config.model, config.train), 2);
   const StageModule& stage = s.stages[0];
   const at::Tensor input = makeExampleInput(s.model.input, 2, 1);
   CompileCache none_cache(CompileMode::kNone), stage_cache(CompileMode::kStage);
@@ -129,7 +116,7 @@ def forward(self, x):
     x = self.a2.forward(self.a1.forward(self.a0.forward(x)))
     return self.b1.forward(self.b0.forward(x))
 )");
-  OneStage s = oneStage({top, "two_kinds", InputSpec{at::kFloat, {4, 8}, 0}}, 4);
+  SplitModel s = oneStage({top, "two_kinds", InputSpec{at::kFloat, {4, 8}, 0}}, 4);
   const StageModule& stage = s.stages[0];
   const std::vector<GraphSegment> segments =
       segmentStage(*stage.graph, stage.node_call, s.graph, findBlocks(s.graph, ""));
@@ -185,7 +172,7 @@ def forward(self, x):
 
 TEST(BlockCompile, APatternChoosesTheBlocks) {
   Config config = test::builtinConfig("gpt", 4, true);
-  OneStage s = oneStage(loadModel(config.model, config.train), 2);
+  SplitModel s = oneStage(loadModel(config.model, config.train), 2);
   const std::vector<bool> blocks = findBlocks(s.graph, "layers\\.[0-9]+\\.mlp");
   int chosen = 0;
   for (size_t c = 0; c < blocks.size(); ++c) {

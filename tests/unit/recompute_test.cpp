@@ -17,42 +17,22 @@
 #include "ppstage/core/error.h"
 #include "ppstage/graph/capture.h"
 #include "ppstage/graph/random_stream.h"
-#include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/models/script_module_builder.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_partition.h"
+#include "support/split_model.h"
 #include "support/test_support.h"
 
 namespace ppstage {
 namespace {
 
-struct Stages {
-  LoadedModel model;
-  ModelGraph graph;
-  std::vector<StageModule> stages;
-};
+using test::SplitModel;
 
 // gpt, 4 tied layers with dropout 0.1, cut in two.
-Stages gptInTwo() {
+SplitModel gptInTwo() {
   Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
   config.model.dropout = 0.1;
-  Stages s{loadModel(config.model, config.train), {}, {}};
-  s.graph = captureModel(s.model.module);
-  const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, 2);
-  PipelineConfig pipeline;
-  pipeline.stages = 2;
-  s.stages = extractStages(s.graph, partitionStages(s.graph, shapes, pipeline), shapes);
-  return s;
-}
-
-std::vector<at::Tensor> weightsOf(const StageModule& stage) {
-  std::vector<at::Tensor> weights;
-  for (const StageParameter& p : stage.parameters) {
-    if (p.is_parameter && p.value.requires_grad()) weights.push_back(p.value);
-  }
-  return weights;
+  return test::splitModel(loadModel(config.model, config.train), 2, 2);
 }
 
 struct Run {
@@ -74,7 +54,7 @@ Run forwardBackward(CompiledStage& compiled, const StageModule& stage,
     out = compiled.run(stage.arguments(inputs)).at(0).toTensor();
   }
   const at::Tensor grad = at::cos(at::arange(out.numel(), out.options()).reshape(out.sizes()));
-  const std::vector<at::Tensor> weights = weightsOf(stage);
+  const std::vector<at::Tensor> weights = test::trainableWeights(stage);
   Run run{out.detach(), {}};
   if (!split_iw) {
     std::vector<at::Tensor> wrt(with_grad);
@@ -110,7 +90,7 @@ void expectClose(const Run& got, const Run& expected, bool bitwise, const std::s
 // Stage `index` of gptInTwo in `mode`, recomputing every block under `policy`, against the
 // same mode without recomputation, by B and by I then W.
 void checkStage(int index, CompileMode mode, RecomputePolicy policy) {
-  Stages s = gptInTwo();
+  SplitModel s = gptInTwo();
   const StageModule& stage = s.stages[static_cast<size_t>(index)];
   CompileConfig compile;
   compile.mode = mode;
@@ -168,11 +148,11 @@ TEST(Recompute, SelectiveEqualsNoRecomputationInEveryCompileMode) {
 
 // What --train.recompute_blocks chooses, by pattern, count per stage and every:N.
 TEST(Recompute, BlocksChosenByPatternCountAndPeriod) {
-  Stages s = gptInTwo();
+  SplitModel s = gptInTwo();
   const auto blocks = [&](const std::string& spec, int stage) {
     ModelCompiler compiler(CompileConfig{}, s.graph, 0, RecomputePolicy::kFull, spec);
     const StageModule& m = s.stages[static_cast<size_t>(stage)];
-    return compiler.recomputedBlocks(*m.graph, m.node_call, stage);
+    return compiler.recomputedBlocks(*m.graph, m.inputs.size(), m.node_call, stage);
   };
   const std::vector<std::string> all0 = blocks("", 0), all1 = blocks("", 1);
   ASSERT_EQ(all0.size(), 2u);
@@ -237,8 +217,38 @@ TEST(Recompute, AnInputChangedInPlaceStopsTheBackward) {
   }
 }
 
+// Blocks that are one linear layer each: selective keeps all they compute, so no block of
+// theirs is listed as recomputed (and none reruns); full recomputes both.
+TEST(Recompute, SelectiveListsNoBlockWhoseOpsItAllKeeps) {
+  ScriptModuleBuilder builder;
+  const auto layer = [&] {
+    return builder.make(
+        "Lin",
+        [](torch::jit::Module& m) {
+          m.register_parameter("w", at::ones({4, 4}), false);
+        },
+        "\ndef forward(self, x):\n    return torch.linear(x, self.w)\n");
+  };
+  auto top = builder.make(
+      "TwoLinears",
+      [&](torch::jit::Module& m) {
+        m.register_module("a", layer());
+        m.register_module("b", layer());
+      },
+      "\ndef forward(self, x):\n    return self.b.forward(self.a.forward(x))\n");
+  test::SplitModel s =
+      test::splitModel({top, "two_linears", InputSpec{at::kFloat, {2, 4}, 0}}, 1, 2);
+  const StageModule& stage = s.stages[0];
+  for (const RecomputePolicy policy : {RecomputePolicy::kFull, RecomputePolicy::kSelective}) {
+    const ModelCompiler compiler(CompileConfig{}, s.graph, 0, policy, "");
+    const std::vector<std::string> blocks =
+        compiler.recomputedBlocks(*stage.graph, stage.inputs.size(), stage.node_call, 0);
+    EXPECT_EQ(blocks.size(), policy == RecomputePolicy::kFull ? 2u : 0u) << toString(policy);
+  }
+}
+
 TEST(Recompute, BadBlocksFailWithOneLine) {
-  Stages s = gptInTwo();
+  SplitModel s = gptInTwo();
   const auto error = [&](const std::string& spec) {
     try {
       ModelCompiler compiler(CompileConfig{}, s.graph, 0, RecomputePolicy::kFull, spec);

@@ -16,40 +16,17 @@
 #include "ppstage/compile/compiled_stage.h"
 #include "ppstage/compile/segments.h"
 #include "ppstage/compile/split_backward.h"
-#include "ppstage/graph/capture.h"
-#include "ppstage/graph/value_shapes.h"
 #include "ppstage/models/model_source.h"
 #include "ppstage/split/stage_module.h"
-#include "ppstage/split/stage_partition.h"
+#include "support/split_model.h"
 #include "support/test_support.h"
 
 namespace ppstage {
 namespace {
 
-struct Stages {
-  LoadedModel model;
-  ModelGraph graph;
-  std::vector<StageModule> stages;
-};
-
-Stages splitInto(LoadedModel model, int stages, int64_t batch) {
-  Stages s{std::move(model), {}, {}};
-  s.graph = captureModel(s.model.module);
-  const ValueShapes shapes = recordValueShapes(
-      s.graph, [&](int64_t b) { return makeExampleInputs(s.model.input, b, 0); }, batch);
-  PipelineConfig pipeline;
-  pipeline.stages = stages;
-  s.stages = extractStages(s.graph, partitionStages(s.graph, shapes, pipeline), shapes);
-  return s;
-}
-
-std::vector<at::Tensor> weightsOf(const StageModule& stage) {
-  std::vector<at::Tensor> weights;
-  for (const StageParameter& p : stage.parameters) {
-    if (p.is_parameter && p.value.requires_grad()) weights.push_back(p.value);
-  }
-  return weights;
-}
+using test::splitModel;
+using test::SplitModel;
+using test::trainableWeights;
 
 // The loss of one forward of `stage` on `inputs` (fresh leaves each time).
 at::Tensor forwardLoss(CompiledStage& compiled, const StageModule& stage,
@@ -87,7 +64,7 @@ void expectSplitEqualsOneBackward(const std::function<at::Tensor()>& forward,
 // stage 0's output, as a received activation.
 void checkGptStage(int index, CompileMode mode) {
   Config config = test::builtinConfig("gpt", 4, /*tie_embeddings=*/true);
-  Stages s = splitInto(loadModel(config.model, config.train), 2, 2);
+  SplitModel s = splitModel(loadModel(config.model, config.train), 2, 2);
   const at::Tensor tokens = makeExampleInput(s.model.input, 2, 1);
   CompileCache none_cache(CompileMode::kNone), cache(mode);
   std::vector<at::Tensor> inputs{tokens};
@@ -104,7 +81,7 @@ void checkGptStage(int index, CompileMode mode) {
   CompiledStage compiled(stage.graph, stage.inputs.size(), cache, "gpt stage", segments);
   const std::string what = "gpt stage " + std::to_string(index) + ", compile " + toString(mode);
   const auto forward = [&] { return forwardLoss(compiled, stage, inputs); };
-  const std::vector<at::Tensor> weights = weightsOf(stage);
+  const std::vector<at::Tensor> weights = trainableWeights(stage);
   for (int warm = 0; warm < 3; ++warm) {  // profiling executors optimize after their first runs
     torch::autograd::grad({forward()}, weights);
   }
@@ -154,7 +131,7 @@ TEST(SplitBackward, SeveralRootsOneOutsideTheInputsRegion) {
 // coming from the stages before it: with 8 stages some pass an input straight through.
 TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
   const Config config = test::fixtureConfig("hf_gpt2.pt");
-  Stages s = splitInto(loadModel(config.model, config.train), 8, 2);
+  SplitModel s = splitModel(loadModel(config.model, config.train), 8, 2);
   CompileCache cache(CompileMode::kNone);
   std::vector<at::Tensor> values{makeExampleInput(s.model.input, 2, 1)};
   for (const StageModule& stage : s.stages) {
@@ -174,7 +151,7 @@ TEST(SplitBackward, EveryStageOfAGpt2CutInEight) {
       }
       return out;
     };
-    const std::vector<at::Tensor> weights = weightsOf(stage);
+    const std::vector<at::Tensor> weights = trainableWeights(stage);
     std::vector<at::Tensor> grads;
     for (const at::Tensor& r : roots()) grads.push_back(at::randn_like(r));
     std::vector<at::Tensor> wrt(with_grad);

@@ -42,9 +42,10 @@ class ModelCompiler {
 
   RecomputePolicy recomputePolicy() const { return recompute_.policy(); }
   // The module paths of the blocks of a cut (as compile takes it) that recompute, in
-  // execution order; none without a recompute policy.
+  // execution order; none without a recompute policy, and under selective none whose ops
+  // it all keeps.
   std::vector<std::string> recomputedBlocks(
-      const torch::jit::Graph& graph,
+      const torch::jit::Graph& graph, size_t num_inputs,
       const std::unordered_map<const torch::jit::Node*, int>& node_call, int stage) const;
 
   // The cache every compiled cut runs from, which must outlive them: taken by their owner
