@@ -146,15 +146,13 @@ void setShapeStrategy(bool dynamic) {
 
 CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
                              CompileCache& cache, const std::string& name,
-                             std::vector<GraphSegment> segments, std::vector<bool> recomputed,
-                             RecomputePolicy policy)
+                             std::vector<GraphSegment> segments, std::vector<bool> recomputed)
     : graph_(graph),
       num_inputs_(num_inputs),
       cache_(cache),
       name_(name),
       segments_(std::move(segments)),
-      recomputed_(std::move(recomputed)),
-      policy_(recomputed_.empty() ? RecomputePolicy::kNone : policy) {
+      recomputed_(std::move(recomputed)) {
   PPSTAGE_INTERNAL_ASSERT(recomputed_.empty() || recomputed_.size() == segments_.size(), name, ": ",
                           recomputed_.size(), " recompute flags for ", segments_.size(),
                           " segments");
@@ -164,9 +162,11 @@ CompiledStage::CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, si
     if (segments_.empty()) {
       simple_ = std::make_unique<GraphRunner>(graph->copy(), name, /*profiling=*/false);
     }
-    for (const GraphSegment& seg : segments_) {
-      simple_segments_.push_back(
-          std::make_unique<GraphRunner>(seg.graph->copy(), name, /*profiling=*/false));
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      const bool rerun = !recomputed_.empty() && recomputed_[k];
+      simple_segments_.push_back(rerun ? nullptr
+                                       : std::make_unique<GraphRunner>(segments_[k].graph->copy(),
+                                                                       name, /*profiling=*/false));
     }
   }
   bindings_.resize(segments_.size());

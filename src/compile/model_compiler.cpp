@@ -195,7 +195,7 @@ std::unique_ptr<CompiledStage> ModelCompiler::compile(
     recomputed.push_back(is_recomputed_block && !passesTensorContainers(seg, name));
   }
   return std::make_unique<CompiledStage>(graph, num_inputs, *cache_, name, std::move(segments),
-                                         std::move(recomputed), recompute_.policy());
+                                         std::move(recomputed));
 }
 
 }  // namespace ppstage

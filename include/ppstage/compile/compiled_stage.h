@@ -147,16 +147,14 @@ class CompiledStage {
   // `graph` is the stage's (the StageModule keeps it unchanged): `num_inputs` boundary
   // inputs, then parameters. `name` appears in TorchScript's errors ("stage 2"). For block
   // mode, or with recomputation, `segments` are the stage's (segmentStage), and
-  // `recomputed` says which of them recompute under `policy` (none: `recomputed` empty);
-  // `cache` must outlive the stage.
+  // `recomputed` says which of them recompute (none: `recomputed` empty); `cache` must
+  // outlive the stage.
   CompiledStage(const std::shared_ptr<torch::jit::Graph>& graph, size_t num_inputs,
                 CompileCache& cache, const std::string& name,
-                std::vector<GraphSegment> segments = {}, std::vector<bool> recomputed = {},
-                RecomputePolicy policy = RecomputePolicy::kNone);
+                std::vector<GraphSegment> segments = {}, std::vector<bool> recomputed = {});
   ~CompiledStage();
 
   CompileMode mode() const { return cache_.mode(); }
-  RecomputePolicy recomputePolicy() const { return policy_; }
   // The module paths of the blocks that recompute, in execution order.
   std::vector<std::string> recomputedBlocks() const;
 
@@ -199,9 +197,9 @@ class CompiledStage {
     Binding binding;                         // stage and block
   };
   std::vector<Rerun> reruns_;  // per segment (a null graph where it does not recompute)
-  std::vector<std::unique_ptr<GraphRunner>> simple_segments_;  // none, with recomputation
+  // none, with recomputation: each segment's (null for a recomputed one, run by its Rerun)
+  std::vector<std::unique_ptr<GraphRunner>> simple_segments_;
   std::vector<bool> recomputed_;
-  RecomputePolicy policy_ = RecomputePolicy::kNone;
 };
 
 }  // namespace ppstage
