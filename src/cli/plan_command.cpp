@@ -134,6 +134,14 @@ std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool meas
   return note.str();
 }
 
+// What `c` recomputes: its policy, the blocks per stage (--train.recompute_blocks) and why.
+nlohmann::json recomputeJson(const PlanCandidate& c, const CostProfile& profile) {
+  if (!c.recompute.any()) return {{"policy", "none"}};
+  return {{"policy", toString(c.recompute.policy)},
+          {"blocks", c.recompute.blocks},
+          {"reasons", recomputeReasons(c, profile)}};
+}
+
 nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile) {
   if (c.microbatches == 0) return nullptr;
   return {{"schedule", c.schedule},
@@ -151,7 +159,9 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"tail_s", c.tail_s},
           {"tokens_per_s", c.tokens_per_s},
           {"peak_memory_mb", c.peak_bytes / kBytesPerMiB},
-          {"bubble", c.bubble}};
+          {"bubble", c.bubble},
+          {"inflight", c.inflight},
+          {"recompute", recomputeJson(c, profile)}};
 }
 
 nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
@@ -224,6 +234,9 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
         defaultBalanceOf(profile));
   } else {
     std::printf("\nchosen: %s, predicted %.4f s a step\n", chosen.label().c_str(), chosen.step_s);
+  }
+  for (const std::string& line : recomputeReasons(chosen, profile)) {
+    std::printf("  %s\n", line.c_str());
   }
 }
 

@@ -469,7 +469,8 @@ void addPlanOptions(po::options_description& desc, PlanConfig& p) {
       "ranks to plan for (dp x pp); train --pipeline.auto: 0 plans for the job's ranks");
   add("plan.memory_mb", po::value(&p.memory_mb)->default_value(p.memory_mb),
       "each rank's budget of tensor memory in MB (parameters, gradients, optimizer state, "
-      "in-flight activations); configurations predicted over it are dropped; 0: none");
+      "in-flight activations); a configuration predicted over it recomputes blocks per stage "
+      "where the model has them (--train.recompute, chosen), or is dropped; 0: none");
   add("plan.costs", po::value(&p.costs)->default_value(p.costs),
       "plan from this cost profile (written by --plan.save_costs) instead of measuring the "
       "model");

@@ -126,8 +126,9 @@ struct CompiledUnits {
 };
 
 CompiledUnits compileUnits(const Config& config, const ModelGraph& model,
-                           const std::vector<StageModule>& units) {
-  ModelCompiler compiler(config.compile, model);
+                           const std::vector<StageModule>& units,
+                           RecomputePolicy recompute = RecomputePolicy::kNone) {
+  ModelCompiler compiler(config.compile, model, 0, recompute);
   CompiledUnits out;
   for (const StageModule& unit : units) {
     out.stages.push_back(compiler.compile(unit.graph, unit.inputs.size(), unit.node_call,
@@ -255,6 +256,69 @@ std::vector<UnitSample> sampleUnits(const std::vector<StageModule>& units, Compi
   return out;
 }
 
+// Every unit's samples (sampleUnits) at each of `sizes`. One sample fails in some models
+// (BatchNorm over a 1 x 1 map in training): the first size becomes two then.
+std::vector<std::vector<UnitSample>> sampleAtSizes(const Config& config,
+                                                   const CapturedModel& captured,
+                                                   const std::vector<StageModule>& units,
+                                                   CompiledUnits& compiled, const UnitLoss& loss,
+                                                   std::vector<int64_t>& sizes) {
+  const int warmups = config.compile.mode == CompileMode::kNone ? 1 : 2;
+  std::vector<std::vector<UnitSample>> out;
+  for (int64_t& size : sizes) {
+    const auto sample = [&] {
+      return sampleUnits(units, compiled, exampleInputsOf(captured, size, config.train.seed), loss,
+                         warmups, kPlanProfileRuns);
+    };
+    try {
+      out.push_back(sample());
+    } catch (const c10::Error&) {
+      if (size != 1 || sizes.back() <= 2) throw;
+      size = 2;
+      out.push_back(sample());
+    }
+  }
+  return out;
+}
+
+// Note [Recomputation in the profile], plan/cost_profile.h: each unit's blocks, and its
+// figures measured again with them recomputed, under each policy; nothing where the model
+// has no blocks.
+void addRecomputed(const Config& config, const CapturedModel& captured,
+                   const std::vector<StageModule>& units, const UnitLoss& loss,
+                   CostProfile& profile) {
+  for (const RecomputePolicy policy : {RecomputePolicy::kFull, RecomputePolicy::kSelective}) {
+    CompiledUnits compiled;
+    std::vector<std::vector<std::string>> blocks;
+    try {
+      ModelCompiler compiler(config.compile, captured.graph, 0, policy);
+      for (const StageModule& unit : units) {
+        blocks.push_back(compiler.recomputedBlocks(*unit.graph, unit.inputs.size(),
+                                                   unit.node_call, 0));
+      }
+    } catch (const Error&) {
+      return;  // no blocks to recompute (RecomputeChoice says why; the plan needs no reason)
+    }
+    compiled = compileUnits(config, captured.graph, units, policy);
+    std::vector<int64_t> sizes = profile.microbatch_sizes;
+    const std::vector<std::vector<UnitSample>> per_size =
+        sampleAtSizes(config, captured, units, compiled, loss, sizes);
+    if (sizes != profile.microbatch_sizes) continue;  // it failed where the plain units ran
+    for (size_t u = 0; u < units.size(); ++u) {
+      UnitCost& unit = profile.units[u];
+      if (policy == RecomputePolicy::kFull) unit.blocks = blocks[u];
+      if (blocks[u].empty()) continue;
+      RecomputedUnitCost& r = policy == RecomputePolicy::kFull ? unit.full : unit.selective;
+      for (const std::vector<UnitSample>& samples : per_size) {
+        r.seconds.push_back(samples[u].seconds);
+        r.activation_bytes.push_back(samples[u].activation_bytes);
+        r.backward_peak_bytes.push_back(samples[u].backward_peak_bytes);
+        r.weight_pending_bytes.push_back(samples[u].weight_pending_bytes);
+      }
+    }
+  }
+}
+
 // One optimizer step of `config`'s kind over copies of the units' trainable parameters,
 // with clipping's norm and scale, per element (the median of a few, after the first, which
 // makes AdamW's state).
@@ -331,19 +395,9 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
   }
   profile.microbatch_sizes = measuredMicrobatchSizes(config.train.batch_size, ranks);
   profile.units.resize(units.size());
-  const int warmups = config.compile.mode == CompileMode::kNone ? 1 : 2;
-  for (int64_t& size : profile.microbatch_sizes) {
-    std::vector<UnitSample> samples;
-    try {
-      samples = sampleUnits(units, compiled, exampleInputsOf(captured, size, config.train.seed),
-                            loss, warmups, kPlanProfileRuns);
-    } catch (const c10::Error&) {
-      // One sample fails in some models (BatchNorm over a 1 x 1 map in training): two then.
-      if (size != 1 || profile.microbatch_sizes.back() <= 2) throw;
-      size = 2;
-      samples = sampleUnits(units, compiled, exampleInputsOf(captured, size, config.train.seed),
-                            loss, warmups, kPlanProfileRuns);
-    }
+  const std::vector<std::vector<UnitSample>> per_size =
+      sampleAtSizes(config, captured, units, compiled, loss, profile.microbatch_sizes);
+  for (const std::vector<UnitSample>& samples : per_size) {
     for (size_t u = 0; u < units.size(); ++u) {
       profile.units[u].seconds.push_back(samples[u].seconds);
       profile.units[u].activation_bytes.push_back(samples[u].activation_bytes);
@@ -352,6 +406,7 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
       profile.units[u].weight_pending_bytes.push_back(samples[u].weight_pending_bytes);
     }
   }
+  addRecomputed(config, captured, units, loss, profile);
   for (size_t u = 0; u < units.size(); ++u) {
     UnitCost& unit = profile.units[u];
     unit.path = split_units[u].path;

@@ -23,15 +23,39 @@ double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& 
   return std::max(0.0, values[0] + slope * (size - b0));
 }
 
-double CostProfile::secondsOf(size_t u, ActionKind kind, double size) const {
+const RecomputedUnitCost* UnitCost::recomputed(RecomputePolicy policy) const {
+  const RecomputedUnitCost* figures = policy == RecomputePolicy::kFull        ? &full
+                                      : policy == RecomputePolicy::kSelective ? &selective
+                                                                              : nullptr;
+  return figures != nullptr && figures->measured() ? figures : nullptr;
+}
+
+std::vector<RecomputePolicy> CostProfile::recomputePolicies() const {
+  std::vector<RecomputePolicy> out;
+  for (const RecomputePolicy policy : {RecomputePolicy::kFull, RecomputePolicy::kSelective}) {
+    const auto measured = [policy](const UnitCost& unit) {
+      return unit.recomputed(policy) != nullptr;
+    };
+    if (std::any_of(units.begin(), units.end(), measured)) out.push_back(policy);
+  }
+  return out;
+}
+
+double CostProfile::secondsOf(size_t u, ActionKind kind, double size,
+                              RecomputePolicy policy) const {
   const UnitCost& unit = units.at(u);
+  const RecomputedUnitCost* recomputed = unit.recomputed(policy);
   std::vector<double> values;
-  for (const PerCompute<double>& at : unit.seconds) values.push_back(at[kind]);
+  for (const PerCompute<double>& at : recomputed ? recomputed->seconds : unit.seconds) {
+    values.push_back(at[kind]);
+  }
   return costAtSize(microbatch_sizes, values, size);
 }
 
-double CostProfile::activationBytesOf(size_t u, double size) const {
-  return costAtSize(microbatch_sizes, units.at(u).activation_bytes, size);
+double CostProfile::activationBytesOf(size_t u, double size, RecomputePolicy policy) const {
+  const RecomputedUnitCost* recomputed = units.at(u).recomputed(policy);
+  return costAtSize(microbatch_sizes,
+                    recomputed ? recomputed->activation_bytes : units.at(u).activation_bytes, size);
 }
 
 double CostProfile::outputBytesOf(size_t u, double size) const {
@@ -43,20 +67,54 @@ double CostProfile::allReduceSeconds(double bytes, int ranks) const {
   return allreduce_latency_s + 2.0 * (ranks - 1) / ranks * bytes / allreduce_bytes_per_s;
 }
 
-double CostProfile::backwardPeakBytesOf(size_t u, double size) const {
-  return costAtSize(microbatch_sizes, units.at(u).backward_peak_bytes, size);
+double CostProfile::backwardPeakBytesOf(size_t u, double size, RecomputePolicy policy) const {
+  const RecomputedUnitCost* recomputed = units.at(u).recomputed(policy);
+  return costAtSize(microbatch_sizes,
+                    recomputed ? recomputed->backward_peak_bytes : units.at(u).backward_peak_bytes,
+                    size);
 }
 
-double CostProfile::weightPendingBytesOf(size_t u, double size) const {
-  return costAtSize(microbatch_sizes, units.at(u).weight_pending_bytes, size);
+double CostProfile::weightPendingBytesOf(size_t u, double size, RecomputePolicy policy) const {
+  const RecomputedUnitCost* recomputed = units.at(u).recomputed(policy);
+  return costAtSize(
+      microbatch_sizes,
+      recomputed ? recomputed->weight_pending_bytes : units.at(u).weight_pending_bytes, size);
 }
+
+namespace {
+
+// Adds `more` / n to `sum` (set to it where `first`), entry by entry.
+void addMean(std::vector<double>& sum, const std::vector<double>& more, bool first, double n) {
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = (first ? 0 : sum[i]) + more.at(i) / n;
+}
+
+void addMean(std::vector<PerCompute<double>>& sum, const std::vector<PerCompute<double>>& more,
+             bool first, double n) {
+  for (size_t s = 0; s < sum.size(); ++s) {
+    for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+      double& value = sum[s].begin()[k];
+      value = (first ? 0 : value) + more.at(s).begin()[k] / n;
+    }
+  }
+}
+
+void addMean(RecomputedUnitCost& sum, const RecomputedUnitCost& more, bool first, double n) {
+  PPSTAGE_CHECK(sum.measured() == more.measured(),
+                "the ranks measured different recomputation of a unit");
+  addMean(sum.seconds, more.seconds, first, n);
+  addMean(sum.activation_bytes, more.activation_bytes, first, n);
+  addMean(sum.backward_peak_bytes, more.backward_peak_bytes, first, n);
+  addMean(sum.weight_pending_bytes, more.weight_pending_bytes, first, n);
+}
+
+}  // namespace
 
 CostProfile averageProfiles(const std::vector<CostProfile>& profiles) {
   PPSTAGE_INTERNAL_ASSERT(!profiles.empty(), "no profiles to average");
   CostProfile mean = profiles.front();
   const double n = static_cast<double>(profiles.size());
   const auto add = [n](std::vector<double>& sum, const std::vector<double>& more, bool first) {
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] = (first ? 0 : sum[i]) + more.at(i) / n;
+    addMean(sum, more, first, n);
   };
   for (size_t p = 0; p < profiles.size(); ++p) {
     const CostProfile& other = profiles[p];
@@ -68,12 +126,9 @@ CostProfile averageProfiles(const std::vector<CostProfile>& profiles) {
     for (size_t u = 0; u < mean.units.size(); ++u) {
       UnitCost& unit = mean.units[u];
       const UnitCost& theirs = other.units[u];
-      for (size_t s = 0; s < unit.seconds.size(); ++s) {
-        for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
-          double& value = unit.seconds[s].begin()[k];
-          value = (first ? 0 : value) + theirs.seconds.at(s).begin()[k] / n;
-        }
-      }
+      addMean(unit.seconds, theirs.seconds, first, n);
+      addMean(unit.full, theirs.full, first, n);
+      addMean(unit.selective, theirs.selective, first, n);
       add(unit.activation_bytes, theirs.activation_bytes, first);
       add(unit.output_bytes, theirs.output_bytes, first);
       add(unit.backward_peak_bytes, theirs.backward_peak_bytes, first);
@@ -93,6 +148,57 @@ using nlohmann::json;
 const char* const kKindKeys[] = {"forward_s", "backward_s", "input_grad_s", "weight_grad_s"};
 static_assert(std::size(kKindKeys) == PerCompute<double>::kSize, "a key per compute kind");
 
+// Adds `seconds` to `out`: one array per compute kind, one entry per micro-batch size.
+void addSeconds(const std::vector<PerCompute<double>>& seconds, json& out) {
+  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+    std::vector<double> values;
+    for (const PerCompute<double>& at : seconds) values.push_back(at.begin()[k]);
+    out[kKindKeys[k]] = values;
+  }
+}
+
+std::vector<PerCompute<double>> secondsOf(const json& in, size_t sizes, const std::string& path) {
+  std::vector<PerCompute<double>> seconds(sizes);
+  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
+    const auto values = in.at(kKindKeys[k]).get<std::vector<double>>();
+    PPSTAGE_CHECK(values.size() == sizes, "unit '", path, "' has ", values.size(), " ",
+                  kKindKeys[k], " for ", sizes, " micro-batch sizes");
+    for (size_t s = 0; s < sizes; ++s) seconds[s].begin()[k] = values[s];
+  }
+  return seconds;
+}
+
+// A unit's "recompute" object: its figures per policy measured.
+json recomputedJson(const UnitCost& unit) {
+  json out = json::object();
+  for (const RecomputePolicy policy : {RecomputePolicy::kFull, RecomputePolicy::kSelective}) {
+    const RecomputedUnitCost* r = unit.recomputed(policy);
+    if (r == nullptr) continue;
+    json figures = {{"activation_bytes", r->activation_bytes},
+                    {"backward_peak_bytes", r->backward_peak_bytes},
+                    {"weight_pending_bytes", r->weight_pending_bytes}};
+    addSeconds(r->seconds, figures);
+    out[toString(policy)] = figures;
+  }
+  return out;
+}
+
+void readRecomputed(const json& in, size_t sizes, UnitCost& unit) {
+  for (const RecomputePolicy policy : {RecomputePolicy::kFull, RecomputePolicy::kSelective}) {
+    if (!in.contains(toString(policy))) continue;
+    const json& figures = in.at(toString(policy));
+    RecomputedUnitCost& r = policy == RecomputePolicy::kFull ? unit.full : unit.selective;
+    r.seconds = secondsOf(figures, sizes, unit.path);
+    r.activation_bytes = figures.at("activation_bytes").get<std::vector<double>>();
+    r.backward_peak_bytes = figures.at("backward_peak_bytes").get<std::vector<double>>();
+    r.weight_pending_bytes = figures.at("weight_pending_bytes").get<std::vector<double>>();
+    PPSTAGE_CHECK(r.activation_bytes.size() == sizes && r.backward_peak_bytes.size() == sizes &&
+                      r.weight_pending_bytes.size() == sizes,
+                  "unit '", unit.path, "' lacks its ", toString(policy),
+                  " recomputation's bytes at some of the ", sizes, " micro-batch sizes");
+  }
+}
+
 json unitJson(const UnitCost& unit) {
   json out = {{"path", unit.path},
               {"param_bytes", unit.param_bytes},
@@ -102,10 +208,10 @@ json unitJson(const UnitCost& unit) {
               {"output_bytes", unit.output_bytes},
               {"backward_peak_bytes", unit.backward_peak_bytes},
               {"weight_pending_bytes", unit.weight_pending_bytes}};
-  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
-    std::vector<double> values;
-    for (const PerCompute<double>& at : unit.seconds) values.push_back(at.begin()[k]);
-    out[kKindKeys[k]] = values;
+  addSeconds(unit.seconds, out);
+  if (!unit.blocks.empty()) {
+    out["blocks"] = unit.blocks;
+    out["recompute"] = recomputedJson(unit);
   }
   return out;
 }
@@ -120,13 +226,9 @@ UnitCost unitOf(const json& in, size_t sizes) {
   unit.output_bytes = in.at("output_bytes").get<std::vector<double>>();
   unit.backward_peak_bytes = in.at("backward_peak_bytes").get<std::vector<double>>();
   unit.weight_pending_bytes = in.value("weight_pending_bytes", unit.activation_bytes);
-  unit.seconds.resize(sizes);
-  for (size_t k = 0; k < PerCompute<double>::kSize; ++k) {
-    const auto values = in.at(kKindKeys[k]).get<std::vector<double>>();
-    PPSTAGE_CHECK(values.size() == sizes, "unit '", unit.path, "' has ", values.size(), " ",
-                  kKindKeys[k], " for ", sizes, " micro-batch sizes");
-    for (size_t s = 0; s < sizes; ++s) unit.seconds[s].begin()[k] = values[s];
-  }
+  unit.seconds = secondsOf(in, sizes, unit.path);
+  unit.blocks = in.value("blocks", std::vector<std::string>{});
+  if (in.contains("recompute")) readRecomputed(in.at("recompute"), sizes, unit);
   PPSTAGE_CHECK(
       unit.activation_bytes.size() == sizes && unit.output_bytes.size() == sizes &&
           unit.backward_peak_bytes.size() == sizes && unit.weight_pending_bytes.size() == sizes,

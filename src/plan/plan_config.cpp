@@ -1,6 +1,7 @@
 // See include/ppstage/plan/plan_config.h.
 #include "ppstage/plan/plan_config.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "ppstage/core/batch_layout.h"
@@ -18,7 +19,44 @@ std::string PlanCandidate::label() const {
   if (stages_per_rank > 1) out << "x" << stages_per_rank << " " << toString(placement);
   if (tp > 1) out << " tp" << tp;
   out << " M" << microbatches;
+  if (recompute.any()) out << " " << toString(recompute.policy) << " " << recomputeBlocksOf(*this);
   return out.str();
+}
+
+std::string recomputeBlocksOf(const PlanCandidate& c) {
+  std::string counts;
+  for (int n : c.recompute.blocks) counts += (counts.empty() ? "" : ",") + std::to_string(n);
+  return counts;
+}
+
+std::vector<std::string> recomputeReasons(const PlanCandidate& c, const CostProfile& profile) {
+  std::vector<std::string> lines;
+  if (!c.recompute.any()) return lines;
+  std::vector<int> blocks(static_cast<size_t>(c.stages()), 0);
+  size_t s = 0;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    while (s < c.stage_starts.size() && u >= c.stage_starts[s]) ++s;
+    blocks[s] += static_cast<int>(profile.units[u].blocks.size());
+  }
+  const auto mb = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / kBytesPerMiB);
+    return std::string(text);
+  };
+  for (size_t stage = 0; stage < blocks.size(); ++stage) {
+    const int chosen = c.recompute.blocks.at(stage);
+    std::ostringstream line;
+    line << "stage " << stage << ": recomputes " << chosen << " of " << blocks[stage]
+         << " blocks (" << toString(c.recompute.policy) << "): it holds " << c.inflight.at(stage)
+         << " micro-batch" << (c.inflight.at(stage) == 1 ? "" : "es") << " in flight, "
+         << mb(c.recompute.plain_bytes.at(stage)) << " each";
+    if (chosen > 0) {
+      line << " without recomputation, "
+           << mb(c.recompute.kept_bytes.at(stage)) << " with";
+    }
+    lines.push_back(line.str());
+  }
+  return lines;
 }
 
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
@@ -79,6 +117,10 @@ void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& 
   p.placement = c.placement;
   config.train.dp = c.dp;
   config.train.tp = c.tp;
+  if (c.recompute.any()) {
+    config.train.recompute = c.recompute.policy;
+    config.train.recompute_blocks = recomputeBlocksOf(c);
+  }
 }
 
 namespace {
@@ -129,6 +171,10 @@ std::string configIniOf(const std::map<std::string, std::string>& given, const P
   sections["train"]["dp"] = std::to_string(c.dp);
   sections["train"]["tp"] = std::to_string(c.tp);
   sections["train"]["batch_size"] = std::to_string(profile.batch_size);  // what was planned
+  if (c.recompute.any()) {
+    sections["train"]["recompute"] = toString(c.recompute.policy);
+    sections["train"]["recompute_blocks"] = recomputeBlocksOf(c);
+  }
   std::ostringstream out;
   std::istringstream lines(header);
   for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";

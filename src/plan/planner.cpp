@@ -9,13 +9,13 @@
 #include <optional>
 #include <set>
 
-#include "ppstage/core/all_reduce_buckets.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/pipeline_limits.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/stage_partition.h"
+#include "stage_costs.h"
 
 namespace ppstage {
 
@@ -44,29 +44,6 @@ bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
   return a.dp == b.dp && a.pp == b.pp && a.stages_per_rank == b.stages_per_rank &&
          a.placement == b.placement && a.microbatches == b.microbatches &&
          a.stage_starts == b.stage_starts && a.step_s == b.step_s && a.peak_bytes == b.peak_bytes;
-}
-
-// What the stages of one cut cost at one micro-batch size.
-struct StageCosts {
-  std::vector<PerCompute<double>> compute;   // per stage
-  std::vector<double> activation_bytes;      // per stage, one micro-batch
-  std::vector<double> weight_pending_bytes;  // per stage, one micro-batch between I and W
-  std::vector<double> backward_peak_bytes;   // per stage: its units' largest
-  std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
-  std::vector<double> trainable_elements;    // per stage
-  double comm_s = 0;                         // the largest boundary's message
-};
-
-// The units a stage may start at, the first (0) included: a split point names a module by
-// its path, and a module called twice (one embedding for a source and a target) names its
-// first call, so a later call of a path already seen cannot start a stage.
-std::vector<size_t> possibleStarts(const CostProfile& profile) {
-  std::vector<size_t> starts;
-  std::set<std::string> seen;
-  for (size_t u = 0; u < profile.units.size(); ++u) {
-    if (seen.insert(profile.units[u].path).second) starts.push_back(u);
-  }
-  return starts;
 }
 
 // The exact min-max cut of `unit_costs` into `stages` parts, each starting at one of
@@ -98,105 +75,26 @@ std::vector<size_t> balancedCut(const CostProfile& profile, int stages, double s
   return balancedStarts(profile, seconds, stages);
 }
 
-StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
-                        double size) {
-  StageCosts out;
-  size_t begin = 0;
-  for (size_t s = 0; s <= starts.size(); ++s) {
-    const size_t end = s < starts.size() ? starts[s] : profile.units.size();
-    PerCompute<double> compute;
-    double activations = 0, weight_pending = 0, resident = 0, trainable = 0, backward_peak = 0;
-    for (size_t u = begin; u < end; ++u) {
-      for (const ActionKind kind : PerCompute<double>::kinds()) {
-        compute[kind] += profile.secondsOf(u, kind, size);
-      }
-      activations += profile.activationBytesOf(u, size);
-      weight_pending += profile.weightPendingBytesOf(u, size);
-      backward_peak = std::max(backward_peak, profile.backwardPeakBytesOf(u, size));
-      const UnitCost& unit = profile.units[u];
-      trainable += static_cast<double>(unit.trainable_elements);
-      resident += static_cast<double>(unit.param_bytes) +
-                  profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements);
-    }
-    if (end < profile.units.size() && end > begin) {
-      out.comm_s =
-          std::max(out.comm_s, profile.messageSeconds(profile.outputBytesOf(end - 1, size)));
-    }
-    out.compute.push_back(compute);
-    out.activation_bytes.push_back(activations);
-    out.weight_pending_bytes.push_back(weight_pending);
-    out.backward_peak_bytes.push_back(backward_peak);
-    out.resident_bytes.push_back(resident);
-    out.trainable_elements.push_back(trainable);
-    begin = end;
-  }
-  return out;
-}
-
-// The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
-// its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
-// in the step's all-reduce.
-double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
-              int dp) {
-  double tail = 0;
-  for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double elements = 0;
-    for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
-    const double rank_tail =
-        profile.optimizer_s_per_element * elements + profile.allReduceSeconds(4.0 * elements, dp);
-    tail = std::max(tail, rank_tail);
-  }
-  return tail;
-}
-
-// Whether `schedule` splits backwards into I and W (zero-bubble schedules).
-bool splitsBackward(const PipelineSchedule& schedule) {
-  for (const ActionList& actions : schedule.ranks) {
-    for (const Action& a : actions) {
-      if (a.kind == ActionKind::kBackwardWeight) return true;
-    }
-  }
-  return false;
-}
-
-// The largest rank's memory with `inflight[s]` micro-batches alive on stage s (each
-// holding its activations or, where backwards split, what waits for W if that is more),
-// and one backward's own peak on top (the largest of its stages'). With dp > 1 the step
-// ends summing the gradients across replicas, when the activations are gone but a bucket's
-// flat copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
-double peakBytesOf(const StageCosts& costs, const Topology& pipeline,
-                   const std::vector<int>& inflight, bool splits_backward, int dp) {
-  double peak = 0;
-  for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double resident = 0, bytes = 0, backward_peak = 0, gradient_bytes = 0;
-    for (int s : pipeline.stagesOf(r)) {
-      const double alive = splits_backward
-                               ? std::max(costs.activation_bytes[s], costs.weight_pending_bytes[s])
-                               : costs.activation_bytes[s];
-      resident += costs.resident_bytes[s];
-      bytes += costs.resident_bytes[s] + inflight.at(s) * alive;
-      backward_peak = std::max(backward_peak, costs.backward_peak_bytes[s]);
-      gradient_bytes += 4.0 * costs.trainable_elements[s];  // fp32
-    }
-    peak = std::max(peak, bytes + backward_peak);
-    if (dp > 1) {
-      const double bucket = std::min(gradient_bytes, static_cast<double>(kAllReduceBucketBytes));
-      peak = std::max(peak, resident + bucket * (1.0 + 1.0 / dp));
-    }
-  }
-  return peak;
-}
-
 // Bounds that hold for every cut of `c`'s layout, so that refining a cut (refineCut) can
 // never beat them: the step is at least the average rank's compute (F, and the cheaper of
 // B and I + W, of every unit for every micro-batch, over the pipeline ranks) and one
 // micro-batch's way through every unit and back, plus the optimizer and all-reduce of the
 // average rank's elements; the peak at least the average rank's parameters and state with
-// one micro-batch in flight on every stage.
+// one micro-batch in flight on every stage, each unit keeping what it keeps recomputed
+// under the policy that keeps least (Note [Recomputation in the plan]).
 struct Bounds {
   double step = 0;
   double memory = 0;
 };
+
+// What unit `u` keeps of one micro-batch of `size` under the policy that keeps least.
+double smallestKeptBytes(const CostProfile& profile, size_t u, double size) {
+  double least = profile.activationBytesOf(u, size);
+  for (const RecomputePolicy policy : profile.recomputePolicies()) {
+    least = std::min(least, profile.activationBytesOf(u, size, policy));
+  }
+  return least;
+}
 
 Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double size = static_cast<double>(c.microbatch_size);
@@ -212,34 +110,12 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
     elements += static_cast<double>(unit.trainable_elements);
     resident += static_cast<double>(unit.param_bytes) +
                 profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements) +
-                profile.activationBytesOf(u, size);
+                smallestKeptBytes(profile, u, size);
   }
   const double ranks = c.pp;
   const double tail = profile.optimizer_s_per_element * elements / ranks +
                       profile.allReduceSeconds(4.0 * elements / ranks, c.dp);
   return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
-}
-
-ActionCosts actionCostsOf(const StageCosts& costs) {
-  ActionCosts out;
-  out.per_stage = costs.compute;
-  out.comm = costs.comm_s;
-  return out;
-}
-
-// Fills `c`'s prediction from `simulation`, of `schedule` under `costs`.
-void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
-                    const PipelineSchedule& schedule, const SimulationResult& simulation,
-                    PlanCandidate& c) {
-  c.makespan_s = simulation.makespan;
-  c.tail_s = tailOf(profile, costs, pipeline, c.dp);
-  c.step_s = c.makespan_s + c.tail_s;
-  c.bubble = simulation.bubble_fraction;
-  c.peak_bytes =
-      peakBytesOf(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule), c.dp);
-  c.tokens_per_s =
-      c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
-                   : 0;
 }
 
 ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& costs) {
@@ -296,15 +172,19 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
 constexpr int kMostStagesRefined = 16;
 
 // `c` simulated under its cut's `costs`, then its cut refined (refineCut) where it has 2 to
-// kMostStagesRefined stages. Throws ppstage::Error when its schedule refuses it.
+// kMostStagesRefined stages, then, over `budget`, recomputation fitted (Note
+// [Recomputation in the plan]). Throws ppstage::Error when its schedule refuses it.
 PlanCandidate simulateAndRefine(const CostProfile& profile, PlanCandidate c,
                                 const StageCosts& costs, const ScheduleRegistry& registry,
-                                double budget) {
+                                double budget, bool recompute_over_budget = true) {
   const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
   fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
     refineCut(profile, schedule, pipeline, budget, c);
+  }
+  if (recompute_over_budget && budget > 0 && c.peak_bytes > budget) {
+    return fitByRecomputing(profile, schedule, pipeline, budget, c);
   }
   return c;
 }
@@ -455,8 +335,8 @@ class Search {
                   "refused by its schedule; the first: ", first_refusal_);
     PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
                  request_.memory_budget_bytes / kBytesPerMiB,
-                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMiB,
-                 " MB");
+                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMiB, " MB",
+                 profile_.recomputePolicies().empty() ? "" : ", with every block recomputed");
   }
 
  private:
@@ -553,7 +433,7 @@ PlanCandidate cutFor(const CostProfile& profile, PlanCandidate c, const Schedule
   const double size = static_cast<double>(c.microbatch_size);
   c.stage_starts = c.stages() > 1 ? balancedCut(profile, c.stages(), size) : std::vector<size_t>{};
   return simulateAndRefine(profile, c, stageCostsOf(profile, c.stage_starts, size), registry,
-                           budget_bytes);
+                           budget_bytes, /*recompute_over_budget=*/false);
 }
 
 PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
@@ -562,7 +442,7 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
   const double size = static_cast<double>(c.microbatch_size);
   if (c.stage_starts.empty() && c.stages() > 1)
     c.stage_starts = balancedCut(profile, c.stages(), size);
-  const StageCosts costs = stageCostsOf(profile, c.stage_starts, size);
+  const StageCosts costs = stageCostsOf(profile, c.stage_starts, size, &c.recompute);
   const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
   fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   return c;

@@ -13,6 +13,7 @@
 
 #include "action_timer.h"
 #include "message_shapes.h"
+#include "pending_sends.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/compile/split_backward.h"
 #include "ppstage/core/clock.h"
@@ -73,12 +74,6 @@ int64_t nanoseconds(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-// A posted send, kept until the end of the step; `action` is the SEND that posted it.
-struct PendingSend {
-  Action action;
-  std::shared_ptr<Work> work;
-};
-
 }  // namespace
 
 struct Executor::Impl {
@@ -88,7 +83,7 @@ struct Executor::Impl {
   ActionList actions;
   ExecutorOptions options;
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
-  std::vector<PendingSend> sends;
+  PendingSends sends;  // posted, not yet seen complete
   StepLosses losses;  // the last stage's, read once at the end of the step
   ActionTimer timer;  // the compute actions' seconds, on the device they run on
   std::unique_ptr<ReceiveBuffers> receive_buffers;
@@ -141,21 +136,7 @@ struct Executor::Impl {
   }
 
   // Waits for every send of the step, one traced wait per SEND action.
-  void waitForSends() {
-    for (size_t i = 0; i < sends.size();) {
-      const Action action = sends[i].action;
-      const int64_t start = options.trace != nullptr ? TraceRecorder::now() : 0;
-      const auto begin = Clock::now();
-      for (; i < sends.size() && sends[i].action == action; ++i) {
-        sends[i].work->wait(comm.options().timeout);
-      }
-      stats.wait_s[action.kind] += secondsSince(begin);
-      if (options.trace != nullptr) {
-        options.trace->add(TraceKind::kWait, action, start, TraceRecorder::now());
-      }
-    }
-    sends.clear();
-  }
+  void waitForSends() { sends.waitAll(comm.options().timeout, stats.wait_s, options.trace); }
 
   // --- communication ----------------------------------------------------------------------
 
@@ -175,7 +156,7 @@ struct Executor::Impl {
   void sendShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
                   const Action& send) {
     if (options.max_length == 0) return;
-    sends.push_back({send, comm.send(packShapes(tensors, options.device), peer, tag)});
+    sends.add(send, comm.send(packShapes(tensors, options.device), peer, tag), comm.options().timeout);
   }
 
   void recvForward(int s, int m) {
@@ -202,8 +183,10 @@ struct Executor::Impl {
     sendShapes(st.outputs, topology.nextRank(s), shapesTag(MessageKind::kActivation, s + 1, m),
                send);
     for (size_t i = 0; i < st.outputs.size(); ++i) {
-      sends.push_back({send, comm.send(st.outputs[i].detach(), topology.nextRank(s),
-                                       {MessageKind::kActivation, s + 1, m, static_cast<int>(i)})});
+      sends.add(send,
+                comm.send(st.outputs[i].detach(), topology.nextRank(s),
+                          {MessageKind::kActivation, s + 1, m, static_cast<int>(i)}),
+                comm.options().timeout);
     }
     if (options.forward_only) finishForwardOnly(s, m);
   }
@@ -237,8 +220,10 @@ struct Executor::Impl {
     sendShapes(sent, topology.prevRank(s), shapesTag(MessageKind::kGradient, s, m), send);
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
       if (!sent[i].defined()) continue;
-      sends.push_back({send, comm.send(sent[i], topology.prevRank(s),
-                                       {MessageKind::kGradient, s, m, static_cast<int>(i)})});
+      sends.add(send,
+                comm.send(sent[i], topology.prevRank(s),
+                          {MessageKind::kGradient, s, m, static_cast<int>(i)}),
+                comm.options().timeout);
     }
     sent.clear();  // before the state goes: no handle of ours may keep a buffer in use
     st.input_grads.clear();

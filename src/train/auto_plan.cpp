@@ -97,6 +97,9 @@ void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, 
                 static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
                 static_cast<long long>(plan.over_budget), measure_s, plan_s);
   log << line;
+  for (const std::string& reason : recomputeReasons(c, profile)) {
+    log << "pipeline.auto: " << reason << "\n";
+  }
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
   std::snprintf(line, sizeof line,

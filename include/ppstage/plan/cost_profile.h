@@ -11,15 +11,36 @@
 // b0 < b1, a unit's cost at size b is the line through both points, a + c b: between them
 // it interpolates, outside it extrapolates the fixed part the two points show, and never
 // goes below zero. The planner asks for every candidate's micro-batch size this way.
+//
+// Note [Recomputation in the profile]
+// A unit that holds blocks (findBlocks', the ones --train.recompute reruns) is measured
+// three times: as it is, with every block of it recomputed in full, and selectively
+// (compile/recompute.h). Each measurement runs as the first (Note [Measuring units as a
+// stage runs them]): its F keeps only what recomputation keeps, its B and I rerun the
+// block, and its backward peak holds the rerun's activations. The planner takes a unit's
+// figures under the policy a candidate gives it (Note [Recomputation in the plan]).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ppstage/config/config.h"
 #include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
+
+// A unit's figures measured with its blocks recomputed under one policy (Note
+// [Recomputation in the profile]), as UnitCost's: one entry per micro-batch size, all
+// empty where not measured.
+struct RecomputedUnitCost {
+  std::vector<PerCompute<double>> seconds;
+  std::vector<double> activation_bytes;
+  std::vector<double> backward_peak_bytes;
+  std::vector<double> weight_pending_bytes;
+
+  bool measured() const { return !seconds.empty(); }
+};
 
 // One splittable unit (split/units.h), in unit order. Each vector has one entry per
 // CostProfile::microbatch_sizes.
@@ -45,6 +66,15 @@ struct UnitCost {
   // (an MLP's hidden layer). Profiles written before it was measured read it as
   // activation_bytes.
   std::vector<double> weight_pending_bytes;
+  // The module paths of the blocks it holds, in execution order (what a count of
+  // --train.recompute_blocks counts), and its figures with them recomputed.
+  std::vector<std::string> blocks;
+  RecomputedUnitCost full;
+  RecomputedUnitCost selective;
+
+  // Its figures under `policy`: `full` or `selective`, or null for none and where that
+  // policy was not measured (a unit without blocks).
+  const RecomputedUnitCost* recomputed(RecomputePolicy policy) const;
 };
 
 struct CostProfile {
@@ -77,12 +107,18 @@ struct CostProfile {
   std::string links;
 
   // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
-  // micro-batch size]).
-  double secondsOf(size_t u, ActionKind kind, double size) const;
-  double activationBytesOf(size_t u, double size) const;
+  // micro-batch size]), with its blocks recomputed under `policy` where measured so.
+  double secondsOf(size_t u, ActionKind kind, double size,
+                   RecomputePolicy policy = RecomputePolicy::kNone) const;
+  double activationBytesOf(size_t u, double size,
+                           RecomputePolicy policy = RecomputePolicy::kNone) const;
   double outputBytesOf(size_t u, double size) const;
-  double backwardPeakBytesOf(size_t u, double size) const;
-  double weightPendingBytesOf(size_t u, double size) const;
+  double backwardPeakBytesOf(size_t u, double size,
+                             RecomputePolicy policy = RecomputePolicy::kNone) const;
+  double weightPendingBytesOf(size_t u, double size,
+                              RecomputePolicy policy = RecomputePolicy::kNone) const;
+  // The policies some unit was measured under besides none, full first.
+  std::vector<RecomputePolicy> recomputePolicies() const;
   // A message of `bytes` between two ranks.
   double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
   // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).

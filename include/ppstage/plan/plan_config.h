@@ -34,12 +34,23 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
 // divide into the replicas' micro-batches.
 PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 
+// --train.recompute_blocks for what `candidate` recomputes: its blocks per stage ("4,1").
+std::string recomputeBlocksOf(const PlanCandidate& candidate);
+
+// Why `candidate` recomputes what it does, one line per stage (none where it recomputes
+// nothing): "stage 0: recomputes 4 of 4 blocks (full): it holds 2 micro-batches in flight,
+// 40.1 MB each without recomputation, 6.2 MB with".
+std::vector<std::string> recomputeReasons(const PlanCandidate& candidate,
+                                          const CostProfile& profile);
+
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
-// micro-batches, stages per rank, placement and train.dp.
+// micro-batches, stages per rank, placement, train.dp and, where it recomputes,
+// train.recompute and train.recompute_blocks (otherwise they stay as given).
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 
 // An INI file: `given` (the user's options by name, as parseOptions records them), less the
-// ones the plan chooses and the plan's own, plus the candidate's (train.tp among them) and
+// ones the plan chooses and the plan's own, plus the candidate's (train.tp among them, and
+// train.recompute and train.recompute_blocks where it recomputes) and
 // the profile's batch size (what was planned for), by section. `header` becomes its leading
 // comment lines.
 std::string configIniOf(const std::map<std::string, std::string>& given,

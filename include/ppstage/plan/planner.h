@@ -20,8 +20,9 @@
 // of their bytes). Its peak memory per rank is its stages' parameters, their gradients and
 // optimizer state, for each stage the simulator's peak in-flight micro-batches times one
 // micro-batch's activation bytes there (for schedules that split backwards into I and W, the more
-// of those and what a micro-batch keeps between its I and its W), and the largest backward peak of
-// its units (what a backward holds above its start). Each simulated candidate of at most 16 stages
+// of those and what a micro-batch keeps between its I and its W), and the largest of its stages'
+// backward peaks (what a backward holds above that: its units' own peaks and the weights' new
+// gradients, which wait for the pass to end; Note [A stage's backward peak]). Each simulated candidate of at most 16 stages
 // then gets its cut refined with the simulator as the objective: each boundary moved to the next
 // possible start either way, in up to two passes, while the predicted step falls and the peak fits
 // the budget. Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
@@ -32,6 +33,23 @@
 // parameters and state with one micro-batch in flight on every stage), which drops a candidate
 // unsimulated. Candidates of one layout, cut and micro-batch count that predict exactly the same
 // step and peak (GPipe and 1F1B of one micro-batch on one stage per rank) are listed once.
+//
+// Note [Recomputation in the plan]
+// Under a budget, a simulated candidate whose peak is over it gets recomputation where the
+// profile measured it (Note [Recomputation in the profile]), once under each policy
+// measured, and keeps the faster that fits. Its cut, schedule and micro-batches stay; what
+// it chooses is, per stage, how many of its first units that hold blocks recompute (as
+// --train.recompute_blocks counts a stage's first blocks). While a rank is over the budget,
+// its stages' next units are taken in order of the step time they add per byte they save:
+// a unit saves its stage's peak in-flight micro-batches (the simulator's) times what it
+// keeps less per micro-batch, and costs the micro-batches times what its backward takes
+// more; units are added until the estimated savings cover the excess, then the candidate
+// is simulated again under the new costs (the rerun lengthens B and I, which can move the
+// peak in flight), until every rank fits or a rank has nothing left to recompute. Stage 0
+// of 1F1B holds p micro-batches and the last stage one, so the first stages recompute
+// first. One policy serves the whole run (--train.recompute is one); the memory bound
+// that drops candidates unsimulated counts every unit's smallest kept bytes, and a budget
+// nothing fits names the smallest peak found with every block recomputed.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +75,19 @@ struct PlanRequest {
   int keep = 10;  // how many of the best candidates the plan returns (it searches ten or more)
 };
 
+// What a candidate recomputes (Note [Recomputation in the plan]): one policy, and per
+// stage the units and the blocks (what --train.recompute_blocks counts) that recompute.
+struct PlannedRecompute {
+  RecomputePolicy policy = RecomputePolicy::kNone;
+  std::vector<int> units;   // per stage: its first units holding blocks that recompute
+  std::vector<int> blocks;  // per stage: the blocks of those units
+  // Per stage, the bytes one micro-batch keeps alive without and with the choice.
+  std::vector<double> plain_bytes;
+  std::vector<double> kept_bytes;
+
+  bool any() const { return policy != RecomputePolicy::kNone; }
+};
+
 // One configuration and what the planner predicts for it.
 struct PlanCandidate {
   std::string schedule;
@@ -74,9 +105,12 @@ struct PlanCandidate {
   double bubble = 0;                 // the simulation's bubble fraction
   double peak_bytes = 0;             // the largest rank's predicted peak tensor memory
   double tokens_per_s = 0;
+  std::vector<int> inflight;    // per stage: the simulator's peak micro-batches in flight
+  PlannedRecompute recompute;   // none unless a budget needs it
 
   int stages() const { return pp * stages_per_rank; }
-  // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4": for tables and logs.
+  // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4", "1f1b dp1 pp2 M8
+  // full 4,1" (recomputing 4 blocks of stage 0, 1 of stage 1): for tables and logs.
   std::string label() const;
 };
 
@@ -102,8 +136,8 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
 // `candidate`'s layout (schedule, dp, pipeline ranks, stages per rank, placement and
 // micro-batches) cut as the planner cuts each candidate (Note [Planning a pipeline]): its
 // units' F + B balanced at its micro-batch size, then, at 2 to 16 stages, each boundary
-// moved while the simulated step falls and the peak fits `budget_bytes` (0: no budget).
-// Returns the candidate with that cut and its prediction. What --pipeline.balance time
+// moved while the simulated step falls and the peak fits `budget_bytes` (0: no budget);
+// nothing recomputed. Returns the candidate with that cut and its prediction. What --pipeline.balance time
 // cuts by. Throws ppstage::Error when its schedule refuses it.
 PlanCandidate cutFor(const CostProfile& profile, PlanCandidate candidate,
                      const ScheduleRegistry& registry, double budget_bytes = 0);
@@ -118,7 +152,7 @@ std::vector<size_t> defaultCut(const CostProfile& profile, int stages);
 const char* defaultBalanceOf(const CostProfile& profile);
 
 // `candidate`'s prediction with the cut it holds (stage_starts; empty: balanced as the
-// planner balances), or with its stages' costs as they would be. Throws ppstage::Error
+// planner balances) and what it recomputes (PlannedRecompute::units). Throws ppstage::Error
 // when its schedule refuses it.
 PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate candidate,
                                const ScheduleRegistry& registry);

@@ -1,0 +1,177 @@
+// See src/plan/stage_costs.h.
+#include "stage_costs.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ppstage/core/all_reduce_buckets.h"
+
+namespace ppstage {
+
+std::vector<size_t> possibleStarts(const CostProfile& profile) {
+  std::vector<size_t> starts;
+  std::set<std::string> seen;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    if (seen.insert(profile.units[u].path).second) starts.push_back(u);
+  }
+  return starts;
+}
+
+namespace {
+
+// Whether unit `u`, the `holder`-th unit holding blocks of stage `s` (from 0), recomputes.
+bool recomputes(const CostProfile& profile, size_t u, int holder, size_t s,
+                const PlannedRecompute* recompute) {
+  if (recompute == nullptr || !recompute->any() || profile.units[u].blocks.empty()) return false;
+  return s < recompute->units.size() && holder < recompute->units[s];
+}
+
+// Note [A stage's backward peak]
+// A stage's B takes the gradients of all its weights from one autograd pass and adds them
+// to the accumulated ones after it (runtime/executor.cpp): while unit u's backward runs,
+// the units before it still hold their activations, the units after it have freed theirs
+// but their weights' new gradients wait, and u's own backward peaks (its measured
+// backward_peak_bytes, above its start). Over the micro-batch's own kept bytes, that is
+// bp(u) + the weight gradients of the units after u - the activations of the units after
+// u, and the stage's peak is the largest over u. Without recomputation the activations a
+// unit frees about pay for the gradients it leaves, and the last unit's own peak
+// decides; with them recomputed the first unit's decides, with nearly all the stage's
+// new gradients beside it.
+double backwardPeakOf(const std::vector<double>& own_peak, const std::vector<double>& activations,
+                      const std::vector<double>& gradients) {
+  double peak = 0, after_gradients = 0, after_activations = 0;
+  for (size_t k = own_peak.size(); k-- > 0;) {
+    peak = std::max(peak, own_peak[k] + after_gradients - after_activations);
+    after_gradients += gradients[k];
+    after_activations += activations[k];
+  }
+  return peak;
+}
+
+}  // namespace
+
+StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
+                        double size, const PlannedRecompute* recompute) {
+  StageCosts out;
+  // A weight's gradient is in its own dtype (bf16 ones are added to fp32 masters later).
+  const double gradient_bytes = profile.precision == "bf16" ? 2.0 : 4.0;
+  size_t begin = 0;
+  for (size_t s = 0; s <= starts.size(); ++s) {
+    const size_t end = s < starts.size() ? starts[s] : profile.units.size();
+    PerCompute<double> compute;
+    double activations = 0, weight_pending = 0, resident = 0, trainable = 0;
+    std::vector<double> unit_peaks, unit_activations, unit_gradients;
+    int holder = 0;
+    for (size_t u = begin; u < end; ++u) {
+      const UnitCost& unit = profile.units[u];
+      const RecomputePolicy policy = recomputes(profile, u, holder, s, recompute)
+                                         ? recompute->policy
+                                         : RecomputePolicy::kNone;
+      if (!unit.blocks.empty()) ++holder;
+      for (const ActionKind kind : PerCompute<double>::kinds()) {
+        compute[kind] += profile.secondsOf(u, kind, size, policy);
+      }
+      activations += profile.activationBytesOf(u, size, policy);
+      weight_pending += profile.weightPendingBytesOf(u, size, policy);
+      unit_peaks.push_back(profile.backwardPeakBytesOf(u, size, policy));
+      unit_activations.push_back(profile.activationBytesOf(u, size, policy));
+      unit_gradients.push_back(gradient_bytes * static_cast<double>(unit.trainable_elements));
+      trainable += static_cast<double>(unit.trainable_elements);
+      resident += static_cast<double>(unit.param_bytes) +
+                  profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements);
+    }
+    if (end < profile.units.size() && end > begin) {
+      out.comm_s =
+          std::max(out.comm_s, profile.messageSeconds(profile.outputBytesOf(end - 1, size)));
+    }
+    out.compute.push_back(compute);
+    out.activation_bytes.push_back(activations);
+    out.weight_pending_bytes.push_back(weight_pending);
+    out.backward_peak_bytes.push_back(
+        backwardPeakOf(unit_peaks, unit_activations, unit_gradients));
+    out.resident_bytes.push_back(resident);
+    out.trainable_elements.push_back(trainable);
+    begin = end;
+  }
+  return out;
+}
+
+bool splitsBackward(const PipelineSchedule& schedule) {
+  for (const ActionList& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      if (a.kind == ActionKind::kBackwardWeight) return true;
+    }
+  }
+  return false;
+}
+
+double aliveBytes(const StageCosts& costs, int s, bool splits_backward) {
+  return splits_backward ? std::max(costs.activation_bytes[s], costs.weight_pending_bytes[s])
+                         : costs.activation_bytes[s];
+}
+
+std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
+                                  const std::vector<int>& inflight, bool splits_backward, int dp) {
+  std::vector<double> peaks;
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double resident = 0, bytes = 0, backward_peak = 0, gradient_bytes = 0;
+    for (int s : pipeline.stagesOf(r)) {
+      resident += costs.resident_bytes[s];
+      bytes += costs.resident_bytes[s] + inflight.at(s) * aliveBytes(costs, s, splits_backward);
+      backward_peak = std::max(backward_peak, costs.backward_peak_bytes[s]);
+      gradient_bytes += 4.0 * costs.trainable_elements[s];  // fp32
+    }
+    double peak = bytes + backward_peak;
+    if (dp > 1) {
+      const double bucket = std::min(gradient_bytes, static_cast<double>(kAllReduceBucketBytes));
+      peak = std::max(peak, resident + bucket * (1.0 + 1.0 / dp));
+    }
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+ActionCosts actionCostsOf(const StageCosts& costs) {
+  ActionCosts out;
+  out.per_stage = costs.compute;
+  out.comm = costs.comm_s;
+  return out;
+}
+
+namespace {
+
+// The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
+// its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
+// in the step's all-reduce.
+double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+              int dp) {
+  double tail = 0;
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double elements = 0;
+    for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
+    const double rank_tail =
+        profile.optimizer_s_per_element * elements + profile.allReduceSeconds(4.0 * elements, dp);
+    tail = std::max(tail, rank_tail);
+  }
+  return tail;
+}
+
+}  // namespace
+
+void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+                    const PipelineSchedule& schedule, const SimulationResult& simulation,
+                    PlanCandidate& c) {
+  c.makespan_s = simulation.makespan;
+  c.tail_s = tailOf(profile, costs, pipeline, c.dp);
+  c.step_s = c.makespan_s + c.tail_s;
+  c.bubble = simulation.bubble_fraction;
+  c.inflight = simulation.peak_inflight;
+  const std::vector<double> peaks =
+      rankPeakBytes(costs, pipeline, simulation.peak_inflight, splitsBackward(schedule), c.dp);
+  c.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
+  c.tokens_per_s =
+      c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s
+                   : 0;
+}
+
+}  // namespace ppstage

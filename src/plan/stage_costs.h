@@ -1,0 +1,71 @@
+// plan's model of one candidate's stages (Note [Planning a pipeline], planner.h): what a
+// cut's stages cost at one micro-batch size, with what they recompute (Note
+// [Recomputation in the plan]), and the prediction a simulation of them makes: the step's
+// tail and each rank's peak memory. Shared by the planner's search and its recomputation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppstage/core/topology.h"
+#include "ppstage/plan/cost_profile.h"
+#include "ppstage/plan/planner.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+
+namespace ppstage {
+
+// What the stages of one cut cost at one micro-batch size.
+struct StageCosts {
+  std::vector<PerCompute<double>> compute;   // per stage
+  std::vector<double> activation_bytes;      // per stage, one micro-batch
+  std::vector<double> weight_pending_bytes;  // per stage, one micro-batch between I and W
+  // Per stage: what its backward holds above one micro-batch's kept bytes at most (Note
+  // [A stage's backward peak], stage_costs.cpp).
+  std::vector<double> backward_peak_bytes;
+  std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
+  std::vector<double> trainable_elements;    // per stage
+  double comm_s = 0;                         // the largest boundary's message
+};
+
+// The units a stage may start at, the first (0) included: a split point names a module by
+// its path, and a module called twice (one embedding for a source and a target) names its
+// first call, so a later call of a path already seen cannot start a stage.
+std::vector<size_t> possibleStarts(const CostProfile& profile);
+
+// The stages `starts` cuts (the first unit of each after the first) at micro-batches of
+// `size`, each unit under `recompute`'s policy where it is among its stage's first
+// `recompute.units[s]` units holding blocks (null or none: nothing recomputes).
+StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
+                        double size, const PlannedRecompute* recompute = nullptr);
+
+// Whether `schedule` splits backwards into I and W (zero-bubble schedules).
+bool splitsBackward(const PipelineSchedule& schedule);
+
+// What one micro-batch holds alive on stage `s` between its F and its backward: its
+// activations or, where backwards split, what waits for W if that is more.
+double aliveBytes(const StageCosts& costs, int s, bool splits_backward);
+
+// Each pipeline rank's memory with `inflight[s]` micro-batches alive on stage s, and one
+// backward's own peak on top (the largest of its stages'); with dp > 1, also the step's end,
+// summing the gradients across replicas, when the activations are gone but a bucket's flat
+// copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
+std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
+                                  const std::vector<int>& inflight, bool splits_backward, int dp);
+
+ActionCosts actionCostsOf(const StageCosts& costs);
+
+// Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
+// tail (a rank's optimizer and the all-reduce of its gradients, the largest rank's), step,
+// bubble, peak, tokens/s and the micro-batches in flight per stage.
+void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+                    const PipelineSchedule& schedule, const SimulationResult& simulation,
+                    PlanCandidate& c);
+
+// `c` (simulated, over `budget`) with recomputation chosen per stage under the faster
+// policy that fits (Note [Recomputation in the plan]); otherwise its prediction with every
+// block recomputed under the policy that keeps least (to name the smallest peak), or `c`
+// itself where the profile measured no recomputation. The result's peak tells which.
+PlanCandidate fitByRecomputing(const CostProfile& profile, const PipelineSchedule& schedule,
+                               const Topology& pipeline, double budget, const PlanCandidate& c);
+
+}  // namespace ppstage
