@@ -44,12 +44,24 @@ struct ModeRow {
   double plain_step_time_s = 0;
   double plain_peak_activation_mb = 0;
   double recompute_s_per_step = 0;
+  // Per stage: what one micro-batch kept (StageRecompute::kept_mb_per_microbatch), without
+  // and with recomputation.
+  std::vector<double> plain_kept_mb;
+  std::vector<double> kept_mb;
 };
+
+std::vector<double> keptPerStage(const RunMetrics& metrics) {
+  std::vector<double> kept;
+  for (const StageRecompute& stage : metrics.recompute) kept.push_back(stage.kept_mb_per_microbatch);
+  return kept;
+}
 
 // What recomputation cost in `row`'s mode: `plain` is the same run without it.
 void addRecomputeCost(ModeRow& row, const ModeRow& plain) {
   row.plain_step_time_s = plain.step_time_s;
   row.plain_peak_activation_mb = plain.peak_activation_mb;
+  row.plain_kept_mb = keptPerStage(plain.metrics);
+  row.kept_mb = keptPerStage(row.metrics);
   const double steps = static_cast<double>(std::max<size_t>(1, row.metrics.losses.size()));
   for (const RankMetrics& r : row.metrics.ranks) {
     row.recompute_s_per_step = std::max(row.recompute_s_per_step, r.recompute_s / steps);
@@ -61,7 +73,8 @@ void addRecomputeCost(ModeRow& row, const ModeRow& plain) {
 void printRecomputeTable(const std::vector<ModeRow>& rows, RecomputePolicy policy) {
   std::cout << "\nrecompute " << toString(policy)
             << ": mode, step s without and with, ratio; activations MB without and with, "
-               "reduction; reruns s per step (the busiest rank)\n";
+               "reduction; reruns s per step (the busiest rank); MB one micro-batch keeps on "
+               "stage 0, without and with\n";
   for (const ModeRow& r : rows) {
     std::cout << std::left << std::setw(7) << toString(r.mode) << std::right << std::fixed
               << std::setprecision(4) << std::setw(9) << r.plain_step_time_s << std::setw(9)
@@ -70,8 +83,10 @@ void printRecomputeTable(const std::vector<ModeRow>& rows, RecomputePolicy polic
               << std::setw(10) << r.plain_peak_activation_mb << std::setw(9) << r.peak_activation_mb
               << std::setprecision(2) << std::setw(7)
               << r.plain_peak_activation_mb / std::max(r.peak_activation_mb, 1e-12) << "x"
-              << std::setprecision(4) << std::setw(9) << r.recompute_s_per_step << std::defaultfloat
-              << "\n";
+              << std::setprecision(4) << std::setw(9) << r.recompute_s_per_step
+              << std::setprecision(2) << std::setw(9)
+              << (r.plain_kept_mb.empty() ? 0.0 : r.plain_kept_mb.front()) << std::setw(9)
+              << (r.kept_mb.empty() ? 0.0 : r.kept_mb.front()) << std::defaultfloat << "\n";
   }
 }
 
@@ -212,7 +227,9 @@ std::string rowsJson(const std::vector<ModeRow>& rows) {
     if (r.plain_step_time_s > 0) {
       modes.back()["recompute"] = {{"step_time_s_without", r.plain_step_time_s},
                                    {"peak_activation_mb_without", r.plain_peak_activation_mb},
-                                   {"recompute_s_per_step", r.recompute_s_per_step}};
+                                   {"recompute_s_per_step", r.recompute_s_per_step},
+                                   {"kept_mb_per_microbatch_without", r.plain_kept_mb},
+                                   {"kept_mb_per_microbatch", r.kept_mb}};
     }
   }
   return nlohmann::json{{"modes", modes}}.dump(2);
@@ -331,7 +348,8 @@ int compareCompileMain(int argc, const char* const* argv) {
       "rss_growth_mb_per_100_steps (null when too few steps ran to measure it), "
       "rss_growth_steps (the steps after the warm-up it is fitted over), loss_max_rel_diff, "
       "final_loss, and with --train.recompute, recompute: {step_time_s_without, "
-      "peak_activation_mb_without, recompute_s_per_step}}]}");
+      "peak_activation_mb_without, recompute_s_per_step, kept_mb_per_microbatch_without, "
+      "kept_mb_per_microbatch (per stage)}}]}");
   options.add(comparison);
 
   installCountingAllocator();

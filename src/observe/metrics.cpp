@@ -121,7 +121,10 @@ std::string metricsToJson(const RunMetrics& m) {
       {"recompute",
        arrayJson(m.recompute,
                  [](const StageRecompute& r) -> nlohmann::json {
-                   return {{"stage", r.stage}, {"policy", r.policy}, {"blocks", r.blocks}};
+                   return {{"stage", r.stage},
+                           {"policy", r.policy},
+                           {"blocks", r.blocks},
+                           {"kept_mb_per_microbatch", r.kept_mb_per_microbatch}};
                  })},
   };
   return json.dump(2);

@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -22,6 +23,7 @@
 #include "ppstage/core/topology.h"
 #include "ppstage/graph/model_failure.h"
 #include "ppstage/graph/random_stream.h"
+#include "ppstage/observe/tensor_memory.h"
 #include "ppstage/observe/trace.h"
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/split/stage_module.h"
@@ -279,6 +281,7 @@ struct Executor::Impl {
       }
     }
     const std::vector<c10::IValue> args = stage.module->arguments(st.inputs);
+    const int64_t bytes_before = tensorBytesNow(options.device);
     std::vector<c10::IValue> outputs;
     try {
       outputs = stage.compiled->run(args);
@@ -293,6 +296,8 @@ struct Executor::Impl {
     }
     st.outputs.clear();
     for (const c10::IValue& v : outputs) st.outputs.push_back(v.toTensor());
+    double& kept = stats.stage_kept_bytes[localPosition(s)];
+    kept = std::max(kept, static_cast<double>(tensorBytesNow(options.device) - bytes_before));
     if (isLast(s)) {
       computeLoss(s, m, st, data);
     } else if (runsHere(s + 1)) {
@@ -528,6 +533,7 @@ StepStats Executor::runStep(int64_t step, const StepData& data) {
   impl.losses.clear();  // what an abandoned step left
   impl.stats.stage_compute_s.assign(impl.stages.size(), {});
   impl.stats.stage_compute_count.assign(impl.stages.size(), {});
+  impl.stats.stage_kept_bytes.assign(impl.stages.size(), 0.0);
   impl.step = step;
   impl.data = &data;
   PPSTAGE_INTERNAL_ASSERT(impl.options.max_length == 0 || !data.lengths.empty(),

@@ -17,6 +17,7 @@
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
 #include "ppstage/core/statistics.h"
+#include "ppstage/core/units.h"
 #include "ppstage/observe/parameter_files.h"
 #include "ppstage/train/job_setup.h"
 
@@ -180,6 +181,25 @@ std::vector<PerCompute<double>> stageActionCosts(const Topology& topology, const
   return costs;
 }
 
+// Into each stage's `recompute` entry, the most bytes one of its micro-batches kept, in MB,
+// averaged over its data-parallel ranks. Collective over `world`.
+void addKeptBytes(const Topology& topology, const RunRecord& record, Communicator& world,
+                  std::vector<StageRecompute>& recompute) {
+  const auto stages = static_cast<int64_t>(topology.numStages());
+  at::Tensor sums = at::zeros({2, stages}, at::kDouble);  // bytes, then ranks
+  auto acc = sums.accessor<double, 2>();
+  const std::vector<int> mine = topology.myStages();
+  for (size_t i = 0; i < mine.size() && i < record.my_stage_kept_bytes.size(); ++i) {
+    acc[0][mine[i]] += record.my_stage_kept_bytes[i];
+    acc[1][mine[i]] += 1;
+  }
+  world.allReduceSum({sums});
+  for (StageRecompute& stage : recompute) {
+    const double ranks = acc[1][stage.stage];
+    stage.kept_mb_per_microbatch = ranks > 0 ? acc[0][stage.stage] / ranks / kBytesPerMiB : 0;
+  }
+}
+
 // The simulator's makespan of `schedule` under `costs`; where micro-batches differ in
 // length (`lengths`, every step's, at most `max_length`), the median over the steps after
 // the first of each step's makespan with its own lengths. The measured compute costs are
@@ -333,6 +353,10 @@ void RunRecord::add(int64_t step, int64_t steps, const StepResult& result) {
   my_tail_s.push_back(result.tail_s);
   my_tp_s.push_back(result.tp_s);
   my_tp_all_reduces.push_back(static_cast<double>(result.tp_all_reduces));
+  my_stage_kept_bytes.resize(result.stage_kept_bytes.size(), 0.0);
+  for (size_t i = 0; i < result.stage_kept_bytes.size(); ++i) {
+    my_stage_kept_bytes[i] = std::max(my_stage_kept_bytes[i], result.stage_kept_bytes[i]);
+  }
   my_stage_action_s.resize(result.stage_action_s.size());
   for (size_t i = 0; i < result.stage_action_s.size(); ++i) {
     for (const ActionKind kind : PerCompute<double>::kinds()) {
@@ -358,6 +382,7 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
   }
   RunMetrics metrics = runMetrics(config, layout, data, record);
   metrics.recompute = recomputePerStage(config, model.split);
+  addKeptBytes(layout.topology, record, world, metrics.recompute);
   addPrediction(layout, record, ranks, stageActionCosts(layout.topology, record, world), metrics);
   addRanks(layout.topology, record, std::move(ranks), metrics);
   if (world.rank() == 0) {

@@ -45,6 +45,9 @@ struct RunRecord {
   std::vector<double> my_tail_s;
   // The same per stage of this rank (increasing stage order) and kind.
   std::vector<PerCompute<std::vector<double>>> my_stage_action_s;
+  // Per stage of this rank: the most bytes one micro-batch's F kept, over the steps after
+  // the first.
+  std::vector<double> my_stage_kept_bytes;
   // This rank's seconds waiting for transfers in every step after the first, per kind.
   PerTransfer<std::vector<double>> my_wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor, after the last step

@@ -95,7 +95,8 @@ std::string whereNonfinite(const StepResult& result, const ModelSplit& split) {
                         nonfiniteText(result.grad_norm));
 }
 
-// The mean seconds of each kind of action, over this rank and per stage, into `result`.
+// The mean seconds of each kind of action, over this rank and per stage, and the bytes a
+// micro-batch kept per stage, into `result`.
 void addActionSeconds(const StepStats& stats, StepResult& result) {
   const auto mean = [](double seconds, int64_t count) {
     return count > 0 ? seconds / static_cast<double>(count) : std::nan("");
@@ -103,6 +104,7 @@ void addActionSeconds(const StepStats& stats, StepResult& result) {
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     result.action_s[kind] = mean(stats.compute_s[kind], stats.compute_count[kind]);
   }
+  result.stage_kept_bytes = stats.stage_kept_bytes;
   for (size_t i = 0; i < stats.stage_compute_s.size(); ++i) {
     PerCompute<double>& stage = result.stage_action_s.emplace_back();
     for (const ActionKind kind : PerCompute<double>::kinds()) {

@@ -71,6 +71,8 @@ struct StepResult {
   double epoch = 0;
   // The same mean seconds per stage of this rank (in increasing stage order).
   std::vector<PerCompute<double>> stage_action_s;
+  // Per stage of this rank: the most bytes one micro-batch kept (StepStats::stage_kept_bytes).
+  std::vector<double> stage_kept_bytes;
   // Seconds this rank waited for transfers, per kind.
   PerTransfer<double> wait_s;
   int64_t receive_buffers_allocated = 0;  // by this rank's executor so far

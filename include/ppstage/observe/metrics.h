@@ -125,11 +125,14 @@ struct EvalRecord {
 };
 
 // Activation recomputation in one stage (--train.recompute): the policy, and the blocks it
-// applies to ("none" and no blocks where none recompute).
+// applies to ("none" and no blocks where none recompute); and what one micro-batch's F
+// kept alive there (for its backward, and its outputs), with or without recomputation as
+// the run had it: the most over the steps after the first, by the counting allocator.
 struct StageRecompute {
   int stage = 0;
   std::string policy = "none";
   std::vector<std::string> blocks;
+  double kept_mb_per_microbatch = 0;
 };
 
 struct RunMetrics {

@@ -127,6 +127,10 @@ struct StepStats {
   // The same per stage of this rank (in the order of the executor's stages).
   std::vector<PerCompute<double>> stage_compute_s;
   std::vector<PerCompute<int64_t>> stage_compute_count;
+  // Per stage of this rank: the most tensor bytes one micro-batch's F left alive (what it
+  // keeps for its backward, and its outputs), by the counting allocator
+  // (observe/tensor_memory.h; 0 where it is not installed).
+  std::vector<double> stage_kept_bytes;
   // Per transfer kind: seconds spent waiting for its transfers to complete.
   PerTransfer<double> wait_s;
   // Receive buffers allocated over the executor's life so far (ReceiveBuffers::allocated):
