@@ -24,7 +24,11 @@ struct StageCosts {
   std::vector<double> backward_peak_bytes;
   std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
   std::vector<double> trainable_elements;    // per stage
-  double comm_s = 0;                         // the largest boundary's message
+  // Per stage: one micro-batch's message in (the previous stage's outputs; 0 for the first)
+  // and out (its outputs, whose gradients come back; 0 for the last).
+  std::vector<double> input_bytes;
+  std::vector<double> output_bytes;
+  double comm_s = 0;  // the largest boundary's message
 };
 
 // The units a stage may start at, the first (0) included: a split point names a module by
@@ -45,12 +49,14 @@ bool splitsBackward(const PipelineSchedule& schedule);
 // activations or, where backwards split, what waits for W if that is more.
 double aliveBytes(const StageCosts& costs, int s, bool splits_backward);
 
-// Each pipeline rank's memory with `inflight[s]` micro-batches alive on stage s, and one
-// backward's own peak on top (the largest of its stages'); with dp > 1, also the step's end,
-// summing the gradients across replicas, when the activations are gone but a bucket's flat
-// copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
+// Each pipeline rank's memory under `schedule` with `inflight[s]` micro-batches alive on
+// stage s, and one backward's own peak on top (the largest of its stages'), and its receive
+// buffers (Note [Receive buffers in the peak]); with dp > 1, also the step's end, summing
+// the gradients across replicas, when the activations are gone but a bucket's flat copy
+// and the ring's receive buffer are alive (core/all_reduce_buckets.h).
 std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
-                                  const std::vector<int>& inflight, bool splits_backward, int dp);
+                                  const PipelineSchedule& schedule,
+                                  const std::vector<int>& inflight, int dp);
 
 ActionCosts actionCostsOf(const StageCosts& costs);
 

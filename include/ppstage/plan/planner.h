@@ -69,7 +69,9 @@ struct PlanRequest {
   // sharded so: CostProfile::tp).
   int ranks = 1;
   int tp = 1;
-  double memory_budget_bytes = 0;      // per rank; 0: no budget
+  // Per rank; 0: no budget. A candidate fits when its predicted peak leaves 3% of it free
+  // (the prediction's error, measured: docs/benchmarks.md).
+  double memory_budget_bytes = 0;
   std::vector<std::string> schedules;  // the schedules to try (registered names)
   int max_stages_per_rank = 4;
   int keep = 10;  // how many of the best candidates the plan returns (it searches ten or more)
