@@ -14,6 +14,10 @@
 #                              seq_len 512): rank 0's (stage 0's) peak activations and the
 #                              median step without it, full and selective (every block),
 #                              in PPSTAGE_BENCH_ROUNDS (2) interleaved rounds, best of each
+#   scripts/bench.sh plan_budget  the planner under a memory budget that needs recomputation
+#                              (gpt-small-like and a torch.nn.TransformerEncoder model at 2
+#                              ranks): the choice's predicted and measured peak and step,
+#                              against every block recomputed (scripts/plan_budget_check.py)
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
@@ -278,6 +282,25 @@ for policy in ["none", "full", "selective"]:
     print("| %s | %.1f | %.2fx | %.3f | %.3f | %.3f | %.6f |" % (
         policy, act, none[0] / act, step, step / none[1], rec, loss))
 PY
+}
+
+# The planner choosing recomputation under a memory budget (scripts/plan_budget_check.py):
+# gpt-small-like and a torch.nn.TransformerEncoder model (scripts/make_encoder_model.py) at
+# 2 ranks, budgets far below the fastest configuration's peak without recomputation; the
+# chosen configuration against the same with every block recomputed, in
+# PPSTAGE_BENCH_ROUNDS (3) alternating rounds of 10 steps.
+bench_plan_budget() {
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-3} dir
+  dir=$(mktemp -d)
+  echo "### gpt-small-like, SGD, batch 16 x 128"
+  scripts/plan_budget_check.py "$ppstage" "$rounds" 10 45,40 -- \
+    --config configs/gpt-small.ini --train.optimizer sgd
+  echo "### torch.nn.TransformerEncoder, 8 layers of d 256, SGD, batch 16 x 128"
+  scripts/python scripts/make_encoder_model.py "$dir/encoder.pt"
+  scripts/plan_budget_check.py "$ppstage" "$rounds" 10 60,50 -- \
+    --model.name "$dir/encoder.pt" --model.vocab_size 256 --model.seq_len 128 \
+    --train.batch_size 16 --data.path synthetic --train.optimizer sgd --train.lr 0.01
+  rm -rf "$dir"
 }
 
 bench_trace() {
@@ -850,9 +873,10 @@ case "$what" in
   memory) bench_memory ;;
   trace) bench_trace ;;
   recompute) bench_recompute ;;
+  plan_budget) bench_plan_budget ;;
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh peers|libtorch|plan|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh peers|libtorch|plan|plan_budget|recompute|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

@@ -339,10 +339,10 @@ class Search {
     PPSTAGE_CHECK(smallest_peak_ < kInfinity, "every candidate under --plan.memory_mb was ",
                   "refused by its schedule; the first: ", first_refusal_);
     PPSTAGE_FAIL("no configuration of ", request_.ranks, " ranks fits --plan.memory_mb ",
-                 request_.memory_budget_bytes / kBytesPerMiB, " (less ", 100 * kPeakHeadroom,
-                 "% headroom: ", budget_ / kBytesPerMiB,
-                 " MB): the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMiB,
-                 " MB", profile_.recomputePolicies().empty() ? "" : ", with every block recomputed");
+                 request_.memory_budget_bytes / kBytesPerMiB,
+                 ": the smallest predicted peak per rank is ", smallest_peak_ / kBytesPerMiB, " MB",
+                 profile_.recomputePolicies().empty() ? "" : ", with every block recomputed",
+                 " (a peak must leave ", 100 * kPeakHeadroom, "% of the budget free)");
   }
 
  private:

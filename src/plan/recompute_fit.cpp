@@ -100,7 +100,7 @@ class RecomputeFit {
   bool addUnits(const PlanCandidate& c) {
     const StageCosts costs = stageCostsOf(profile_, plain_.stage_starts, size_, &choice_);
     const std::vector<double> peaks =
-        rankPeakBytes(costs, pipeline_, schedule_, c.inflight, plain_.dp);
+        rankPeakBytes(costs, pipeline_, schedule_, plain_.dp);
     const ActionKind backward = splits_ ? ActionKind::kBackwardInput : ActionKind::kBackward;
     const RecomputePolicy policy = choice_.policy;
     bool added = false;

@@ -24,6 +24,11 @@ struct StageCosts {
   std::vector<double> backward_peak_bytes;
   std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
   std::vector<double> trainable_elements;    // per stage
+  // Per stage: the weights' gradients one backward makes (in the parameters' dtype), and
+  // the accumulated ones that appear with its first backward (fp32; 0 in bf16, whose fp32
+  // accumulators exist from the step's start and are in resident_bytes).
+  std::vector<double> new_gradient_bytes;
+  std::vector<double> accumulated_gradient_bytes;
   // Per stage: one micro-batch's message in (the previous stage's outputs; 0 for the first)
   // and out (its outputs, whose gradients come back; 0 for the last).
   std::vector<double> input_bytes;
@@ -49,14 +54,13 @@ bool splitsBackward(const PipelineSchedule& schedule);
 // activations or, where backwards split, what waits for W if that is more.
 double aliveBytes(const StageCosts& costs, int s, bool splits_backward);
 
-// Each pipeline rank's memory under `schedule` with `inflight[s]` micro-batches alive on
-// stage s, and one backward's own peak on top (the largest of its stages'), and its receive
-// buffers (Note [Receive buffers in the peak]); with dp > 1, also the step's end, summing
-// the gradients across replicas, when the activations are gone but a bucket's flat copy
-// and the ring's receive buffer are alive (core/all_reduce_buckets.h).
+// Each pipeline rank's peak memory under `schedule`: its stages' parameters and state and
+// its receive buffers (Note [Receive buffers in the peak]), and what its actions hold as
+// they run (Note [A rank's memory through its actions]); with dp > 1, also the step's end,
+// summing the gradients across replicas, when the activations are gone but a bucket's
+// flat copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
 std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
-                                  const PipelineSchedule& schedule,
-                                  const std::vector<int>& inflight, int dp);
+                                  const PipelineSchedule& schedule, int dp);
 
 ActionCosts actionCostsOf(const StageCosts& costs);
 

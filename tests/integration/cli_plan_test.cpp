@@ -3,6 +3,7 @@
 // input ending with one clear line and exit 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,55 @@ TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
   EXPECT_NE(trained.out.find("  schedule  " + chosen.at("schedule").get<std::string>() + ","),
             std::string::npos)
       << trained.out;
+}
+
+// Under a budget below every configuration's peak without recomputation (gpt-tiny at 2
+// ranks), the plan recomputes (Note [Recomputation in the plan]): the chosen label, JSON
+// and reasons say what per stage, the written config carries it, and train runs it with
+// those blocks recomputed and its measured peak under the budget.
+TEST(PlanCli, RecomputesWhereOnlyRecomputationMeetsTheBudget) {
+  const std::string costs = testing::TempDir() + "ppstage_plan_recompute_costs.json";
+  const std::string ini = testing::TempDir() + "ppstage_plan_recompute.ini";
+  const std::string metrics = testing::TempDir() + "ppstage_plan_recompute_metrics.json";
+  const Result free = runPpstage(
+      "plan" + tinyGpt() + " --json --plan.top 1000 --plan.save_costs " + costs, mpirun(2));
+  ASSERT_EQ(free.exit_code, 0) << free.err;
+  double smallest = 1e300;
+  for (const nlohmann::json& c : nlohmann::json::parse(free.out).at("best")) {
+    EXPECT_EQ(c.at("recompute").at("policy"), "none");
+    smallest = std::min(smallest, c.at("peak_memory_mb").get<double>());
+  }
+  const double budget = 0.95 * smallest;
+  const Result planned =
+      runPpstage("plan" + tinyGpt() + " --plan.ranks 2 --json --plan.costs " + costs +
+                 " --plan.memory_mb " + std::to_string(budget) + " --write-config " + ini);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json chosen = nlohmann::json::parse(planned.out).at("chosen");
+  std::cout << "budget " << budget << " MB: chosen " << chosen.dump() << "\n";
+  const nlohmann::json& recompute = chosen.at("recompute");
+  ASSERT_NE(recompute.at("policy"), "none");
+  ASSERT_EQ(recompute.at("blocks").size(), chosen.at("stages").get<size_t>());
+  EXPECT_EQ(recompute.at("reasons").size(), chosen.at("stages").get<size_t>());
+  EXPECT_LE(chosen.at("peak_memory_mb").get<double>(), budget);
+  const std::string text = readText(ini);
+  EXPECT_NE(text.find("recompute = " + recompute.at("policy").get<std::string>()),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("recompute_blocks = "), std::string::npos) << text;
+
+  const Result trained = runPpstage(
+      "train --config " + ini + " --train.steps 3 --output.metrics_json " + metrics, mpirun(2));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err << text;
+  std::ifstream file(metrics);
+  const nlohmann::json run = nlohmann::json::parse(file);
+  for (const nlohmann::json& stage : run.at("recompute")) {
+    const size_t s = stage.at("stage").get<size_t>();
+    EXPECT_EQ(stage.at("blocks").size(), recompute.at("blocks").at(s).get<size_t>()) << stage;
+    EXPECT_GT(stage.at("kept_mb_per_microbatch").get<double>(), 0) << stage;
+  }
+  for (const nlohmann::json& rank : run.at("ranks")) {
+    EXPECT_LE(rank.at("peak_allocated_mb").get<double>(), budget) << rank.dump();
+  }
 }
 
 // With --train.tp 2 in the user's options, 4 ranks are planned as 2 groups of 2 whose units
