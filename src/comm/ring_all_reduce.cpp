@@ -17,11 +17,16 @@
 namespace ppstage {
 namespace {
 
-// Chunk c of `buffer` cut into `n` near-equal pieces (the first ones one element longer).
+// Where chunk c of `elements` cut into `n` near-equal pieces (the first ones one element
+// longer) begins.
+int64_t chunkBegin(int64_t elements, int c, int n) {
+  return c * (elements / n) + std::min<int64_t>(c, elements % n);
+}
+
+// Chunk c of `buffer` cut so.
 at::Tensor chunkOf(const at::Tensor& buffer, int c, int n) {
-  const int64_t base = buffer.numel() / n, extra = buffer.numel() % n;
-  const int64_t begin = c * base + std::min<int64_t>(c, extra);
-  return buffer.slice(0, begin, begin + base + (c < extra ? 1 : 0));
+  const int64_t elements = buffer.numel();
+  return buffer.slice(0, chunkBegin(elements, c, n), chunkBegin(elements, c + 1, n));
 }
 
 // Sends chunk `out` to `next` and receives one from `prev` into `in`, both under the
@@ -34,26 +39,56 @@ void exchange(Communicator& comm, const at::Tensor& out, int next, const at::Ten
   sent->wait(comm.options().timeout);
 }
 
+// The ring's shape for `comm`: the neighbours, and chunk indices taken modulo n.
+struct Ring {
+  explicit Ring(const Communicator& comm)
+      : n(comm.size()), r(comm.rank()), next((r + 1) % n), prev((r + n - 1) % n) {}
+  int wrap(int c) const { return ((c % n) + n) % n; }
+  int n, r, next, prev;
+};
+
+void checkRow(const at::Tensor& buffer) {
+  PPSTAGE_INTERNAL_ASSERT(buffer.dim() == 1 && buffer.is_contiguous(),
+                          "a ring collective takes one contiguous row");
+}
+
 }  // namespace
 
-void ringAllReduceSum(Communicator& comm, const at::Tensor& buffer) {
-  PPSTAGE_INTERNAL_ASSERT(buffer.dim() == 1 && buffer.is_contiguous(),
-                          "a ring all-reduce takes one contiguous row");
-  const int n = comm.size(), r = comm.rank();
-  if (n == 1) return;
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  const auto wrap = [n](int c) { return ((c % n) + n) % n; };
-  at::Tensor scratch = at::empty({buffer.numel() / n + 1}, buffer.options());
-  for (int step = 0; step < n - 1; ++step) {
-    at::Tensor mine = chunkOf(buffer, wrap(r - step - 1), n);
+// After step k of the reduce-scatter, rank r has added its own value into the chunk it
+// received, r - k - 1; after n - 1 steps it holds the whole sum of chunk r + 1 (mod n).
+void ringReduceScatterSum(Communicator& comm, const at::Tensor& buffer) {
+  checkRow(buffer);
+  const Ring ring(comm);
+  if (ring.n == 1) return;
+  at::Tensor scratch = at::empty({buffer.numel() / ring.n + 1}, buffer.options());
+  for (int step = 0; step < ring.n - 1; ++step) {
+    at::Tensor mine = chunkOf(buffer, ring.wrap(ring.r - step - 1), ring.n);
     at::Tensor in = scratch.narrow(0, 0, mine.numel());
-    exchange(comm, chunkOf(buffer, wrap(r - step), n), next, in, prev);
+    exchange(comm, chunkOf(buffer, ring.wrap(ring.r - step), ring.n), ring.next, in, ring.prev);
     mine.add_(in);
   }
-  for (int step = 0; step < n - 1; ++step) {
-    exchange(comm, chunkOf(buffer, wrap(r + 1 - step), n), next, chunkOf(buffer, wrap(r - step), n),
-             prev);
+}
+
+void ringAllGather(Communicator& comm, const at::Tensor& buffer) {
+  checkRow(buffer);
+  const Ring ring(comm);
+  for (int step = 0; step < ring.n - 1; ++step) {
+    exchange(comm, chunkOf(buffer, ring.wrap(ring.r + 1 - step), ring.n), ring.next,
+             chunkOf(buffer, ring.wrap(ring.r - step), ring.n), ring.prev);
   }
+}
+
+void ringAllReduceSum(Communicator& comm, const at::Tensor& buffer) {
+  ringReduceScatterSum(comm, buffer);
+  ringAllGather(comm, buffer);
+}
+
+at::Tensor ringOwnedChunk(const at::Tensor& buffer, int rank, int ranks) {
+  return chunkOf(buffer, (rank + 1) % ranks, ranks);
+}
+
+int64_t ringOwnedOffset(int64_t elements, int rank, int ranks) {
+  return chunkBegin(elements, (rank + 1) % ranks, ranks);
 }
 
 }  // namespace ppstage

@@ -4,7 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "ppstage/comm/agreement.h"
@@ -102,6 +104,37 @@ TEST(LocalComm, RingAllReduceSumsOverAnyRankCount) {
         EXPECT_TRUE(at::equal(mine, ramp * 1000 * ranks + rank_sum))
             << ranks << " ranks, " << elements << " elements, rank " << rank;
       });
+    }
+  }
+}
+
+// Its halves alone: after the reduce-scatter each rank's owned chunk is the sum (bitwise
+// the all-reduce's), the owned chunks tile the buffer, and the all-gather puts every
+// rank's owned chunk into every buffer, whatever the rest held.
+TEST(LocalComm, RingReduceScatterAndAllGatherAreTheAllReducesHalves) {
+  for (const int ranks : {2, 3}) {
+    for (const int64_t elements : {int64_t{2}, int64_t{1001}}) {
+      std::vector<int64_t> offsets(static_cast<size_t>(ranks));
+      runRanks(ranks, [&](int rank, Communicator& comm) {
+        const at::Tensor ramp = at::arange(elements, at::kDouble) * 0.1;
+        at::Tensor mine = ramp * (rank + 1);
+        at::Tensor reduced = mine.clone();
+        ringAllReduceSum(comm, reduced);
+        ringReduceScatterSum(comm, mine);
+        const at::Tensor owned = ringOwnedChunk(mine, rank, ranks);
+        const int64_t offset = ringOwnedOffset(elements, rank, ranks);
+        offsets[static_cast<size_t>(rank)] = offset;
+        EXPECT_TRUE(at::equal(owned, reduced.narrow(0, offset, owned.numel())))
+            << ranks << " ranks, rank " << rank;
+        at::Tensor gathered = at::full({elements}, -1.0, at::kDouble);
+        gathered.narrow(0, offset, owned.numel()).copy_(owned);
+        ringAllGather(comm, gathered);
+        EXPECT_TRUE(at::equal(gathered, reduced)) << ranks << " ranks, rank " << rank;
+      });
+      std::sort(offsets.begin(), offsets.end());
+      EXPECT_EQ(offsets.front(), 0);
+      EXPECT_EQ(std::set<int64_t>(offsets.begin(), offsets.end()).size(),
+                static_cast<size_t>(ranks));
     }
   }
 }

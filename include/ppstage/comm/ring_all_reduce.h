@@ -10,6 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace ppstage {
 
 class Communicator;
@@ -20,5 +22,24 @@ class Communicator;
 // is the same on every rank and from run to run. Throws CommError naming the peer when a
 // wait outlasts comm.options().timeout.
 void ringAllReduceSum(Communicator& comm, const at::Tensor& buffer);
+
+// The two halves of ringAllReduceSum, for a sum whose parts each rank uses alone (a sharded
+// optimizer: each rank steps its part, then every rank gets every part back). `buffer` is
+// cut into comm.size() near-equal chunks (the first ones one element longer); the chunk a
+// rank owns is ringOwnedChunk's.
+//
+// ringReduceScatterSum: in place, the chunk this rank owns becomes the sum over the ranks
+// of theirs, added around the ring as ringAllReduceSum adds it (the same values, bitwise);
+// the other chunks hold partial sums. ringAllGather: every rank's owned chunk travels
+// around the ring into its place in every rank's buffer; the rest of `buffer` is
+// overwritten. Both are collectives over `comm` with the same dtype and size everywhere,
+// and throw CommError naming the peer when a wait outlasts comm.options().timeout.
+void ringReduceScatterSum(Communicator& comm, const at::Tensor& buffer);
+void ringAllGather(Communicator& comm, const at::Tensor& buffer);
+
+// The chunk of `buffer` that `rank` of `ranks` owns after ringReduceScatterSum (a view),
+// and where it starts: its first element's index.
+at::Tensor ringOwnedChunk(const at::Tensor& buffer, int rank, int ranks);
+int64_t ringOwnedOffset(int64_t elements, int rank, int ranks);
 
 }  // namespace ppstage

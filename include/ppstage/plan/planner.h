@@ -17,12 +17,13 @@
 // their units' sums, and its message time is the largest boundary's output bytes over the link. Its
 // step is the simulator's makespan under those costs plus the tail: the optimizer over the largest
 // rank's trainable elements and the data-parallel all-reduce of its gradients (a ring: 2 (dp-1)/dp
-// of their bytes). Its peak memory per rank is its stages' parameters, their gradients and
-// optimizer state, for each stage the simulator's peak in-flight micro-batches times one
-// micro-batch's activation bytes there (for schedules that split backwards into I and W, the more
-// of those and what a micro-batch keeps between its I and its W), and the largest of its stages'
-// backward peaks (what a backward holds above that: its units' own peaks and the weights' new
-// gradients, which wait for the pass to end; Note [A stage's backward peak]). Each simulated candidate of at most 16 stages
+// of their bytes). Its peak memory per rank is its stages' parameters and optimizer state, its
+// receive buffers, and the most its action list holds as it runs: each F adds one micro-batch's
+// activation bytes on its stage, an I turns them into what the micro-batch keeps until its W,
+// a B or W frees them, a B or I holds its stage's backward peak on top (its units' own peaks and
+// the weights' new gradients, which wait for the pass to end), and a stage's accumulated
+// gradients appear with its first backward (src/plan/stage_costs.cpp: Notes [A stage's backward
+// peak], [Receive buffers in the peak], [A rank's memory through its actions]). Each simulated candidate of at most 16 stages
 // then gets its cut refined with the simulator as the objective: each boundary moved to the next
 // possible start either way, in up to two passes, while the predicted step falls and the peak fits
 // the budget. Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
