@@ -52,7 +52,8 @@ struct ModeRow {
 
 std::vector<double> keptPerStage(const RunMetrics& metrics) {
   std::vector<double> kept;
-  for (const StageRecompute& stage : metrics.recompute) kept.push_back(stage.kept_mb_per_microbatch);
+  for (const StageRecompute& stage : metrics.recompute)
+    kept.push_back(stage.kept_mb_per_microbatch);
   return kept;
 }
 

@@ -293,8 +293,8 @@ void addRecomputed(const Config& config, const CapturedModel& captured,
     try {
       ModelCompiler compiler(config.compile, captured.graph, 0, policy);
       for (const StageModule& unit : units) {
-        blocks.push_back(compiler.recomputedBlocks(*unit.graph, unit.inputs.size(),
-                                                   unit.node_call, 0));
+        blocks.push_back(
+            compiler.recomputedBlocks(*unit.graph, unit.inputs.size(), unit.node_call, 0));
       }
     } catch (const Error&) {
       return;  // no blocks to recompute (RecomputeChoice says why; the plan needs no reason)
@@ -306,7 +306,7 @@ void addRecomputed(const Config& config, const CapturedModel& captured,
     if (sizes != profile.microbatch_sizes) continue;  // it failed where the plain units ran
     for (size_t u = 0; u < units.size(); ++u) {
       UnitCost& unit = profile.units[u];
-      if (policy == RecomputePolicy::kFull) unit.blocks = blocks[u];
+      if (unit.blocks.empty()) unit.blocks = blocks[u];  // full's list, or selective's
       if (blocks[u].empty()) continue;
       RecomputedUnitCost& r = policy == RecomputePolicy::kFull ? unit.full : unit.selective;
       for (const std::vector<UnitSample>& samples : per_size) {

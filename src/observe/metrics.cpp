@@ -118,14 +118,13 @@ std::string metricsToJson(const RunMetrics& m) {
       {"stage_action_costs_s", stage_costs},
       {"ranks", ranks},
       {"compile", compileJson(m.compile)},
-      {"recompute",
-       arrayJson(m.recompute,
-                 [](const StageRecompute& r) -> nlohmann::json {
-                   return {{"stage", r.stage},
-                           {"policy", r.policy},
-                           {"blocks", r.blocks},
-                           {"kept_mb_per_microbatch", r.kept_mb_per_microbatch}};
-                 })},
+      {"recompute", arrayJson(m.recompute,
+                              [](const StageRecompute& r) -> nlohmann::json {
+                                return {{"stage", r.stage},
+                                        {"policy", r.policy},
+                                        {"blocks", r.blocks},
+                                        {"kept_mb_per_microbatch", r.kept_mb_per_microbatch}};
+                              })},
   };
   return json.dump(2);
 }

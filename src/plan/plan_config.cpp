@@ -2,6 +2,7 @@
 #include "ppstage/plan/plan_config.h"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "ppstage/core/batch_layout.h"
@@ -31,12 +32,17 @@ std::string recomputeBlocksOf(const PlanCandidate& c) {
 
 std::vector<std::string> recomputeReasons(const PlanCandidate& c, const CostProfile& profile) {
   std::vector<std::string> lines;
-  if (!c.recompute.any()) return lines;
-  std::vector<int> blocks(static_cast<size_t>(c.stages()), 0);
+  const auto stages = static_cast<size_t>(c.stages());
+  const PlannedRecompute& r = c.recompute;
+  if (!r.any() || r.blocks.size() != stages || r.plain_bytes.size() != stages ||
+      r.kept_bytes.size() != stages || c.inflight.size() != stages) {
+    return lines;  // not a choice the planner made (predictCandidate's of a given one)
+  }
+  std::vector<std::set<std::string>> blocks(stages);  // distinct: a block may span units
   size_t s = 0;
   for (size_t u = 0; u < profile.units.size(); ++u) {
     while (s < c.stage_starts.size() && u >= c.stage_starts[s]) ++s;
-    blocks[s] += static_cast<int>(profile.units[u].blocks.size());
+    blocks[s].insert(profile.units[u].blocks.begin(), profile.units[u].blocks.end());
   }
   const auto mb = [](double bytes) {
     char text[32];
@@ -46,13 +52,12 @@ std::vector<std::string> recomputeReasons(const PlanCandidate& c, const CostProf
   for (size_t stage = 0; stage < blocks.size(); ++stage) {
     const int chosen = c.recompute.blocks.at(stage);
     std::ostringstream line;
-    line << "stage " << stage << ": recomputes " << chosen << " of " << blocks[stage]
+    line << "stage " << stage << ": recomputes " << chosen << " of " << blocks[stage].size()
          << " blocks (" << toString(c.recompute.policy) << "): it holds " << c.inflight.at(stage)
          << " micro-batch" << (c.inflight.at(stage) == 1 ? "" : "es") << " in flight, "
          << mb(c.recompute.plain_bytes.at(stage)) << " each";
     if (chosen > 0) {
-      line << " without recomputation, "
-           << mb(c.recompute.kept_bytes.at(stage)) << " with";
+      line << " without recomputation, " << mb(c.recompute.kept_bytes.at(stage)) << " with";
     }
     lines.push_back(line.str());
   }

@@ -15,6 +15,7 @@
 #include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/stage_partition.h"
+#include "recompute_fit.h"
 #include "stage_costs.h"
 
 namespace ppstage {
@@ -353,15 +354,12 @@ class Search {
     for (const PlanCandidate& c : plan_.best) worst = std::max(worst, c.step_s);
     return worst;
   }
-  bool overBudget(double bytes) const {
-    return budget_ > 0 && bytes > budget_;
-  }
+  bool overBudget(double bytes) const { return budget_ > 0 && bytes > budget_; }
 
   std::optional<PlanCandidate> simulate(const Pending& p) {
     ++plan_.simulated;
     try {
-      return simulateAndRefine(profile_, p.candidate, *p.costs, registry_,
-                               budget_);
+      return simulateAndRefine(profile_, p.candidate, *p.costs, registry_, budget_);
     } catch (const Error& e) {
       ++plan_.refused;
       if (first_refusal_.empty()) first_refusal_ = p.candidate.label() + ": " + e.what();

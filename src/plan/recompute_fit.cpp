@@ -1,10 +1,9 @@
-// The planner's recomputation (Note [Recomputation in the plan], planner.h):
-// fitByRecomputing, declared in stage_costs.h.
+// See src/plan/recompute_fit.h.
+#include "recompute_fit.h"
+
 #include <algorithm>
 #include <limits>
 #include <set>
-
-#include "stage_costs.h"
 
 namespace ppstage {
 
@@ -51,7 +50,8 @@ class RecomputeFit {
         plain_(c),
         size_(static_cast<double>(c.microbatch_size)),
         splits_(splitsBackward(schedule)),
-        holders_(blockHoldersOf(profile, c.stage_starts)) {
+        holders_(blockHoldersOf(profile, c.stage_starts)),
+        plain_costs_(stageCostsOf(profile, c.stage_starts, size_)) {
     choice_.policy = policy;
     choice_.units.assign(holders_.size(), 0);
   }
@@ -74,59 +74,68 @@ class RecomputeFit {
   // `plain_` simulated again with `choice_`'s costs.
   PlanCandidate predicted() {
     const StageCosts costs = stageCostsOf(profile_, plain_.stage_starts, size_, &choice_);
-    const StageCosts plain = stageCostsOf(profile_, plain_.stage_starts, size_);
     PlanCandidate c = plain_;
     fillPrediction(profile_, costs, pipeline_, schedule_,
                    simulateSchedule(schedule_.request, schedule_.ranks, actionCostsOf(costs)), c);
     c.recompute = choice_;
     c.recompute.blocks = blocksOf(profile_, holders_, choice_.units);
     for (size_t s = 0; s < holders_.size(); ++s) {
-      c.recompute.plain_bytes.push_back(aliveBytes(plain, static_cast<int>(s), splits_));
+      c.recompute.plain_bytes.push_back(aliveBytes(plain_costs_, static_cast<int>(s), splits_));
       c.recompute.kept_bytes.push_back(aliveBytes(costs, static_cast<int>(s), splits_));
     }
     return c;
   }
 
-  // What one micro-batch keeps alive in unit `u` under `policy`.
-  double keptBytes(size_t u, RecomputePolicy policy) const {
-    const double activations = profile_.activationBytesOf(u, size_, policy);
-    return splits_ ? std::max(activations, profile_.weightPendingBytesOf(u, size_, policy))
-                   : activations;
-  }
-
   // Adds, on every rank over the budget in `c`'s prediction, its stages' next units in
   // order of added seconds per byte saved until their estimated savings cover the excess.
-  // False where a rank over the budget has no unit left that saves anything.
+  // A unit saves its stage's peak in-flight micro-batches times the activations it keeps
+  // less (what waits between I and W stays: W needs it). One that saves nothing is still
+  // taken where nothing else is left, to reach the units after it. False where a rank over
+  // the budget has no unit left.
   bool addUnits(const PlanCandidate& c) {
     const StageCosts costs = stageCostsOf(profile_, plain_.stage_starts, size_, &choice_);
-    const std::vector<double> peaks =
-        rankPeakBytes(costs, pipeline_, schedule_, plain_.dp);
-    const ActionKind backward = splits_ ? ActionKind::kBackwardInput : ActionKind::kBackward;
-    const RecomputePolicy policy = choice_.policy;
+    const std::vector<double> peaks = rankPeakBytes(costs, pipeline_, schedule_, plain_.dp);
     bool added = false;
     for (int r = 0; r < pipeline_.ppSize(); ++r) {
       for (double excess = peaks[r] - budget_; excess > 0;) {
-        int best = -1;
-        double best_ratio = std::numeric_limits<double>::infinity(), best_saving = 0;
-        for (int s : pipeline_.stagesOf(r)) {
-          const size_t next = static_cast<size_t>(choice_.units[s]);
-          if (next >= holders_[s].size()) continue;
-          const size_t u = holders_[s][next];
-          const double saving =
-              c.inflight.at(s) * (keptBytes(u, RecomputePolicy::kNone) - keptBytes(u, policy));
-          if (saving <= 0) continue;
-          const double added_s = plain_.microbatches * (profile_.secondsOf(u, backward, size_, policy) -
-                                                        profile_.secondsOf(u, backward, size_));
-          const double ratio = std::max(added_s, 0.0) / saving;
-          if (ratio < best_ratio) best = s, best_ratio = ratio, best_saving = saving;
-        }
-        if (best < 0) return false;
-        ++choice_.units[best];
-        excess -= best_saving;
+        const Next next = bestNext(c, r);
+        if (next.stage < 0) return false;
+        ++choice_.units[next.stage];
+        excess -= next.saving;
         added = true;
       }
     }
     return added;
+  }
+
+  // The unit to recompute next on rank `r`: the stage whose next unit holding blocks adds
+  // the fewest seconds per byte saved; stage -1 where none is left.
+  struct Next {
+    int stage = -1;
+    double saving = 0;
+  };
+  Next bestNext(const PlanCandidate& c, int r) const {
+    const ActionKind backward = splits_ ? ActionKind::kBackwardInput : ActionKind::kBackward;
+    Next best;
+    double best_ratio = std::numeric_limits<double>::infinity();
+    for (int s : pipeline_.stagesOf(r)) {
+      const size_t next = static_cast<size_t>(choice_.units[s]);
+      if (next >= holders_[s].size()) continue;
+      const size_t u = holders_[s][next];
+      const double saving =
+          std::max(0.0, c.inflight.at(s) * (profile_.activationBytesOf(u, size_) -
+                                            profile_.activationBytesOf(u, size_, choice_.policy)));
+      const double added_s =
+          plain_.microbatches * (profile_.secondsOf(u, backward, size_, choice_.policy) -
+                                 profile_.secondsOf(u, backward, size_));
+      const double ratio =
+          saving > 0 ? std::max(added_s, 0.0) / saving : std::numeric_limits<double>::max();
+      if (best.stage < 0 || ratio < best_ratio) {
+        best = {s, saving};
+        best_ratio = ratio;
+      }
+    }
+    return best;
   }
 
   const CostProfile& profile_;
@@ -137,6 +146,7 @@ class RecomputeFit {
   double size_;
   bool splits_;
   std::vector<std::vector<size_t>> holders_;
+  StageCosts plain_costs_;  // nothing recomputed
   PlannedRecompute choice_;
 };
 

@@ -52,8 +52,8 @@ double backwardPeakOf(const std::vector<double>& own_peak, const std::vector<dou
 
 }  // namespace
 
-StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
-                        double size, const PlannedRecompute* recompute) {
+StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts, double size,
+                        const PlannedRecompute* recompute) {
   StageCosts out;
   // A weight's gradient is in its own dtype (bf16 ones are added to fp32 masters later).
   const double gradient_bytes = profile.precision == "bf16" ? 2.0 : 4.0;
@@ -66,9 +66,8 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     int holder = 0;
     for (size_t u = begin; u < end; ++u) {
       const UnitCost& unit = profile.units[u];
-      const RecomputePolicy policy = recomputes(profile, u, holder, s, recompute)
-                                         ? recompute->policy
-                                         : RecomputePolicy::kNone;
+      const RecomputePolicy policy =
+          recomputes(profile, u, holder, s, recompute) ? recompute->policy : RecomputePolicy::kNone;
       if (!unit.blocks.empty()) ++holder;
       for (const ActionKind kind : PerCompute<double>::kinds()) {
         compute[kind] += profile.secondsOf(u, kind, size, policy);
@@ -92,8 +91,10 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     out.compute.push_back(compute);
     out.activation_bytes.push_back(activations);
     out.weight_pending_bytes.push_back(weight_pending);
-    out.backward_peak_bytes.push_back(
-        backwardPeakOf(unit_peaks, unit_activations, unit_gradients));
+    out.backward_peak_bytes.push_back(backwardPeakOf(unit_peaks, unit_activations, unit_gradients));
+    // An I makes no weight gradients: only the units' own peaks and what they free.
+    out.input_backward_peak_bytes.push_back(backwardPeakOf(
+        unit_peaks, unit_activations, std::vector<double>(unit_gradients.size(), 0.0)));
     out.resident_bytes.push_back(resident);
     out.trainable_elements.push_back(trainable);
     out.new_gradient_bytes.push_back(gradient_bytes * trainable);
@@ -138,15 +139,12 @@ double receiveBufferBytes(const StageCosts& costs, const ActionList& actions) {
   return bytes;
 }
 
-}  // namespace
-
-namespace {
-
 // Note [A rank's memory through its actions]
 // A rank's peak is found by walking its action list, as its executor runs it: an F adds
 // what a micro-batch keeps on its stage, an I turns that into what waits for its W, a B or
 // W lets it go; a B or I holds its stage's backward peak on top while it runs (Note [A
-// stage's backward peak]), a W the weights' new gradients. In fp32 a stage's accumulated
+// stage's backward peak], an I without the weights' gradients it does not make), a W the
+// weights' new gradients. In fp32 a stage's accumulated
 // gradients appear at its first B or W (the first micro-batch's become them); bf16's fp32
 // accumulators exist from the step's start. Counting every stage's gradients and the most
 // micro-batches in flight all at once over-predicted interleaved schedules by 6% (gpt-small,
@@ -175,7 +173,7 @@ double walkPeak(const StageCosts& costs, const ActionList& actions, double base)
         firstBackward(s);
         break;
       case ActionKind::kBackwardInput:
-        peak = std::max(peak, now + costs.backward_peak_bytes[s]);
+        peak = std::max(peak, now + costs.input_backward_peak_bytes[s]);
         alive += costs.weight_pending_bytes[s] - held[key];
         held[key] = costs.weight_pending_bytes[s];
         break;
@@ -249,8 +247,7 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
   c.inflight = simulation.peak_inflight;
-  const std::vector<double> peaks =
-      rankPeakBytes(costs, pipeline, schedule, c.dp);
+  const std::vector<double> peaks = rankPeakBytes(costs, pipeline, schedule, c.dp);
   c.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
   c.tokens_per_s =
       c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s

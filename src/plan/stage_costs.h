@@ -22,8 +22,9 @@ struct StageCosts {
   // Per stage: what its backward holds above one micro-batch's kept bytes at most (Note
   // [A stage's backward peak], stage_costs.cpp).
   std::vector<double> backward_peak_bytes;
-  std::vector<double> resident_bytes;        // per stage: parameters, gradients, state
-  std::vector<double> trainable_elements;    // per stage
+  std::vector<double> input_backward_peak_bytes;  // the same for an I: no weight gradients
+  std::vector<double> resident_bytes;             // per stage: parameters, gradients, state
+  std::vector<double> trainable_elements;         // per stage
   // Per stage: the weights' gradients one backward makes (in the parameters' dtype), and
   // the accumulated ones that appear with its first backward (fp32; 0 in bf16, whose fp32
   // accumulators exist from the step's start and are in resident_bytes).
@@ -44,8 +45,8 @@ std::vector<size_t> possibleStarts(const CostProfile& profile);
 // The stages `starts` cuts (the first unit of each after the first) at micro-batches of
 // `size`, each unit under `recompute`'s policy where it is among its stage's first
 // `recompute.units[s]` units holding blocks (null or none: nothing recomputes).
-StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts,
-                        double size, const PlannedRecompute* recompute = nullptr);
+StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& starts, double size,
+                        const PlannedRecompute* recompute = nullptr);
 
 // Whether `schedule` splits backwards into I and W (zero-bubble schedules).
 bool splitsBackward(const PipelineSchedule& schedule);
@@ -62,6 +63,7 @@ double aliveBytes(const StageCosts& costs, int s, bool splits_backward);
 std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
                                   const PipelineSchedule& schedule, int dp);
 
+// The simulator's costs of `costs`' stages: their F, B, I, W and the largest message.
 ActionCosts actionCostsOf(const StageCosts& costs);
 
 // Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
@@ -70,12 +72,5 @@ ActionCosts actionCostsOf(const StageCosts& costs);
 void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
                     const PipelineSchedule& schedule, const SimulationResult& simulation,
                     PlanCandidate& c);
-
-// `c` (simulated, over `budget`) with recomputation chosen per stage under the faster
-// policy that fits (Note [Recomputation in the plan]); otherwise its prediction with every
-// block recomputed under the policy that keeps least (to name the smallest peak), or `c`
-// itself where the profile measured no recomputation. The result's peak tells which.
-PlanCandidate fitByRecomputing(const CostProfile& profile, const PipelineSchedule& schedule,
-                               const Topology& pipeline, double budget, const PlanCandidate& c);
 
 }  // namespace ppstage

@@ -85,7 +85,7 @@ struct Executor::Impl {
   ActionList actions;
   ExecutorOptions options;
   std::map<std::pair<int, int>, MicroBatchState> states;  // (stage, micro-batch)
-  PendingSends sends;  // posted, not yet seen complete
+  PendingSends sends;                                     // posted, not yet seen complete
   StepLosses losses;  // the last stage's, read once at the end of the step
   ActionTimer timer;  // the compute actions' seconds, on the device they run on
   std::unique_ptr<ReceiveBuffers> receive_buffers;
@@ -158,7 +158,8 @@ struct Executor::Impl {
   void sendShapes(const std::vector<at::Tensor>& tensors, int peer, MessageTag tag,
                   const Action& send) {
     if (options.max_length == 0) return;
-    sends.add(send, comm.send(packShapes(tensors, options.device), peer, tag), comm.options().timeout);
+    sends.add(send, comm.send(packShapes(tensors, options.device), peer, tag),
+              comm.options().timeout);
   }
 
   void recvForward(int s, int m) {

@@ -1,7 +1,7 @@
 // See src/runtime/pending_sends.h.
 #include "pending_sends.h"
 
-#include <algorithm>
+#include <cstddef>
 
 #include "ppstage/core/clock.h"
 #include "ppstage/observe/trace.h"
@@ -10,17 +10,20 @@ namespace ppstage {
 
 void PendingSends::add(const Action& send, std::shared_ptr<Work> work,
                        std::chrono::milliseconds timeout) {
+  sends_.push_back({send, std::move(work)});  // kept first: a failure below loses nothing
   dropCompleted(timeout);
-  sends_.push_back({send, std::move(work)});
 }
 
 void PendingSends::dropCompleted(std::chrono::milliseconds timeout) {
-  const auto completed = [timeout](Pending& p) {
-    if (!p.work->isCompleted()) return false;
-    p.work->wait(timeout);  // returns at once; throws where the send failed
-    return true;
-  };
-  sends_.erase(std::remove_if(sends_.begin(), sends_.end(), completed), sends_.end());
+  for (size_t i = 0; i < sends_.size();) {
+    if (!sends_[i].work->isCompleted()) {
+      ++i;
+      continue;
+    }
+    const std::shared_ptr<Work> done = std::move(sends_[i].work);
+    sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
+    done->wait(timeout);  // returns at once; throws where the send failed
+  }
 }
 
 void PendingSends::waitAll(std::chrono::milliseconds timeout, PerTransfer<double>& wait_s,

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ppstage/comm/communicator.h"
-#include "ppstage/runtime/executor.h"
 #include "ppstage/schedule/action.h"
+#include "ppstage/schedule/per_kind.h"
 
 namespace ppstage {
 
@@ -20,7 +20,7 @@ class TraceRecorder;
 
 class PendingSends {
  public:
-  // Keeps `work`, posted by the SEND `send`, after dropping every send that completed
+  // Keeps `work`, posted by the SEND `send`, then drops every send that completed
   // (dropCompleted).
   void add(const Action& send, std::shared_ptr<Work> work, std::chrono::milliseconds timeout);
 
@@ -29,7 +29,8 @@ class PendingSends {
 
   // Waits for every send left, one wait per SEND action, added to `wait_s` and, with a
   // `trace`, traced. Throws CommError for a send that failed or did not finish in `timeout`.
-  void waitAll(std::chrono::milliseconds timeout, PerTransfer<double>& wait_s, TraceRecorder* trace);
+  void waitAll(std::chrono::milliseconds timeout, PerTransfer<double>& wait_s,
+               TraceRecorder* trace);
 
   size_t size() const { return sends_.size(); }
 

@@ -81,7 +81,9 @@ TEST(PlanCli, RecomputesWhereOnlyRecomputationMeetsTheBudget) {
       "plan" + tinyGpt() + " --json --plan.top 1000 --plan.save_costs " + costs, mpirun(2));
   ASSERT_EQ(free.exit_code, 0) << free.err;
   double smallest = 1e300;
-  for (const nlohmann::json& c : nlohmann::json::parse(free.out).at("best")) {
+  const nlohmann::json unbudgeted = nlohmann::json::parse(free.out);
+  ASSERT_FALSE(unbudgeted.at("best").empty());
+  for (const nlohmann::json& c : unbudgeted.at("best")) {
     EXPECT_EQ(c.at("recompute").at("policy"), "none");
     smallest = std::min(smallest, c.at("peak_memory_mb").get<double>());
   }

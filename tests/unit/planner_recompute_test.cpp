@@ -76,7 +76,8 @@ PlanRequest oneFOneB(int ranks, double budget_bytes) {
 double smallestPlainPeak(CostProfile profile, const ScheduleRegistry& registry) {
   for (UnitCost& unit : profile.units) unit.full = RecomputedUnitCost();
   double smallest = 1e300;
-  for (const PlanCandidate& c : planPipeline(profile, oneFOneB(2, 0), registry).best) {
+  const Plan plan = planPipeline(profile, oneFOneB(2, 0), registry);
+  for (const PlanCandidate& c : plan.best) {
     smallest = std::min(smallest, c.peak_bytes);
   }
   return smallest;
@@ -122,22 +123,22 @@ TEST(PlannerRecompute, FitsABudgetByRecomputingTheFirstStagesBlocksFirst) {
   const std::vector<std::string> reasons = recomputeReasons(chosen, profile);
   ASSERT_EQ(reasons.size(), 2u);
   EXPECT_NE(reasons[0].find("stage 0: recomputes "), std::string::npos) << reasons[0];
-  EXPECT_NE(reasons[0].find("it holds 2 micro-batches in flight"), std::string::npos)
-      << reasons[0];
+  EXPECT_NE(reasons[0].find("it holds 2 micro-batches in flight"), std::string::npos) << reasons[0];
 }
 
 TEST(PlannerRecompute, ABudgetNothingFitsNamesTheSmallestPeakWithEveryBlockRecomputed) {
   const ScheduleRegistry registry = makeScheduleRegistry();
   const CostProfile profile = blockProfile(8, 15);
-  const std::string error =
-      errorOf([&] { planPipeline(profile, oneFOneB(2, 1e6), registry); });
+  const std::string error = errorOf([&] { planPipeline(profile, oneFOneB(2, 1e6), registry); });
   EXPECT_NE(error.find("the smallest predicted peak per rank is "), std::string::npos) << error;
   EXPECT_NE(error.find(", with every block recomputed"), std::string::npos) << error;
 }
 
 TEST(PlannerRecompute, WithoutABudgetNothingRecomputes) {
   const ScheduleRegistry registry = makeScheduleRegistry();
-  for (const PlanCandidate& c : planPipeline(blockProfile(8, 16), oneFOneB(2, 0), registry).best) {
+  const Plan plan = planPipeline(blockProfile(8, 16), oneFOneB(2, 0), registry);
+  ASSERT_FALSE(plan.best.empty());
+  for (const PlanCandidate& c : plan.best) {
     EXPECT_FALSE(c.recompute.any()) << c.label();
   }
 }

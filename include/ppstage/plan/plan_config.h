@@ -39,7 +39,8 @@ std::string recomputeBlocksOf(const PlanCandidate& candidate);
 
 // Why `candidate` recomputes what it does, one line per stage (none where it recomputes
 // nothing): "stage 0: recomputes 4 of 4 blocks (full): it holds 2 micro-batches in flight,
-// 40.1 MB each without recomputation, 6.2 MB with".
+// 40.1 MB each without recomputation, 6.2 MB with"; none for a candidate the planner did
+// not choose so (one given to predictCandidate).
 std::vector<std::string> recomputeReasons(const PlanCandidate& candidate,
                                           const CostProfile& profile);
 

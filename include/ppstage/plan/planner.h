@@ -23,17 +23,18 @@
 // a B or W frees them, a B or I holds its stage's backward peak on top (its units' own peaks and
 // the weights' new gradients, which wait for the pass to end), and a stage's accumulated
 // gradients appear with its first backward (src/plan/stage_costs.cpp: Notes [A stage's backward
-// peak], [Receive buffers in the peak], [A rank's memory through its actions]). Each simulated candidate of at most 16 stages
-// then gets its cut refined with the simulator as the objective: each boundary moved to the next
-// possible start either way, in up to two passes, while the predicted step falls and the peak fits
-// the budget. Simulating is what costs (a 64-stage schedule of 256 micro-batches takes a tenth of a
-// second), so candidates are simulated in order of a lower bound on their step that holds for every
-// cut (the average rank's compute, and one micro-batch's way through every unit and back, plus the
-// average rank's tail), and the search stops when the bound passes the slowest of the best found
-// (at least ten are kept, whatever is printed). Memory gets such a bound too (the average rank's
-// parameters and state with one micro-batch in flight on every stage), which drops a candidate
-// unsimulated. Candidates of one layout, cut and micro-batch count that predict exactly the same
-// step and peak (GPipe and 1F1B of one micro-batch on one stage per rank) are listed once.
+// peak], [Receive buffers in the peak], [A rank's memory through its actions]). Each simulated
+// candidate of at most 16 stages then gets its cut refined with the simulator as the objective:
+// each boundary moved to the next possible start either way, in up to two passes, while the
+// predicted step falls and the peak fits the budget. Simulating is what costs (a 64-stage schedule
+// of 256 micro-batches takes a tenth of a second), so candidates are simulated in order of a lower
+// bound on their step that holds for every cut (the average rank's compute, and one micro-batch's
+// way through every unit and back, plus the average rank's tail), and the search stops when the
+// bound passes the slowest of the best found (at least ten are kept, whatever is printed). Memory
+// gets such a bound too (the average rank's parameters and state with one micro-batch in flight on
+// every stage), which drops a candidate unsimulated. Candidates of one layout, cut and micro-batch
+// count that predict exactly the same step and peak (GPipe and 1F1B of one micro-batch on one stage
+// per rank) are listed once.
 //
 // Note [Recomputation in the plan]
 // Under a budget, a simulated candidate whose peak is over it gets recomputation where the
@@ -108,8 +109,8 @@ struct PlanCandidate {
   double bubble = 0;                 // the simulation's bubble fraction
   double peak_bytes = 0;             // the largest rank's predicted peak tensor memory
   double tokens_per_s = 0;
-  std::vector<int> inflight;    // per stage: the simulator's peak micro-batches in flight
-  PlannedRecompute recompute;   // none unless a budget needs it
+  std::vector<int> inflight;   // per stage: the simulator's peak micro-batches in flight
+  PlannedRecompute recompute;  // none unless a budget needs it
 
   int stages() const { return pp * stages_per_rank; }
   // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4", "1f1b dp1 pp2 M8
@@ -140,8 +141,8 @@ Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
 // micro-batches) cut as the planner cuts each candidate (Note [Planning a pipeline]): its
 // units' F + B balanced at its micro-batch size, then, at 2 to 16 stages, each boundary
 // moved while the simulated step falls and the peak fits `budget_bytes` (0: no budget);
-// nothing recomputed. Returns the candidate with that cut and its prediction. What --pipeline.balance time
-// cuts by. Throws ppstage::Error when its schedule refuses it.
+// nothing recomputed. Returns the candidate with that cut and its prediction. What
+// --pipeline.balance time cuts by. Throws ppstage::Error when its schedule refuses it.
 PlanCandidate cutFor(const CostProfile& profile, PlanCandidate candidate,
                      const ScheduleRegistry& registry, double budget_bytes = 0);
 
