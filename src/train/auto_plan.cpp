@@ -102,10 +102,18 @@ void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, 
   }
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
-  std::snprintf(line, sizeof line,
-                "pipeline.auto: the default (%s, balanced by %s) predicts %.4f s: %.2fx "
-                "slower\n",
-                d.label().c_str(), defaultBalanceOf(profile), d.step_s, d.step_s / c.step_s);
+  if (d.step_s >= c.step_s) {
+    std::snprintf(line, sizeof line,
+                  "pipeline.auto: the default (%s, balanced by %s) predicts %.4f s: %.2fx "
+                  "slower\n",
+                  d.label().c_str(), defaultBalanceOf(profile), d.step_s, d.step_s / c.step_s);
+  } else {  // faster, but over the memory budget
+    std::snprintf(line, sizeof line,
+                  "pipeline.auto: the default (%s, balanced by %s) predicts %.4f s, but a peak "
+                  "of %.1f MB per rank, over --plan.memory_mb\n",
+                  d.label().c_str(), defaultBalanceOf(profile), d.step_s,
+                  d.peak_bytes / kBytesPerMiB);
+  }
   log << line;
 }
 
