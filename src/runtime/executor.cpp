@@ -76,6 +76,14 @@ int64_t nanoseconds(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+// Whether `t` shares memory with one of `buffers` (a received value passed on unchanged).
+bool aliasesAny(const at::Tensor& t, const std::vector<at::Tensor>& buffers) {
+  for (const at::Tensor& b : buffers) {
+    if (b.defined() && t.is_alias_of(b)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -189,7 +197,7 @@ struct Executor::Impl {
       sends.add(send,
                 comm.send(st.outputs[i].detach(), topology.nextRank(s),
                           {MessageKind::kActivation, s + 1, m, static_cast<int>(i)}),
-                comm.options().timeout);
+                comm.options().timeout, aliasesAny(st.outputs[i], st.input_buffers));
     }
     if (options.forward_only) finishForwardOnly(s, m);
   }
@@ -226,7 +234,7 @@ struct Executor::Impl {
       sends.add(send,
                 comm.send(sent[i], topology.prevRank(s),
                           {MessageKind::kGradient, s, m, static_cast<int>(i)}),
-                comm.options().timeout);
+                comm.options().timeout, aliasesAny(sent[i], st.grad_buffers));
     }
     sent.clear();  // before the state goes: no handle of ours may keep a buffer in use
     st.input_grads.clear();

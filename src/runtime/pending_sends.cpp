@@ -9,14 +9,14 @@
 namespace ppstage {
 
 void PendingSends::add(const Action& send, std::shared_ptr<Work> work,
-                       std::chrono::milliseconds timeout) {
-  sends_.push_back({send, std::move(work)});  // kept first: a failure below loses nothing
+                       std::chrono::milliseconds timeout, bool to_step_end) {
+  sends_.push_back({send, std::move(work), to_step_end});  // first: a failure loses nothing
   dropCompleted(timeout);
 }
 
 void PendingSends::dropCompleted(std::chrono::milliseconds timeout) {
   for (size_t i = 0; i < sends_.size();) {
-    if (!sends_[i].work->isCompleted()) {
+    if (sends_[i].to_step_end || !sends_[i].work->isCompleted()) {
       ++i;
       continue;
     }

@@ -21,10 +21,15 @@ class TraceRecorder;
 class PendingSends {
  public:
   // Keeps `work`, posted by the SEND `send`, then drops every send that completed
-  // (dropCompleted).
-  void add(const Action& send, std::shared_ptr<Work> work, std::chrono::milliseconds timeout);
+  // (dropCompleted). `to_step_end`: a send of a receive buffer's memory (a value the stage
+  // passes on unchanged) stays to the step's end, as the buffer's pool expects
+  // (runtime/receive_buffers.h: one given back still in use comes back at the step's end;
+  // let go earlier, when it did depended on timing, and so did the pool's allocations).
+  void add(const Action& send, std::shared_ptr<Work> work, std::chrono::milliseconds timeout,
+           bool to_step_end = false);
 
-  // Drops the sends that completed. A failed one throws CommError here, as its wait would.
+  // Drops the sends that completed, but those kept to the step's end. A failed one throws
+  // CommError here, as its wait would.
   void dropCompleted(std::chrono::milliseconds timeout);
 
   // Waits for every send left, one wait per SEND action, added to `wait_s` and, with a
@@ -38,6 +43,7 @@ class PendingSends {
   struct Pending {
     Action action;
     std::shared_ptr<Work> work;
+    bool to_step_end = false;
   };
   std::vector<Pending> sends_;
 };
