@@ -91,4 +91,9 @@ int64_t ringOwnedOffset(int64_t elements, int rank, int ranks) {
   return chunkBegin(elements, (rank + 1) % ranks, ranks);
 }
 
+int64_t ringOwnedElements(int64_t elements, int rank, int ranks) {
+  const int c = (rank + 1) % ranks;
+  return chunkBegin(elements, c + 1, ranks) - chunkBegin(elements, c, ranks);
+}
+
 }  // namespace ppstage

@@ -265,6 +265,12 @@ void addTrainOptions(po::options_description& desc, TrainConfig& t) {
       "which blocks recompute: empty, all; a regex over their module paths (whole path, e.g. "
       "'h\\.[0-3]'); N or N0,N1,...: the first N blocks of every stage (the first Ns of stage "
       "s, none past the list); every:N: the N-th, 2N-th, ... block of the model");
+  add("train.shard_optimizer",
+      po::value(&t.shard_optimizer)->default_value(t.shard_optimizer)->implicit_value(true),
+      "shard the optimizer's fp32 masters and state over the data-parallel replicas (ZeRO-1): "
+      "gradients reduce-scattered in the all-reduce's buckets, each replica steps its share, "
+      "the parameters all-gathered; optimizer memory per rank falls to 1/dp. At dp 1 it does "
+      "nothing (a warning says so)");
   desc.add(section);
 }
 

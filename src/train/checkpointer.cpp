@@ -140,7 +140,7 @@ std::vector<Checkpointer::StageState> Checkpointer::stateOfMyStages(StepRunner& 
       // bf16: the fp32 master, or widened; tensor parallelism: gathered whole
       state.tensors[path] = wholeOf(runner.storedValueOf(p.value), p.shard);
       if (p.is_parameter && p.value.requires_grad()) {
-        TensorDict optimizer = optimizerState(runner.optimizer(), runner.masterOf(p.value));
+        TensorDict optimizer = runner.optimizerStateOf(p.value);
         for (auto& [name, tensor] : optimizer) {
           if (tensor.dim() == p.value.dim()) tensor = wholeOf(tensor, p.shard);
         }
@@ -265,6 +265,7 @@ Manifest Checkpointer::manifestOf(int64_t steps_done, int64_t samples_seen) cons
 CheckpointRecord Checkpointer::save(int64_t steps_done, StepRunner& runner) {
   const auto start = Clock::now();
   const std::string dir = config_.checkpoint.dir + "/" + checkpointName(steps_done);
+  runner.prepareSave();  // a sharded optimizer's whole state, gathered over the replicas
   const bool writes = layout_.topology.dpRank() == 0;
   const std::string mine = writes ? writeMyFiles(dir, steps_done, runner) : std::string("{}");
   const std::vector<std::string> parts = allGatherStrings(world_, mine);
@@ -355,7 +356,7 @@ void Checkpointer::load(CheckpointReader& reader, StepRunner& runner) {
         for (auto& [name, tensor] : state) {
           if (tensor.dim() == value.dim()) tensor = shardOf(tensor, p.shard);
         }
-        setOptimizerState(runner.optimizer(), value, state, path);
+        runner.loadOptimizerState(p.value, state, path);
       }
     }
   }

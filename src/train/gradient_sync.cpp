@@ -64,10 +64,10 @@ std::vector<at::Tensor> GradientSync::parameters() const {
   return params;
 }
 
-void GradientSync::synchronize() {
+void GradientSync::synchronize(bool data_parallel) {
   std::vector<at::Tensor> params = parameters();
   for (at::Tensor& p : params) gradOf(p);
-  if (dp_group_) {
+  if (dp_group_ && data_parallel) {
     std::vector<at::Tensor> grads;
     for (at::Tensor& p : params) grads.push_back(p.mutable_grad());
     dp_group_->allReduceSum(grads);
@@ -81,8 +81,7 @@ void GradientSync::synchronize() {
   }
 }
 
-double GradientSync::squaredNormShare() const {
-  if (topology_.dpRank() != 0) return 0;
+std::vector<bool> GradientSync::countsInNorm() const {
   // Tied copies after synchronize() hold the same gradient: count the tensor once.
   std::vector<const at::Tensor*> skip;
   for (const TieGroup& tie : ties_) {
@@ -90,14 +89,29 @@ double GradientSync::squaredNormShare() const {
       if (i > 0 || !tie.counts_norm) skip.push_back(tie.local_copies[i]);
     }
   }
-  std::vector<at::Tensor> squares;  // each counted gradient's, where it is: one copy to read
+  std::vector<bool> counts;
   for (StageModule* stage : stages_) {
     for (const StageParameter& p : stage->parameters) {
-      if (!p.is_parameter || !p.value.requires_grad() || !p.value.grad().defined()) continue;
-      if (std::find(skip.begin(), skip.end(), &p.value) != skip.end()) continue;
+      if (!p.is_parameter || !p.value.requires_grad()) continue;
       // A whole tensor is held (and its gradient equal) on every tensor-parallel rank:
       // counted once, on the first; each rank's shard counts on its own.
-      if (!p.shard.sharded() && topology_.tpRank() != 0) continue;
+      counts.push_back(std::find(skip.begin(), skip.end(), &p.value) == skip.end() &&
+                       (p.shard.sharded() || topology_.tpRank() == 0));
+    }
+  }
+  return counts;
+}
+
+double GradientSync::squaredNormShare() const {
+  if (topology_.dpRank() != 0) return 0;
+  const std::vector<bool> counts = countsInNorm();
+  std::vector<at::Tensor> squares;  // each counted gradient's, where it is: one copy to read
+  size_t i = 0;
+  for (StageModule* stage : stages_) {
+    for (const StageParameter& p : stage->parameters) {
+      if (!p.is_parameter || !p.value.requires_grad()) continue;
+      const bool counted = counts[i++];
+      if (!counted || !p.value.grad().defined()) continue;
       squares.push_back(p.value.grad().to(at::kDouble).pow(2).sum());
     }
   }

@@ -43,12 +43,14 @@ std::map<std::string, at::Tensor> namedParameters(const RankModel& model,
 }
 
 // What this rank measured of itself (RankMetrics::forEachOwnFigure).
-RankMetrics ownFigures(const RunRecord& record, CompileCache& cache) {
+RankMetrics ownFigures(const RunRecord& record, CompileCache& cache, const StepRunner& runner) {
   cache.countOptimizedGraphs();
   const CompileStats& stats = cache.stats();
   RankMetrics mine;
   mine.peak_rss_mb = peakRssMb();
   mine.recompute_s = cache.recomputeStats().seconds;
+  mine.optimizer_state_mb = static_cast<double>(runner.optimizerStateBytes()) / kBytesPerMiB;
+  mine.master_weights_mb = static_cast<double>(runner.masterBytes()) / kBytesPerMiB;
   mine.graphs_compiled = stats.graphs_compiled;
   mine.cache_hits = stats.cache_hits;
   mine.respecializations = stats.respecializations;
@@ -373,7 +375,7 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
                         const StepRunner& runner, const Dataset* data, const RunRecord& record,
                         Communicator& world, std::ostream& log) {
   std::vector<RankMetrics> ranks =
-      gatherOwnFigures(world, ownFigures(record, *model.compile_cache));
+      gatherOwnFigures(world, ownFigures(record, *model.compile_cache, runner));
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
     // Whole tensors, gathered over the tensor-parallel group, written by its first rank.
     const std::map<std::string, at::Tensor> named = namedParameters(model, runner);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <functional>
 
 #include "local_stages.h"
@@ -174,7 +175,16 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
       if (!p.is_parameter && !p.random_key) buffers_.push_back(p.value);
     }
   }
-  if (model.split.compute_dtype == at::kFloat) {
+  const bool fp32 = model.split.compute_dtype == at::kFloat;
+  if (config.train.shard_optimizer && sync_->dataParallelGroup() != nullptr) {
+    sharded_ = std::make_unique<ShardedOptimizer>(config.train, params_,
+                                                  fp32 ? params_ : masterValues(model),
+                                                  *sync_->dataParallelGroup());
+  } else if (fp32) {
+    if (config.train.shard_optimizer && world_.rank() == 0) {
+      std::cerr << "ppstage: warning: --train.shard_optimizer true at dp 1 does nothing: one "
+                   "replica holds the whole optimizer state\n";
+    }
     optimizer_ = makeOptimizer(config.train, params_);
   } else {
     masters_ = std::make_unique<MasterWeights>(params_, masterValues(model));
@@ -213,16 +223,75 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
 
 StepRunner::~StepRunner() = default;
 
+size_t StepRunner::indexOf(const at::Tensor& parameter) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return i;
+  }
+  return params_.size();
+}
+
 at::Tensor StepRunner::masterOf(const at::Tensor& parameter) const {
+  if (sharded_) {
+    const size_t i = indexOf(parameter);
+    if (i == params_.size()) return parameter;
+    if (!whole_) {
+      whole_ = std::make_unique<ShardedOptimizer::WholeState>();
+      whole_->masters.resize(params_.size());
+      whole_->state.resize(params_.size());
+    }
+    at::Tensor& master = whole_->masters[i];
+    if (!master.defined()) master = parameter.detach().to(at::kFloat, false, /*copy=*/true);
+    return master;
+  }
   return masters_ ? masters_->masterOf(parameter) : parameter;
 }
 
-at::Tensor StepRunner::storedValueOf(const at::Tensor& tensor) const {
-  const at::Tensor value = masterOf(tensor);
-  return value.scalar_type() == storedDtype(value) ? value : value.to(storedDtype(value));
+std::map<std::string, at::Tensor> StepRunner::optimizerStateOf(const at::Tensor& parameter) const {
+  if (!sharded_) return optimizerState(*optimizer_, masterOf(parameter));
+  PPSTAGE_INTERNAL_ASSERT(whole_ != nullptr, "optimizer state read before prepareSave");
+  return whole_->state.at(indexOf(parameter));
+}
+
+void StepRunner::loadOptimizerState(const at::Tensor& parameter,
+                                    const std::map<std::string, at::Tensor>& state,
+                                    const std::string& path) {
+  if (!sharded_) {
+    setOptimizerState(*optimizer_, masterOf(parameter), state, path);
+    return;
+  }
+  masterOf(parameter);  // makes whole_
+  whole_->state.at(indexOf(parameter)) = state;
+}
+
+void StepRunner::prepareSave() {
+  if (sharded_) whole_ = std::make_unique<ShardedOptimizer::WholeState>(sharded_->gatherState());
+}
+
+int64_t StepRunner::optimizerStateBytes() const {
+  if (sharded_) return sharded_->stateBytes();
+  int64_t bytes = 0;
+  for (const at::Tensor& p : params_) {
+    for (const auto& [name, tensor] : optimizerState(*optimizer_, masterOf(p))) {
+      bytes += static_cast<int64_t>(tensor.nbytes());
+    }
+  }
+  return bytes;
+}
+
+int64_t StepRunner::masterBytes() const {
+  if (sharded_) return sharded_->masterBytes();
+  int64_t bytes = 0;
+  if (masters_) {
+    for (const at::Tensor& p : params_) bytes += static_cast<int64_t>(masterOf(p).nbytes());
+  }
+  return bytes;
 }
 
 void StepRunner::mastersLoaded() {
+  if (sharded_ && whole_) {
+    sharded_->loadState(*whole_);
+    whole_.reset();
+  }
   if (masters_) masters_->copyToCompute();
 }
 
@@ -259,12 +328,17 @@ StepData StepRunner::nextStepData() {
   return data;
 }
 
+void StepRunner::synchronizeGradients() {
+  sync_->synchronize(/*data_parallel=*/sharded_ == nullptr);
+  if (sharded_) sharded_->reduceGradients();  // the replicas' sum, each rank its share
+}
+
 bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats,
                             const std::function<void()>& actions_ended) {
   if (!saves_on_stop_) {
     stats = executor_->runStep(step, data);
     actions_ended();
-    sync_->synchronize();
+    synchronizeGradients();
     return false;
   }
   buffers_at_start_.clear();  // as the step found them (BatchNorm's statistics)
@@ -275,7 +349,7 @@ bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats
     stats = executor_->runStep(step, data);
     ended = true;
     actions_ended();
-    sync_->synchronize();
+    synchronizeGradients();
     return false;
   } catch (const StepInterrupted&) {
     if (!ended) actions_ended();
@@ -297,6 +371,7 @@ StepResult StepRunner::abandoned(int64_t samples_before, StepReduce reduced) {
   }
   samples_seen_ = samples_before;  // the step's batch is the next one again
   if (masters_) masters_->clearGradients();
+  if (sharded_) sharded_->clearGradients();
   clearGradients(params_);
   // A tensor-parallel all-reduce cut short may have left messages on the group's
   // communicator that the save's gathers would match: they get a fresh one (collective).
@@ -314,6 +389,11 @@ StepResult StepRunner::run(int64_t step) {
   const int64_t samples_before = samples_seen_;
   const StepData data = nextStepData();
   if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
+  if (sharded_ && model_.split.compute_dtype != at::kFloat) {  // so do sharded ones
+    for (at::Tensor p : params_) {
+      p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+    }
+  }
   TpGroup* tp = model_.tp_group.get();
   const double tp_s_before = tp ? tp->seconds() : 0;
   const int64_t tp_calls_before = tp ? tp->calls() : 0;
@@ -369,13 +449,20 @@ StepResult StepRunner::run(int64_t step) {
 }
 
 void StepRunner::applyGradients(StepResult& result) {
+  whole_.reset();  // what a save gathered is the step's before
   if (!result.finite) {
     result.nonfinite = whereNonfinite(result, model_.split);
     if (masters_) masters_->clearGradients();
+    if (sharded_) sharded_->clearGradients();
     clearGradients(params_);
     return;
   }
   const double coefficient = clipCoefficient(result.grad_norm, config_.train.grad_clip);
+  if (sharded_) {
+    if (coefficient < 1) sharded_->scale(coefficient);
+    sharded_->step(result.lr);
+    return;
+  }
   if (coefficient < 1) sync_->scale(coefficient);
   setLearningRate(*optimizer_, result.lr);
   if (masters_) {
@@ -444,7 +531,9 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   mine.loss = counts ? stats.loss_sum : 0;
   mine.accuracy =
       counts ? static_cast<double>(stats.correct) / static_cast<double>(targets_in_step) : 0;
-  mine.norm_squared = abandoning ? 0 : sync_->squaredNormShare();
+  mine.norm_squared = abandoning ? 0
+                     : sharded_  ? sharded_->squaredNormShare(sync_->countsInNorm())
+                                 : sync_->squaredNormShare();
   mine.abandoned = abandoning ? 1 : 0;
   for (const ActionKind kind : PerCompute<double>::kinds()) {
     mine.costs[kind] = {stats.compute_s[kind], static_cast<double>(stats.compute_count[kind])};

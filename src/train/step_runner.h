@@ -11,11 +11,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ppstage/comm/transfer_probe.h"
+#include "ppstage/train/sharded_optimizer.h"
 #include "ppstage/train/trainer.h"
 #include "step_reduce.h"
 
@@ -110,16 +112,33 @@ class StepRunner {
   int64_t samplesSeen() const { return samples_seen_; }
   void setSamplesSeen(int64_t samples) { samples_seen_ = samples; }
 
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
-
   // What the optimizer steps for stage parameter `parameter`: its fp32 master weight with
-  // --train.precision bf16, else itself (what checkpoints load into).
+  // --train.precision bf16, else itself (what checkpoints load into). With a sharded
+  // optimizer (--train.shard_optimizer), the whole fp32 value prepareSave gathered, or one
+  // to load into that mastersLoaded then shards.
   at::Tensor masterOf(const at::Tensor& parameter) const;
+  // The optimizer's whole state of stage parameter `parameter`, named as optimizerState
+  // names it (runtime/optimizer.h); sharded, as prepareSave gathered it.
+  std::map<std::string, at::Tensor> optimizerStateOf(const at::Tensor& parameter) const;
+  // Sets `parameter`'s optimizer state to `state` (whole, as a checkpoint holds it under
+  // `path`); sharded, it waits for mastersLoaded.
+  void loadOptimizerState(const at::Tensor& parameter,
+                          const std::map<std::string, at::Tensor>& state, const std::string& path);
+  // Before a save reads masterOf and optimizerStateOf: collective over the data-parallel
+  // group, where the optimizer is sharded (it gathers every whole master and state; valid
+  // until the next step); nothing otherwise.
+  void prepareSave();
+  // Bytes this rank keeps for the optimizer: its state (AdamW's moments, SGD's momentum),
+  // and its fp32 masters where it has them apart from the parameters (bf16, or sharded);
+  // sharded, its share of each.
+  int64_t optimizerStateBytes() const;
+  int64_t masterBytes() const;
   // What checkpoints and --output.params_dir store for a stage tensor: masterOf, a bf16
   // one (a buffer) widened to fp32 (model_identity.h's storedDtype).
   at::Tensor storedValueOf(const at::Tensor& tensor) const;
   // After a checkpoint's values were loaded into the masters: rounds them into the stages'
-  // bf16 parameters (nothing in fp32).
+  // bf16 parameters (nothing in fp32); sharded, each rank takes its share of the masters
+  // and states loaded.
   void mastersLoaded();
 
   // Collective: writes what the steps so far recorded to --output.trace (rank 0 writes
@@ -147,6 +166,9 @@ class StepRunner {
   // `actions_ended` is called between the actions and the sync (the step's tail starts).
   bool runActions(int64_t step, const StepData& data, StepStats& stats,
                   const std::function<void()>& actions_ended);
+  // The gradient sync after a step's actions: ties and the replicas' sum (a sharded
+  // optimizer's reduce-scatter where it is sharded).
+  void synchronizeGradients();
   // The result of a step some rank abandoned: nothing applied, the buffers and the data
   // position (`samples_before`) put back, the gradients dropped.
   StepResult abandoned(int64_t samples_before, StepReduce reduced);
@@ -179,7 +201,12 @@ class StepRunner {
   std::vector<at::Tensor> buffers_;
   std::vector<at::Tensor> buffers_at_start_;  // their copies as the step in flight found them
   std::unique_ptr<MasterWeights> masters_;    // bf16 only: the fp32 weights the optimizer steps
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null where the optimizer is sharded
+  std::unique_ptr<ShardedOptimizer> sharded_;  // --train.shard_optimizer at dp > 1
+  // Sharded: whole masters and states, gathered for a save or loaded from a checkpoint.
+  mutable std::unique_ptr<ShardedOptimizer::WholeState> whole_;
+  // Where `parameter` is in params_; params_.size() where it is none of them.
+  size_t indexOf(const at::Tensor& parameter) const;
   std::unique_ptr<TraceRecorder> trace_;  // null: --output.trace is not set
   std::unique_ptr<ClockAlignment> clock_;
   std::unique_ptr<Executor> executor_;  // records into *trace_

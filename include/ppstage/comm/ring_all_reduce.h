@@ -37,9 +37,10 @@ void ringAllReduceSum(Communicator& comm, const at::Tensor& buffer);
 void ringReduceScatterSum(Communicator& comm, const at::Tensor& buffer);
 void ringAllGather(Communicator& comm, const at::Tensor& buffer);
 
-// The chunk of `buffer` that `rank` of `ranks` owns after ringReduceScatterSum (a view),
-// and where it starts: its first element's index.
+// The chunk of `buffer` that `rank` of `ranks` owns after ringReduceScatterSum (a view);
+// of a row of `elements`, where it starts (its first element's index) and its length.
 at::Tensor ringOwnedChunk(const at::Tensor& buffer, int rank, int ranks);
 int64_t ringOwnedOffset(int64_t elements, int rank, int ranks);
+int64_t ringOwnedElements(int64_t elements, int rank, int ranks);
 
 }  // namespace ppstage

@@ -248,6 +248,9 @@ struct TrainConfig {
   // each stage (of stage s); "every:N", the N-th, 2N-th, ... block of the model.
   RecomputePolicy recompute = RecomputePolicy::kNone;
   std::string recompute_blocks;
+  // The optimizer's fp32 masters and state sharded over the data-parallel replicas
+  // (train/sharded_optimizer.h): 1/dp of them per rank; nothing to shard at dp 1.
+  bool shard_optimizer = false;
 };
 
 // [checkpoint]: saving the run's state, and resuming from it (src/checkpoint, docs/cli.md).

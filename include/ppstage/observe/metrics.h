@@ -28,6 +28,11 @@ struct RankMetrics {
   // Seconds this rank ran recomputed blocks' forwards again in their backwards, over the
   // whole run (compile/recompute.h); 0 without recomputation.
   double recompute_s = 0;
+  // What this rank keeps for the optimizer at the run's end, in MB: its state (AdamW's
+  // moments, SGD's momentum), and its fp32 masters where they are apart from the
+  // parameters (bf16, or --train.shard_optimizer); sharded, its share of each.
+  double optimizer_state_mb = 0;
+  double master_weights_mb = 0;
   // Compilation on this rank (compile/compiled_stage.h, CompileStats).
   long long graphs_compiled = 0;
   long long cache_hits = 0;
@@ -74,6 +79,8 @@ struct RankMetrics {
   static void forEachOwnFigure(Self& r, Field field) {
     field("peak_rss_mb", r.peak_rss_mb);
     field("recompute_s", r.recompute_s);
+    field("optimizer_state_mb", r.optimizer_state_mb);
+    field("master_weights_mb", r.master_weights_mb);
     field("graphs_compiled", r.graphs_compiled);
     field("cache_hits", r.cache_hits);
     field("respecializations", r.respecializations);

@@ -29,8 +29,19 @@ class GradientSync {
                const std::vector<TiedParameter>& ties);
   ~GradientSync();
 
-  // Steps 1 and 2. Undefined gradients become zeros first, so every rank contributes.
-  void synchronize();
+  // Steps 1 and 2. Undefined gradients become zeros first, so every rank contributes. With
+  // `data_parallel` false, step 2 only: the replicas' sum is left to the caller (a sharded
+  // optimizer's reduce-scatter, train/sharded_optimizer.h; tied copies then sum per replica
+  // before the replicas do, the same sum in another order).
+  void synchronize(bool data_parallel = true);
+
+  // The data-parallel group (null at dp 1): what a sharded optimizer shards over.
+  Communicator* dataParallelGroup() const { return dp_group_.get(); }
+
+  // Per parameter (in parameters()' order), whether its gradient counts in the global norm
+  // on this rank whatever its replica: a tied tensor only on the stage of its first copy, a
+  // tensor held whole on every tensor-parallel rank only on the first, a shard on each.
+  std::vector<bool> countsInNorm() const;
 
   // This rank's share of the squared global gradient norm: its own parameters on dp rank 0,
   // a tied tensor only on the stage of its first copy, a tensor held whole on every
