@@ -287,6 +287,11 @@ int64_t StepRunner::masterBytes() const {
   return bytes;
 }
 
+at::Tensor StepRunner::storedValueOf(const at::Tensor& tensor) const {
+  const at::Tensor value = masterOf(tensor);
+  return value.scalar_type() == storedDtype(value) ? value : value.to(storedDtype(value));
+}
+
 void StepRunner::mastersLoaded() {
   if (sharded_ && whole_) {
     sharded_->loadState(*whole_);
