@@ -67,10 +67,15 @@ std::vector<at::Tensor> GradientSync::parameters() const {
 void GradientSync::synchronize(bool data_parallel) {
   std::vector<at::Tensor> params = parameters();
   for (at::Tensor& p : params) gradOf(p);
-  if (dp_group_ && data_parallel) {
+  if (dp_group_) {
+    // Without the replicas' sum, still the tied copies': their sum over the copies then
+    // adds what the unsharded step adds, in its order.
+    const std::vector<bool> tied = tiedParameters();
     std::vector<at::Tensor> grads;
-    for (at::Tensor& p : params) grads.push_back(p.mutable_grad());
-    dp_group_->allReduceSum(grads);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (data_parallel || tied[i]) grads.push_back(params[i].mutable_grad());
+    }
+    if (!grads.empty()) dp_group_->allReduceSum(grads);
   }
   for (TieGroup& tie : ties_) {
     if (tie.local_copies.empty()) continue;
@@ -79,6 +84,20 @@ void GradientSync::synchronize(bool data_parallel) {
     if (tie.owners) tie.owners->allReduceSum({sum});
     for (at::Tensor* copy : tie.local_copies) copy->mutable_grad().copy_(sum);
   }
+}
+
+std::vector<bool> GradientSync::tiedParameters() const {
+  std::vector<const at::Tensor*> copies;
+  for (const TieGroup& tie : ties_)
+    copies.insert(copies.end(), tie.local_copies.begin(), tie.local_copies.end());
+  std::vector<bool> tied;
+  for (StageModule* stage : stages_) {
+    for (const StageParameter& p : stage->parameters) {
+      if (!p.is_parameter || !p.value.requires_grad()) continue;
+      tied.push_back(std::find(copies.begin(), copies.end(), &p.value) != copies.end());
+    }
+  }
+  return tied;
 }
 
 std::vector<bool> GradientSync::countsInNorm() const {

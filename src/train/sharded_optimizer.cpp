@@ -45,8 +45,8 @@ ShardedOptimizer::ShardedOptimizer(const TrainConfig& train, std::vector<at::Ten
   constexpr int64_t kBucketElements = kAllReduceBucketBytes / 4;  // fp32
   for (size_t i = 0; i < params_.size(); ++i) {
     const int64_t n = params_[i].numel();
-    if (buckets_.empty() || (buckets_.back().elements > 0 &&
-                             buckets_.back().elements + n > kBucketElements)) {
+    if (buckets_.empty() ||
+        (buckets_.back().elements > 0 && buckets_.back().elements + n > kBucketElements)) {
       buckets_.emplace_back();
     }
     Bucket& b = buckets_.back();
@@ -72,14 +72,15 @@ ShardedOptimizer::ShardedOptimizer(const TrainConfig& train, std::vector<at::Ten
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
-void ShardedOptimizer::reduceGradients() {
+void ShardedOptimizer::reduceGradients(const std::vector<bool>& summed) {
   at::NoGradGuard no_grad;
   for (Bucket& b : buckets_) {
     at::Tensor row = rowLike(params_[b.params[0]], b.elements);
     for (size_t k = 0; k < b.params.size(); ++k) {
       const at::Tensor& p = params_[b.params[k]];
       at::Tensor slot = row.narrow(0, b.offsets[k], p.numel());
-      if (p.grad().defined()) {
+      const bool passes = !summed.empty() && summed.at(b.params[k]);
+      if (p.grad().defined() && (!passes || dp_.rank() == 0)) {
         slot.copy_(p.grad().reshape(-1));
       } else {
         slot.zero_();
@@ -179,9 +180,9 @@ ShardedOptimizer::WholeState ShardedOptimizer::gatherState() {
 }
 
 void ShardedOptimizer::loadState(const WholeState& whole) {
-  PPSTAGE_INTERNAL_ASSERT(whole.masters.size() == params_.size() &&
-                              whole.state.size() == params_.size(),
-                          "state of ", whole.masters.size(), " parameters for ", params_.size());
+  PPSTAGE_INTERNAL_ASSERT(
+      whole.masters.size() == params_.size() && whole.state.size() == params_.size(), "state of ",
+      whole.masters.size(), " parameters for ", params_.size());
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
@@ -201,9 +202,8 @@ void ShardedOptimizer::loadState(const WholeState& whole) {
     }
     std::map<std::string, at::Tensor> state;
     for (const auto& [name, tensor] : whole.state[b.params[0]]) {
-      state[name] = tensor.dim() == 0
-                        ? tensor.clone()
-                        : chunkOf([&](size_t p) { return whole.state[p].at(name); });
+      state[name] = tensor.dim() == 0 ? tensor.clone()
+                                      : chunkOf([&](size_t p) { return whole.state[p].at(name); });
     }
     setOptimizerState(*optimizer_, b.master, state, "bucket " + std::to_string(i));
   }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iostream>
 #include <functional>
+#include <iostream>
 
 #include "local_stages.h"
 #include "pipeline_messages.h"
@@ -177,9 +177,8 @@ StepRunner::StepRunner(const Config& config, const JobLayout& layout, const Rank
   }
   const bool fp32 = model.split.compute_dtype == at::kFloat;
   if (config.train.shard_optimizer && sync_->dataParallelGroup() != nullptr) {
-    sharded_ = std::make_unique<ShardedOptimizer>(config.train, params_,
-                                                  fp32 ? params_ : masterValues(model),
-                                                  *sync_->dataParallelGroup());
+    sharded_ = std::make_unique<ShardedOptimizer>(
+        config.train, params_, fp32 ? params_ : masterValues(model), *sync_->dataParallelGroup());
   } else if (fp32) {
     if (config.train.shard_optimizer && world_.rank() == 0) {
       std::cerr << "ppstage: warning: --train.shard_optimizer true at dp 1 does nothing: one "
@@ -335,7 +334,7 @@ StepData StepRunner::nextStepData() {
 
 void StepRunner::synchronizeGradients() {
   sync_->synchronize(/*data_parallel=*/sharded_ == nullptr);
-  if (sharded_) sharded_->reduceGradients();  // the replicas' sum, each rank its share
+  if (sharded_) sharded_->reduceGradients(sync_->tiedParameters());  // each rank its share
 }
 
 bool StepRunner::runActions(int64_t step, const StepData& data, StepStats& stats,
@@ -393,7 +392,7 @@ StepResult StepRunner::run(int64_t step) {
   resetTensorBytesPeak(device);
   const int64_t samples_before = samples_seen_;
   const StepData data = nextStepData();
-  if (masters_) masters_->startStep();  // bf16 gradients accumulate in fp32
+  if (masters_) masters_->startStep();                         // bf16 gradients accumulate in fp32
   if (sharded_ && model_.split.compute_dtype != at::kFloat) {  // so do sharded ones
     for (at::Tensor p : params_) {
       p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
@@ -537,7 +536,7 @@ at::Tensor StepRunner::allReduceStep(const StepStats& stats, const TensorPeak& m
   mine.accuracy =
       counts ? static_cast<double>(stats.correct) / static_cast<double>(targets_in_step) : 0;
   mine.norm_squared = abandoning ? 0
-                     : sharded_  ? sharded_->squaredNormShare(sync_->countsInNorm())
+                      : sharded_ ? sharded_->squaredNormShare(sync_->countsInNorm())
                                  : sync_->squaredNormShare();
   mine.abandoned = abandoning ? 1 : 0;
   for (const ActionKind kind : PerCompute<double>::kinds()) {

@@ -202,7 +202,7 @@ class StepRunner {
   std::vector<at::Tensor> buffers_at_start_;  // their copies as the step in flight found them
   std::unique_ptr<MasterWeights> masters_;    // bf16 only: the fp32 weights the optimizer steps
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null where the optimizer is sharded
-  std::unique_ptr<ShardedOptimizer> sharded_;  // --train.shard_optimizer at dp > 1
+  std::unique_ptr<ShardedOptimizer> sharded_;           // --train.shard_optimizer at dp > 1
   // Sharded: whole masters and states, gathered for a save or loaded from a checkpoint.
   mutable std::unique_ptr<ShardedOptimizer::WholeState> whole_;
   // Where `parameter` is in params_; params_.size() where it is none of them.

@@ -26,9 +26,9 @@ const std::vector<std::vector<int64_t>> kShapes = {{5, 3}, {7}, {1}, {4, 4}, {9}
 std::vector<at::Tensor> startValues(const std::vector<std::vector<int64_t>>& shapes) {
   std::vector<at::Tensor> values;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    values.push_back(at::linspace(-1, 1, c10::multiply_integers(shapes[i]), at::kFloat)
-                         .reshape(shapes[i]) *
-                     static_cast<double>(i + 1));
+    values.push_back(
+        at::linspace(-1, 1, c10::multiply_integers(shapes[i]), at::kFloat).reshape(shapes[i]) *
+        static_cast<double>(i + 1));
   }
   return values;
 }
@@ -157,8 +157,8 @@ TEST(ShardedOptimizer, WholeStateGathersAndLoadsAtAnotherReplicaCount) {
       params[i].mutable_grad() = g;
     }
     sharded.reduceGradients();
-    at::Tensor norm = at::full({1}, sharded.squaredNormShare(std::vector<bool>(5, true)),
-                               at::kDouble);
+    at::Tensor norm =
+        at::full({1}, sharded.squaredNormShare(std::vector<bool>(5, true)), at::kDouble);
     comm.allReduceSum({norm});
     sharded.scale(clipCoefficient(std::sqrt(norm.item<double>()), kMaxNorm));
     sharded.step(0.05);

@@ -30,10 +30,13 @@ class GradientSync {
   ~GradientSync();
 
   // Steps 1 and 2. Undefined gradients become zeros first, so every rank contributes. With
-  // `data_parallel` false, step 2 only: the replicas' sum is left to the caller (a sharded
-  // optimizer's reduce-scatter, train/sharded_optimizer.h; tied copies then sum per replica
-  // before the replicas do, the same sum in another order).
+  // `data_parallel` false, step 1 only for the tied copies (tiedParameters): the other
+  // gradients' sum over the replicas is left to the caller (a sharded optimizer's
+  // reduce-scatter, train/sharded_optimizer.h).
   void synchronize(bool data_parallel = true);
+
+  // Per parameter (in parameters()' order), whether it is a copy of a tied tensor.
+  std::vector<bool> tiedParameters() const;
 
   // The data-parallel group (null at dp 1): what a sharded optimizer shards over.
   Communicator* dataParallelGroup() const { return dp_group_.get(); }

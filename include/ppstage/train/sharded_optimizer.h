@@ -49,8 +49,10 @@ class ShardedOptimizer {
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
   // Collective over dp: every parameter's .grad (undefined counts as zeros) summed over the
-  // replicas into this rank's chunks. The parameters' own .grad are left partial.
-  void reduceGradients();
+  // replicas into this rank's chunks. The parameters' own .grad are left partial. Those
+  // `summed` marks (one flag per parameter) hold the replicas' sum already (tied copies):
+  // they pass through the sum unchanged (the first replica's value, zeros from the rest).
+  void reduceGradients(const std::vector<bool>& summed = {});
 
   // The squared norm of this rank's summed chunks, over the parameters `counts` (one flag
   // per parameter) says count.
