@@ -332,6 +332,15 @@ StepData StepRunner::nextStepData() {
   return data;
 }
 
+void StepRunner::startGradients() {
+  if (masters_) masters_->startStep();                         // bf16 gradients accumulate in fp32
+  if (sharded_ && model_.split.compute_dtype != at::kFloat) {  // so do sharded ones
+    for (at::Tensor p : params_) {
+      p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+    }
+  }
+}
+
 void StepRunner::synchronizeGradients() {
   sync_->synchronize(/*data_parallel=*/sharded_ == nullptr);
   if (sharded_) sharded_->reduceGradients(sync_->tiedParameters());  // each rank its share
@@ -392,12 +401,7 @@ StepResult StepRunner::run(int64_t step) {
   resetTensorBytesPeak(device);
   const int64_t samples_before = samples_seen_;
   const StepData data = nextStepData();
-  if (masters_) masters_->startStep();                         // bf16 gradients accumulate in fp32
-  if (sharded_ && model_.split.compute_dtype != at::kFloat) {  // so do sharded ones
-    for (at::Tensor p : params_) {
-      p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
-    }
-  }
+  startGradients();
   TpGroup* tp = model_.tp_group.get();
   const double tp_s_before = tp ? tp->seconds() : 0;
   const int64_t tp_calls_before = tp ? tp->calls() : 0;

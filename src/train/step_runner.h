@@ -166,6 +166,9 @@ class StepRunner {
   // `actions_ended` is called between the actions and the sync (the step's tail starts).
   bool runActions(int64_t step, const StepData& data, StepStats& stats,
                   const std::function<void()>& actions_ended);
+  // Before a step's actions: bf16 gradients accumulate in fp32 zeros (MasterWeights, or
+  // here where the optimizer is sharded).
+  void startGradients();
   // The gradient sync after a step's actions: ties and the replicas' sum (a sharded
   // optimizer's reduce-scatter where it is sharded).
   void synchronizeGradients();
