@@ -161,7 +161,8 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"peak_memory_mb", c.peak_bytes / kBytesPerMiB},
           {"bubble", c.bubble},
           {"inflight", c.inflight},
-          {"recompute", recomputeJson(c, profile)}};
+          {"recompute", recomputeJson(c, profile)},
+          {"shard_optimizer", c.shard_optimizer}};
 }
 
 nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
@@ -238,6 +239,8 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
   for (const std::string& line : recomputeReasons(chosen, profile)) {
     std::printf("  %s\n", line.c_str());
   }
+  const std::string sharding = shardingReason(chosen, profile);
+  if (!sharding.empty()) std::printf("  %s\n", sharding.c_str());
 }
 
 }  // namespace

@@ -62,6 +62,16 @@ double CostProfile::outputBytesOf(size_t u, double size) const {
   return costAtSize(microbatch_sizes, units.at(u).output_bytes, size);
 }
 
+double CostProfile::stateBytesPerElement(int dp, bool shard_optimizer) const {
+  if (!shard_optimizer || dp <= 1) return state_bytes_per_element;
+  constexpr double kGradient = 4.0, kMaster = 4.0;  // fp32
+  return kGradient + (optimizer_state_bytes_per_element + kMaster) / dp;
+}
+
+double CostProfile::optimizerSeconds(double elements, int dp, bool shard_optimizer) const {
+  return optimizer_s_per_element * elements / (shard_optimizer && dp > 1 ? dp : 1);
+}
+
 double CostProfile::allReduceSeconds(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
   return allreduce_latency_s + 2.0 * (ranks - 1) / ranks * bytes / allreduce_bytes_per_s;
@@ -251,6 +261,7 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"microbatch_sizes", p.microbatch_sizes},
                     {"optimizer_s_per_element", p.optimizer_s_per_element},
                     {"state_bytes_per_element", p.state_bytes_per_element},
+                    {"optimizer_state_bytes_per_element", p.optimizer_state_bytes_per_element},
                     {"link_latency_s", p.link_latency_s},
                     {"link_bytes_per_s", p.link_bytes_per_s},
                     {"allreduce_latency_s", p.allreduce_latency_s},
@@ -279,6 +290,11 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     }
     p.optimizer_s_per_element = in.at("optimizer_s_per_element").get<double>();
     p.state_bytes_per_element = in.at("state_bytes_per_element").get<double>();
+    // Older profiles: less the fp32 gradient and bf16's master.
+    p.optimizer_state_bytes_per_element =
+        in.contains("optimizer_state_bytes_per_element")
+            ? in.at("optimizer_state_bytes_per_element").get<double>()
+            : std::max(0.0, p.state_bytes_per_element - 4.0 - (p.precision == "bf16" ? 4.0 : 0.0));
     p.link_latency_s = in.at("link_latency_s").get<double>();
     p.link_bytes_per_s = in.at("link_bytes_per_s").get<double>();
     p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();

@@ -1,6 +1,7 @@
 // See include/ppstage/plan/plan_config.h.
 #include "ppstage/plan/plan_config.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "ppstage/core/batch_layout.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/text.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 
@@ -21,6 +23,7 @@ std::string PlanCandidate::label() const {
   if (tp > 1) out << " tp" << tp;
   out << " M" << microbatches;
   if (recompute.any()) out << " " << toString(recompute.policy) << " " << recomputeBlocksOf(*this);
+  if (shard_optimizer) out << " shard_optimizer";
   return out.str();
 }
 
@@ -62,6 +65,32 @@ std::vector<std::string> recomputeReasons(const PlanCandidate& c, const CostProf
     lines.push_back(line.str());
   }
   return lines;
+}
+
+std::string shardingReason(const PlanCandidate& c, const CostProfile& profile) {
+  if (!c.shard_optimizer) return "";
+  const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
+  std::vector<double> stage_elements(static_cast<size_t>(c.stages()), 0.0);
+  size_t s = 0;
+  for (size_t u = 0; u < profile.units.size(); ++u) {
+    while (s < c.stage_starts.size() && u >= c.stage_starts[s]) ++s;
+    stage_elements[s] += static_cast<double>(profile.units[u].trainable_elements);
+  }
+  double largest = 0;  // a rank's trainable elements
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    double elements = 0;
+    for (int stage : pipeline.stagesOf(r)) elements += stage_elements.at(stage);
+    largest = std::max(largest, elements);
+  }
+  const double fp32_gradient = 4.0;  // whole either way
+  const double whole = profile.stateBytesPerElement(c.dp, false) - fp32_gradient;
+  const double shared = profile.stateBytesPerElement(c.dp, true) - fp32_gradient;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "optimizer sharded over %d replicas: %.1f MB of state and fp32 masters on the "
+                "largest rank instead of %.1f MB, and 1/%d of its optimizer step",
+                c.dp, shared * largest / kBytesPerMiB, whole * largest / kBytesPerMiB, c.dp);
+  return line;
 }
 
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
@@ -109,6 +138,7 @@ PlanCandidate candidateOf(const Config& config, const Topology& pipeline) {
       scheduleOptionsFor(config.pipeline, pipeline.numStages(), pipeline.stagesPerRank())
           .microbatches;
   c.microbatch_size = batchLayout(config.train.batch_size, c.dp, c.microbatches).microbatch_size;
+  c.shard_optimizer = config.train.shard_optimizer && c.dp > 1;
   return c;
 }
 
@@ -122,6 +152,7 @@ void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& 
   p.placement = c.placement;
   config.train.dp = c.dp;
   config.train.tp = c.tp;
+  config.train.shard_optimizer = c.shard_optimizer;
   if (c.recompute.any()) {
     config.train.recompute = c.recompute.policy;
     config.train.recompute_blocks = recomputeBlocksOf(c);
@@ -142,6 +173,7 @@ bool chosenByPlan(const std::string& name) {
                                         "pipeline.auto",
                                         "train.dp",
                                         "train.tp",
+                                        "train.shard_optimizer",
                                         "config",
                                         "help",
                                         "json",
@@ -175,6 +207,7 @@ std::string configIniOf(const std::map<std::string, std::string>& given, const P
   pipeline["placement"] = toString(c.placement);
   sections["train"]["dp"] = std::to_string(c.dp);
   sections["train"]["tp"] = std::to_string(c.tp);
+  sections["train"]["shard_optimizer"] = c.shard_optimizer ? "true" : "false";
   sections["train"]["batch_size"] = std::to_string(profile.batch_size);  // what was planned
   if (c.recompute.any()) {
     sections["train"]["recompute"] = toString(c.recompute.policy);

@@ -80,9 +80,10 @@ std::vector<size_t> balancedCut(const CostProfile& profile, int stages, double s
 // never beat them: the step is at least the average rank's compute (F, and the cheaper of
 // B and I + W, of every unit for every micro-batch, over the pipeline ranks) and one
 // micro-batch's way through every unit and back, plus the optimizer and all-reduce of the
-// average rank's elements; the peak at least the average rank's parameters and state with
-// one micro-batch in flight on every stage, each unit keeping what it keeps recomputed
-// under the policy that keeps least (Note [Recomputation in the plan]).
+// average rank's elements (the optimizer's sharded where dp > 1); the peak at least the
+// average rank's parameters and state, sharded or not whichever is less, with one
+// micro-batch in flight on every stage, each unit keeping what it keeps recomputed under
+// the policy that keeps least (Note [Recomputation in the plan]).
 struct Bounds {
   double step = 0;
   double memory = 0;
@@ -100,6 +101,8 @@ double smallestKeptBytes(const CostProfile& profile, size_t u, double size) {
 Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double size = static_cast<double>(c.microbatch_size);
   double work = 0, path = 0, elements = 0, resident = 0;
+  const double state = std::min(profile.stateBytesPerElement(c.dp, false),
+                                profile.stateBytesPerElement(c.dp, true));
   for (size_t u = 0; u < profile.units.size(); ++u) {
     const auto cost = [&](ActionKind kind) { return profile.secondsOf(u, kind, size); };
     const double forward = cost(ActionKind::kForward);
@@ -110,11 +113,11 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
     const UnitCost& unit = profile.units[u];
     elements += static_cast<double>(unit.trainable_elements);
     resident += static_cast<double>(unit.param_bytes) +
-                profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements) +
+                state * static_cast<double>(unit.trainable_elements) +
                 smallestKeptBytes(profile, u, size);
   }
   const double ranks = c.pp;
-  const double tail = profile.optimizer_s_per_element * elements / ranks +
+  const double tail = profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
                       profile.allReduceSeconds(4.0 * elements / ranks, c.dp);
   return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
@@ -172,19 +175,41 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
 // again for every boundary moved.
 constexpr int kMostStagesRefined = 16;
 
-// `c` simulated under its cut's `costs`, then its cut refined (refineCut) where it has 2 to
-// kMostStagesRefined stages, then, over `budget`, recomputation fitted (Note
-// [Recomputation in the plan]). Throws ppstage::Error when its schedule refuses it.
+// Whether `sharded` is the better of `c`'s two predictions (Note [Sharding in the plan]):
+// it fits `budget` (0: none) where `plain` does not or, both fitting or neither, it is
+// faster, or as fast and smaller.
+bool shardingWins(const PlanCandidate& sharded, const PlanCandidate& plain, double budget) {
+  const auto fits = [&](const PlanCandidate& c) { return budget <= 0 || c.peak_bytes <= budget; };
+  if (fits(sharded) != fits(plain)) return fits(sharded);
+  if (sharded.step_s != plain.step_s) return sharded.step_s < plain.step_s;
+  return sharded.peak_bytes < plain.peak_bytes;
+}
+
+// What a simulateAndRefine may choose beside the cut: the planner's search chooses, a run
+// that gives the rest of its configuration (cutFor) does not.
+enum class Choosing { kCut, kCutAndMemory };
+
+// `c` simulated under its cut's `costs`, then, choosing memory, its optimizer sharded where
+// that wins (Note [Sharding in the plan]), then its cut refined (refineCut) where it has 2 to
+// kMostStagesRefined stages, then, over `budget` and choosing memory, recomputation fitted
+// (Note [Recomputation in the plan]). Throws ppstage::Error when its schedule refuses it.
 PlanCandidate simulateAndRefine(const CostProfile& profile, PlanCandidate c,
                                 const StageCosts& costs, const ScheduleRegistry& registry,
-                                double budget, bool recompute_over_budget = true) {
+                                double budget, Choosing choosing = Choosing::kCutAndMemory) {
   const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
   fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
+  const bool memory = choosing == Choosing::kCutAndMemory;
+  if (memory && c.dp > 1 && !c.shard_optimizer) {
+    PlanCandidate sharded = c;
+    sharded.shard_optimizer = true;
+    fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, sharded);
+    if (shardingWins(sharded, c, budget)) c = sharded;
+  }
   if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
     refineCut(profile, schedule, pipeline, budget, c);
   }
-  if (recompute_over_budget && budget > 0 && c.peak_bytes > budget) {
+  if (memory && budget > 0 && c.peak_bytes > budget) {
     return fitByRecomputing(profile, schedule, pipeline, budget, c);
   }
   return c;
@@ -438,7 +463,7 @@ PlanCandidate cutFor(const CostProfile& profile, PlanCandidate c, const Schedule
   const double size = static_cast<double>(c.microbatch_size);
   c.stage_starts = c.stages() > 1 ? balancedCut(profile, c.stages(), size) : std::vector<size_t>{};
   return simulateAndRefine(profile, c, stageCostsOf(profile, c.stage_starts, size), registry,
-                           budget_bytes, /*recompute_over_budget=*/false);
+                           budget_bytes, Choosing::kCut);
 }
 
 PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,

@@ -94,7 +94,7 @@ class RecomputeFit {
   // the budget has no unit left.
   bool addUnits(const PlanCandidate& c) {
     const StageCosts costs = stageCostsOf(profile_, plain_.stage_starts, size_, &choice_);
-    const std::vector<double> peaks = rankPeakBytes(costs, pipeline_, schedule_, plain_.dp);
+    const std::vector<double> peaks = rankPeakBytes(profile_, costs, pipeline_, schedule_, plain_);
     bool added = false;
     for (int r = 0; r < pipeline_.ppSize(); ++r) {
       for (double excess = peaks[r] - budget_; excess > 0;) {

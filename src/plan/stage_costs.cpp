@@ -61,7 +61,7 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
   for (size_t s = 0; s <= starts.size(); ++s) {
     const size_t end = s < starts.size() ? starts[s] : profile.units.size();
     PerCompute<double> compute;
-    double activations = 0, weight_pending = 0, resident = 0, trainable = 0;
+    double activations = 0, weight_pending = 0, parameters = 0, trainable = 0;
     std::vector<double> unit_peaks, unit_activations, unit_gradients;
     int holder = 0;
     for (size_t u = begin; u < end; ++u) {
@@ -78,8 +78,7 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
       unit_activations.push_back(profile.activationBytesOf(u, size, policy));
       unit_gradients.push_back(gradient_bytes * static_cast<double>(unit.trainable_elements));
       trainable += static_cast<double>(unit.trainable_elements);
-      resident += static_cast<double>(unit.param_bytes) +
-                  profile.state_bytes_per_element * static_cast<double>(unit.trainable_elements);
+      parameters += static_cast<double>(unit.param_bytes);
     }
     out.input_bytes.push_back(begin > 0 ? profile.outputBytesOf(begin - 1, size) : 0.0);
     const bool last = end >= profile.units.size();
@@ -95,7 +94,7 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     // An I makes no weight gradients: only the units' own peaks and what they free.
     out.input_backward_peak_bytes.push_back(backwardPeakOf(
         unit_peaks, unit_activations, std::vector<double>(unit_gradients.size(), 0.0)));
-    out.resident_bytes.push_back(resident);
+    out.parameter_bytes.push_back(parameters);
     out.trainable_elements.push_back(trainable);
     out.new_gradient_bytes.push_back(gradient_bytes * trainable);
     out.accumulated_gradient_bytes.push_back(profile.precision == "bf16" ? 0.0 : 4.0 * trainable);
@@ -191,14 +190,17 @@ double walkPeak(const StageCosts& costs, const ActionList& actions, double base)
 
 }  // namespace
 
-std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
-                                  const PipelineSchedule& schedule, int dp) {
+std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& costs,
+                                  const Topology& pipeline, const PipelineSchedule& schedule,
+                                  const PlanCandidate& c) {
+  const int dp = c.dp;
+  const double state = profile.stateBytesPerElement(dp, c.shard_optimizer);
   std::vector<double> peaks;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     const ActionList& actions = schedule.ranks.at(static_cast<size_t>(r));
     double resident = receiveBufferBytes(costs, actions), gradient_bytes = 0, dynamic = 0;
     for (int s : pipeline.stagesOf(r)) {
-      resident += costs.resident_bytes[s];
+      resident += costs.parameter_bytes[s] + state * costs.trainable_elements[s];
       dynamic += costs.accumulated_gradient_bytes[s];
       gradient_bytes += 4.0 * costs.trainable_elements[s];  // fp32
     }
@@ -223,15 +225,16 @@ namespace {
 
 // The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
 // its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
-// in the step's all-reduce.
+// in the step's all-reduce. A sharded optimizer steps 1/dp of the elements, and its
+// reduce-scatter and all-gather move what the all-reduce's two halves move.
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
-              int dp) {
+              const PlanCandidate& c) {
   double tail = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     double elements = 0;
     for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
-    const double rank_tail =
-        profile.optimizer_s_per_element * elements + profile.allReduceSeconds(4.0 * elements, dp);
+    const double rank_tail = profile.optimizerSeconds(elements, c.dp, c.shard_optimizer) +
+                             profile.allReduceSeconds(4.0 * elements, c.dp);
     tail = std::max(tail, rank_tail);
   }
   return tail;
@@ -243,11 +246,11 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
                     const PipelineSchedule& schedule, const SimulationResult& simulation,
                     PlanCandidate& c) {
   c.makespan_s = simulation.makespan;
-  c.tail_s = tailOf(profile, costs, pipeline, c.dp);
+  c.tail_s = tailOf(profile, costs, pipeline, c);
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
   c.inflight = simulation.peak_inflight;
-  const std::vector<double> peaks = rankPeakBytes(costs, pipeline, schedule, c.dp);
+  const std::vector<double> peaks = rankPeakBytes(profile, costs, pipeline, schedule, c);
   c.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
   c.tokens_per_s =
       c.step_s > 0 ? static_cast<double>(profile.batch_size * profile.tokens_per_sample) / c.step_s

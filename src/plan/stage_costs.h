@@ -23,11 +23,11 @@ struct StageCosts {
   // [A stage's backward peak], stage_costs.cpp).
   std::vector<double> backward_peak_bytes;
   std::vector<double> input_backward_peak_bytes;  // the same for an I: no weight gradients
-  std::vector<double> resident_bytes;             // per stage: parameters, gradients, state
+  std::vector<double> parameter_bytes;            // per stage (gradients and state: per element)
   std::vector<double> trainable_elements;         // per stage
   // Per stage: the weights' gradients one backward makes (in the parameters' dtype), and
   // the accumulated ones that appear with its first backward (fp32; 0 in bf16, whose fp32
-  // accumulators exist from the step's start and are in resident_bytes).
+  // accumulators exist from the step's start, with the state of every trainable element).
   std::vector<double> new_gradient_bytes;
   std::vector<double> accumulated_gradient_bytes;
   // Per stage: one micro-batch's message in (the previous stage's outputs; 0 for the first)
@@ -55,13 +55,15 @@ bool splitsBackward(const PipelineSchedule& schedule);
 // activations or, where backwards split, what waits for W if that is more.
 double aliveBytes(const StageCosts& costs, int s, bool splits_backward);
 
-// Each pipeline rank's peak memory under `schedule`: its stages' parameters and state and
+// Each pipeline rank's peak memory under `schedule` in candidate `c` (its dp, and whether
+// it shards the optimizer): its stages' parameters, gradients and state and
 // its receive buffers (Note [Receive buffers in the peak]), and what its actions hold as
 // they run (Note [A rank's memory through its actions]); with dp > 1, also the step's end,
 // summing the gradients across replicas, when the activations are gone but a bucket's
 // flat copy and the ring's receive buffer are alive (core/all_reduce_buckets.h).
-std::vector<double> rankPeakBytes(const StageCosts& costs, const Topology& pipeline,
-                                  const PipelineSchedule& schedule, int dp);
+std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& costs,
+                                  const Topology& pipeline, const PipelineSchedule& schedule,
+                                  const PlanCandidate& c);
 
 // The simulator's costs of `costs`' stages: their F, B, I, W and the largest message.
 ActionCosts actionCostsOf(const StageCosts& costs);

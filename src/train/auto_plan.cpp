@@ -100,6 +100,8 @@ void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, 
   for (const std::string& reason : recomputeReasons(c, profile)) {
     log << "pipeline.auto: " << reason << "\n";
   }
+  const std::string sharding = shardingReason(c, profile);
+  if (!sharding.empty()) log << "pipeline.auto: " << sharding << "\n";
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
   if (d.step_s >= c.step_s) {

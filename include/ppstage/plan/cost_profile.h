@@ -97,6 +97,10 @@ struct CostProfile {
   // Bytes kept per trainable element beside the parameter: its gradient (fp32), the
   // optimizer's state (AdamW's two moments, SGD's momentum) and, in bf16, the fp32 master.
   double state_bytes_per_element = 0;
+  // Of those, the optimizer's state alone (AdamW 8, SGD with momentum 4, else 0): what a
+  // sharded optimizer divides over the replicas, with an fp32 master of every element
+  // (Note [Sharded optimizer state]). Profiles written before it read it from the above.
+  double optimizer_state_bytes_per_element = 0;
   // Messages between ranks: seconds = latency + bytes / bandwidth; and a sum over n ranks
   // (gradients of data parallelism): latency + 2 (n - 1) / n x bytes / bandwidth.
   // `links`: "measured over N ranks", or what they were assumed from ([plan]'s options).
@@ -119,6 +123,12 @@ struct CostProfile {
                               RecomputePolicy policy = RecomputePolicy::kNone) const;
   // The policies some unit was measured under besides none, full first.
   std::vector<RecomputePolicy> recomputePolicies() const;
+  // Bytes a rank keeps per trainable element beside the parameter at `dp` replicas, with
+  // the optimizer sharded over them or not: sharded, the whole fp32 gradient, and 1/dp of
+  // the optimizer's state and of an fp32 master (kept in fp32 too).
+  double stateBytesPerElement(int dp, bool shard_optimizer) const;
+  // The optimizer's seconds for `elements` trainable elements: 1/dp of them sharded.
+  double optimizerSeconds(double elements, int dp, bool shard_optimizer) const;
   // A message of `bytes` between two ranks.
   double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
   // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).

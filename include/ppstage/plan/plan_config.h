@@ -30,7 +30,7 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
 
 // The candidate a run of `config` laid out as `pipeline` is (applyCandidate's inverse): its
 // schedule, dp, pipeline ranks, tp, stages per rank, placement, micro-batches (as the run
-// resolves them) and their size; no cut. Throws ppstage::Error where the batch does not
+// resolves them) and their size, and whether it shards the optimizer; no cut. Throws ppstage::Error where the batch does not
 // divide into the replicas' micro-batches.
 PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 
@@ -44,14 +44,20 @@ std::string recomputeBlocksOf(const PlanCandidate& candidate);
 std::vector<std::string> recomputeReasons(const PlanCandidate& candidate,
                                           const CostProfile& profile);
 
+// Why `candidate` shards its optimizer, one line; empty where it does not: "optimizer
+// sharded over 2 replicas: 24.5 MB of state and fp32 masters on the largest rank instead
+// of 49.0 MB, and 1/2 of its optimizer step".
+std::string shardingReason(const PlanCandidate& candidate, const CostProfile& profile);
+
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
-// micro-batches, stages per rank, placement, train.dp and, where it recomputes,
-// train.recompute and train.recompute_blocks (otherwise they stay as given).
+// micro-batches, stages per rank, placement, train.dp, train.shard_optimizer and, where it
+// recomputes, train.recompute and train.recompute_blocks (otherwise they stay as given).
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 
 // An INI file: `given` (the user's options by name, as parseOptions records them), less the
-// ones the plan chooses and the plan's own, plus the candidate's (train.tp among them, and
-// train.recompute and train.recompute_blocks where it recomputes) and
+// ones the plan chooses and the plan's own, plus the candidate's (train.tp and
+// train.shard_optimizer among them, and train.recompute and train.recompute_blocks where
+// it recomputes) and
 // the profile's batch size (what was planned for), by section. `header` becomes its leading
 // comment lines.
 std::string configIniOf(const std::map<std::string, std::string>& given,
