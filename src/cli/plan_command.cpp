@@ -190,13 +190,25 @@ nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const Plan
           {"best", best}};
 }
 
+// What `c` does to save memory, for the table's `memory` column: "shard" (its optimizer
+// sharded), its recomputation ("full 4,1"), both, or "-".
+std::string memoryChoiceOf(const PlanCandidate& c) {
+  std::string out = c.shard_optimizer ? "shard" : "";
+  if (c.recompute.any()) {
+    out += (out.empty() ? "" : "+") + std::string(toString(c.recompute.policy)) + " " +
+           recomputeBlocksOf(c);
+  }
+  return out.empty() ? "-" : out;
+}
+
 void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profile) {
   std::string points;
   for (const std::string& p : splitPointsOf(c, profile)) points += (points.empty() ? "" : ",") + p;
-  std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %s\n", rank,
+  std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %-12s %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / kBytesPerMiB, c.bubble, points.empty() ? "-" : points.c_str());
+              c.peak_bytes / kBytesPerMiB, c.bubble, memoryChoiceOf(c).c_str(),
+              points.empty() ? "-" : points.c_str());
 }
 
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
@@ -219,9 +231,9 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
       static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
       static_cast<long long>(plan.refused), static_cast<long long>(plan.over_budget),
       config.memory_mb > 0 ? "" : " (none given)");
-  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %s\n", "#", "schedule", "dp",
-              "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB", "bubble",
-              "split points");
+  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s %s\n", "#", "schedule",
+              "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB", "bubble",
+              "memory", "split points");
   for (size_t i = 0; i < plan.best.size(); ++i) {
     printRow(std::to_string(i + 1).c_str(), plan.best[i], profile);
   }

@@ -353,9 +353,7 @@ double optimizerSecondsPerElement(const TrainConfig& train, const std::vector<St
 // bf16's fp32 master) and the links, as the --plan options assume them.
 void addStateAndLinks(const Config& config, bool bf16, CostProfile& profile) {
   const bool adamw = config.train.optimizer == OptimizerKind::kAdamW;
-  profile.optimizer_state_bytes_per_element = adamw                       ? 8.0
-                                              : config.train.momentum > 0 ? 4.0
-                                                                          : 0.0;
+  profile.optimizer_state_bytes_per_element = adamw ? 8.0 : config.train.momentum > 0 ? 4.0 : 0.0;
   profile.state_bytes_per_element =
       4.0 + profile.optimizer_state_bytes_per_element + (bf16 ? 4.0 : 0.0);
   profile.link_latency_s = config.plan.link_latency_us * 1e-6;

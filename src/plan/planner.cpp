@@ -101,8 +101,8 @@ double smallestKeptBytes(const CostProfile& profile, size_t u, double size) {
 Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double size = static_cast<double>(c.microbatch_size);
   double work = 0, path = 0, elements = 0, resident = 0;
-  const double state = std::min(profile.stateBytesPerElement(c.dp, false),
-                                profile.stateBytesPerElement(c.dp, true));
+  const double state =
+      std::min(profile.stateBytesPerElement(c.dp, false), profile.stateBytesPerElement(c.dp, true));
   for (size_t u = 0; u < profile.units.size(); ++u) {
     const auto cost = [&](ActionKind kind) { return profile.secondsOf(u, kind, size); };
     const double forward = cost(ActionKind::kForward);

@@ -59,8 +59,18 @@ TEST(PlanCli, PlansMeasuredCostsAndWritesAConfigTrainRuns) {
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out).at("chosen"), chosen);
 
+  // Every replicated candidate shards its optimizer: it steps 1/dp of the elements (Note
+  // [Sharding in the plan]).
+  for (const nlohmann::json& c : plan.at("best")) {
+    EXPECT_EQ(c.at("shard_optimizer").get<bool>(), c.at("dp").get<int>() > 1) << c.dump();
+  }
+
   const std::string text = readText(ini);
   EXPECT_NE(text.find("schedule = " + chosen.at("schedule").get<std::string>()), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(std::string("shard_optimizer = ") +
+                      (chosen.at("shard_optimizer").get<bool>() ? "true" : "false")),
+            std::string::npos)
       << text;
   const Result trained = runPpstage("train --config " + ini + " --train.steps 2", mpirun(2));
   ASSERT_EQ(trained.exit_code, 0) << trained.err << text;

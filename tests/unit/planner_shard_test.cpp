@@ -93,7 +93,8 @@ TEST(PlannerShard, AdamWShardsEveryReplicatedCandidateByTheFormula) {
     EXPECT_EQ(c.shard_optimizer, c.dp > 1) << c.label();
     EXPECT_FALSE(c.recompute.any()) << c.label();
     EXPECT_EQ(c.label().find(" shard_optimizer") != std::string::npos, c.shard_optimizer);
-    if (c.dp != 2 || c.pp != 2 || c.stages_per_rank != 1 || c.stage_starts != std::vector<size_t>{4})
+    if (c.dp != 2 || c.pp != 2 || c.stages_per_rank != 1 ||
+        c.stage_starts != std::vector<size_t>{4})
       continue;
     replicated = true;
     const PlanCandidate plain = predictedWith(profile, c, false, registry);

@@ -30,8 +30,8 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
 
 // The candidate a run of `config` laid out as `pipeline` is (applyCandidate's inverse): its
 // schedule, dp, pipeline ranks, tp, stages per rank, placement, micro-batches (as the run
-// resolves them) and their size, and whether it shards the optimizer; no cut. Throws ppstage::Error where the batch does not
-// divide into the replicas' micro-batches.
+// resolves them) and their size, and whether it shards the optimizer; no cut. Throws ppstage::Error
+// where the batch does not divide into the replicas' micro-batches.
 PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 
 // --train.recompute_blocks for what `candidate` recomputes: its blocks per stage ("4,1").
