@@ -18,6 +18,9 @@
 #                              (gpt-small-like and a torch.nn.TransformerEncoder model at 2
 #                              ranks): the choice's predicted and measured peak and step,
 #                              against every block recomputed (scripts/plan_budget_check.py)
+#   scripts/bench.sh plan_shard the planner's choice of a sharded optimizer (gpt-small at 4
+#                              ranks, fp32 and bf16): the choice's predicted and measured
+#                              peak and step, against it flipped (scripts/plan_shard_check.py)
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
@@ -301,6 +304,19 @@ bench_plan_budget() {
     --model.name "$dir/encoder.pt" --model.vocab_size 256 --model.seq_len 128 \
     --train.batch_size 16 --data.path synthetic --train.optimizer sgd --train.lr 0.01
   rm -rf "$dir"
+}
+
+# The planner's choice of a sharded optimizer (scripts/plan_shard_check.py): gpt-small at 4
+# ranks, AdamW in fp32 (no budget, and 100 MB) and bf16 (no budget); the chosen
+# configuration against the same with --train.shard_optimizer flipped, in
+# PPSTAGE_BENCH_ROUNDS (7) alternating rounds of 8 steps.
+bench_plan_shard() {
+  local rounds=${PPSTAGE_BENCH_ROUNDS:-7}
+  echo "### gpt-small, AdamW, fp32, 4 ranks"
+  scripts/plan_shard_check.py "$ppstage" 4 "$rounds" 8 none,100 -- --config configs/gpt-small.ini
+  echo "### gpt-small, AdamW, bf16, 4 ranks"
+  scripts/plan_shard_check.py "$ppstage" 4 "$rounds" 8 none -- \
+    --config configs/gpt-small.ini --train.precision bf16
 }
 
 bench_trace() {
@@ -874,9 +890,10 @@ case "$what" in
   trace) bench_trace ;;
   recompute) bench_recompute ;;
   plan_budget) bench_plan_budget ;;
+  plan_shard) bench_plan_shard ;;
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh peers|libtorch|plan|plan_budget|recompute|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh peers|libtorch|plan|plan_budget|plan_shard|recompute|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac
