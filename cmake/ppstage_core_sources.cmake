@@ -7,6 +7,7 @@ set(PPSTAGE_CORE_SOURCES
   src/core/affine_dim.cpp
   src/core/cpu_features.cpp
   src/core/file.cpp
+  src/core/host_name.cpp
   src/core/mapped_file.cpp
   src/core/allocator.cpp
   src/core/statistics.cpp

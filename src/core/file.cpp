@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/host_name.h"
 
 namespace ppstage {
 namespace {
@@ -100,10 +101,9 @@ void checkWritableDirectory(const std::string& dir, const std::string& option) {
   PPSTAGE_CHECK(!ec, "cannot write --", option, " '", dir, "': ", ec.message());
   PPSTAGE_CHECK(std::filesystem::is_directory(dir, ec), "cannot write --", option, " '", dir,
                 "': it is not a directory");
-  char host[256] = "host";
-  ::gethostname(host, sizeof(host) - 1);  // ranks on several machines may share `dir`
+  // Ranks on several machines may share `dir`.
   const std::string probe =
-      dir + "/.ppstage-probe-" + std::string(host) + "-" + std::to_string(::getpid());
+      dir + "/.ppstage-probe-" + thisHostName() + "-" + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   PPSTAGE_CHECK(fd >= 0, "cannot write --", option, " '", dir, "': ", systemReason());
   const bool written = writeAll(fd, "probe\n");

@@ -31,6 +31,7 @@ nlohmann::json perKindJson(const PerKind<double, Space>& values) {
 
 nlohmann::json rankJson(const RankMetrics& r) {
   nlohmann::json json({{"rank", r.rank},
+                       {"host", r.host},
                        {"stages", r.stages},
                        {"busy_s", r.busy_s},
                        {"idle_s", r.idle_s},

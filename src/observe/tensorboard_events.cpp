@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "ppstage/core/error.h"
+#include "ppstage/core/host_name.h"
 #include "tensorboard_event.pb.h"
 
 namespace ppstage {
@@ -39,10 +40,9 @@ double unixSeconds() {
 }
 
 std::string eventFileName() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
   const auto seconds = static_cast<int64_t>(unixSeconds());
-  return detail::concat("events.out.tfevents.", seconds, ".", host, ".", ::getpid(), ".ppstage");
+  return detail::concat("events.out.tfevents.", seconds, ".", thisHostName(), ".", ::getpid(),
+                        ".ppstage");
 }
 
 }  // namespace

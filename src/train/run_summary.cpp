@@ -12,10 +12,12 @@
 #include <ostream>
 #include <string>
 
+#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/config/config.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
+#include "ppstage/core/host_name.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/core/units.h"
 #include "ppstage/observe/parameter_files.h"
@@ -376,6 +378,8 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
                         Communicator& world, std::ostream& log) {
   std::vector<RankMetrics> ranks =
       gatherOwnFigures(world, ownFigures(record, *model.compile_cache, runner));
+  const std::vector<std::string> hosts = allGatherStrings(world, thisHostName());
+  for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
     // Whole tensors, gathered over the tensor-parallel group, written by its first rank.
     const std::map<std::string, at::Tensor> named = namedParameters(model, runner);

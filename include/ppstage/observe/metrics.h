@@ -14,6 +14,7 @@ namespace ppstage {
 // rank measured of itself (forEachOwnFigure), gathered at the end of the run.
 struct RankMetrics {
   int rank = 0;
+  std::string host;  // its host name (core/host_name.h)
   std::vector<int> stages;
   double busy_s = 0;  // compute (F, B, I, W) over the whole run
   double idle_s = 0;  // the rest of the steps' wall time: waiting, communication, optimizer

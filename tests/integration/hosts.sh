@@ -1,0 +1,120 @@
+# Sourced by tests that run a job across several hosts (docs/multi-host.md): hosts made of
+# network namespaces on this machine, as real hosts on one switch.
+#
+#   hosts_up N              N hosts, h0 .. h(N-1): each a network namespace with its own
+#                           address on one bridge (in a namespace of its own, the switch)
+#                           and its own host name (a UTS namespace per process started in
+#                           it). Names resolve through /etc/netns/<namespace>/hosts, which
+#                           `ip netns exec` mounts over /etc/hosts. Exits 77 (skip) with the
+#                           reason where this machine forbids namespaces.
+#   hosts_mpirun HOSTFILE ARGS...
+#                           mpirun on h0 over the hosts HOSTFILE names (lines "hI slots=K"),
+#                           with Open MPI's launcher agent starting its daemons in their
+#                           hosts; between hosts Open MPI's TCP transport on the hosts'
+#                           subnet, inside a host shared memory (vader), as on a real node.
+#   hosts_hostfile FILE h0:K h1:K ...
+#                           writes a hostfile.
+#   hosts_link_rate RATE    every host's link to the switch limited to RATE (tc tbf, e.g.
+#                           200mbit), both ways.
+#   hosts_link HOST up|down the host's link to the switch.
+# Everything made is torn down on exit, the test failed or not (hosts_down, chained onto
+# the harness's EXIT trap). Names carry this shell's pid, so tests can run side by side.
+hosts_prefix="pph$$"
+hosts_count=0
+# A /24 of 10.x.y.0 per shell: x from 200 to 249, y the pid's next digits.
+hosts_subnet="10.$((200 + $$ % 50)).$(($$ / 50 % 250))"
+hosts_agent=""
+
+hosts_down() {
+  local i
+  for ((i = 0; i < hosts_count; ++i)); do
+    ip netns del "$hosts_prefix-h$i" 2> /dev/null || true
+    rm -rf "/etc/netns/$hosts_prefix-h$i"
+  done
+  ip netns del "$hosts_prefix-sw" 2> /dev/null || true
+}
+
+hosts_skip() {
+  echo "SKIP: $*"
+  hosts_down
+  exit 77
+}
+
+hosts_up() {
+  local n=$1 i ns
+  command -v ip > /dev/null || hosts_skip "no iproute2 (ip) to make network namespaces"
+  command -v unshare > /dev/null || hosts_skip "no unshare (util-linux) to give hosts their names"
+  trap 'hosts_down; rm -rf "$work"' EXIT
+  ip netns add "$hosts_prefix-sw" 2> /dev/null ||
+    hosts_skip "this machine forbids network namespaces (ip netns add failed; root and CAP_SYS_ADMIN are needed)"
+  ip -n "$hosts_prefix-sw" link add br0 type bridge
+  ip -n "$hosts_prefix-sw" link set br0 up
+  local names="127.0.0.1 localhost"$'\n'
+  for ((i = 0; i < n; ++i)); do
+    names+="$hosts_subnet.$((i + 1)) h$i"$'\n'
+  done
+  for ((i = 0; i < n; ++i)); do
+    ns="$hosts_prefix-h$i"
+    ip netns add "$ns"
+    hosts_count=$((i + 1))
+    # veth: "eth0" inside the host, "p<i>" on the switch's bridge
+    ip link add "$hosts_prefix-v$i" type veth peer name "$hosts_prefix-p$i"
+    ip link set "$hosts_prefix-v$i" netns "$ns"
+    ip link set "$hosts_prefix-p$i" netns "$hosts_prefix-sw"
+    ip -n "$ns" link set "$hosts_prefix-v$i" name eth0
+    ip -n "$hosts_prefix-sw" link set "$hosts_prefix-p$i" name "p$i"
+    ip -n "$hosts_prefix-sw" link set "p$i" master br0
+    ip -n "$hosts_prefix-sw" link set "p$i" up
+    ip -n "$ns" addr add "$hosts_subnet.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    mkdir -p "/etc/netns/$ns"
+    printf '%s' "$names" > "/etc/netns/$ns/hosts"
+  done
+  # Open MPI's launcher agent, called as ssh is: AGENT HOST COMMAND-WORDS (for a shell).
+  hosts_agent="$work/hosts_agent.sh"
+  cat > "$hosts_agent" << EOF
+#!/usr/bin/env bash
+host=\$1
+shift
+exec ip netns exec "$hosts_prefix-\$host" unshare --uts sh -c 'hostname "\$1"; shift; exec sh -c "\$*"' agent "\$host" "\$@"
+EOF
+  chmod +x "$hosts_agent"
+}
+
+hosts_hostfile() {
+  local file=$1 spec
+  shift
+  : > "$file"
+  for spec in "$@"; do
+    echo "${spec%%:*} slots=${spec##*:}" >> "$file"
+  done
+}
+
+hosts_mpirun() {
+  local hostfile=$1
+  shift
+  local args=(mpirun --allow-run-as-root --hostfile "$hostfile"
+              --mca plm_rsh_agent "$hosts_agent"
+              --mca btl tcp,vader,self
+              --mca btl_tcp_if_include "$hosts_subnet.0/24"
+              --mca oob_tcp_if_include "$hosts_subnet.0/24"
+              -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$@")
+  ip netns exec "$hosts_prefix-h0" unshare --uts sh -c 'hostname h0; shift; exec "$@"' \
+    run h0 "${args[@]}"
+}
+
+hosts_link_rate() {
+  local rate=$1 i
+  for ((i = 0; i < hosts_count; ++i)); do
+    ip netns exec "$hosts_prefix-h$i" tc qdisc replace dev eth0 root tbf rate "$rate" \
+      burst 64kb latency 50ms
+    ip netns exec "$hosts_prefix-sw" tc qdisc replace dev "p$i" root tbf rate "$rate" \
+      burst 64kb latency 50ms
+  done
+}
+
+hosts_link() {
+  local host=$1 state=$2
+  ip -n "$hosts_prefix-sw" link set "p${host#h}" "$state"
+}
