@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -33,7 +34,7 @@ std::string rankList(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string rankPrefixed(int rank, const std::string& message) {
-  return detail::concat("[rank ", rank, "] ", message);
+  return detail::concat("[", mpiRankName(rank), "] ", message);
 }
 
 const FailureReport& firstFailure(const std::vector<FailureReport>& reports) {
@@ -51,7 +52,7 @@ std::string failureSummary(const std::vector<FailureReport>& reports, int world_
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   const std::string cause = rankPrefixed(first.rank, first.message);
   if (ranks.size() == 1) {
-    return detail::concat("rank ", ranks[0], " of ", world_size, " failed: ", cause);
+    return detail::concat(mpiRankName(ranks[0]), " of ", world_size, " failed: ", cause);
   }
   return detail::concat("ranks ", rankList(ranks), " of ", world_size,
                         " failed; the first: ", cause);

@@ -52,7 +52,7 @@ std::string mpiErrorText(int code) {
 void checkMpi(int code, const char* call) {
   if (code != MPI_SUCCESS) {
     throw CommError(
-        detail::concat("rank ", mpiWorldRank(), ": ", call, " failed: ", mpiErrorText(code)));
+        detail::concat(mpiRankName(mpiWorldRank()), ": ", call, " failed: ", mpiErrorText(code)));
   }
 }
 
@@ -85,12 +85,12 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     }
     if (code != MPI_SUCCESS) {
       throw CommError(
-          detail::concat("rank ", mpiWorldRank(), " ", what(), ": ", mpiErrorText(code)));
+          detail::concat(mpiRankName(mpiWorldRank()), " ", what(), ": ", mpiErrorText(code)));
     }
     if (done) return status;
     const auto now = Clock::now();
     if (now > deadline) {
-      throw timeoutError(timeout, detail::concat("rank ", mpiWorldRank(), " ", what()));
+      throw timeoutError(timeout, detail::concat(mpiRankName(mpiWorldRank()), " ", what()));
     }
     if (now - start < kBusy) {
       continue;
@@ -119,7 +119,7 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
         reported = failureReportWaiting();
       }
       if (reported) {
-        throw PeerFailedError(detail::concat("rank ", mpiWorldRank(), " ", what(),
+        throw PeerFailedError(detail::concat(mpiRankName(mpiWorldRank()), " ", what(),
                                              ": another rank reported a failure"));
       }
     }
@@ -198,7 +198,7 @@ class MpiWork final : public Work {
     MPI_Get_count(&status, MPI_BYTE, &received);
     const auto expected = buffer_.numel() * static_cast<int64_t>(buffer_.element_size());
     if (received != expected) {
-      throw CommError(detail::concat("rank ", mpiWorldRank(), " ", what(), ": got ", received,
+      throw CommError(detail::concat(mpiRankName(mpiWorldRank()), " ", what(), ": got ", received,
                                      " bytes, expected ", expected));
     }
     if (!destination_.is_same(buffer_)) destination_.copy_(buffer_);
@@ -207,8 +207,8 @@ class MpiWork final : public Work {
   std::string what() const {
     const int peer = handle_->world_rank.at(static_cast<size_t>(peer_));
     return destination_.defined()
-               ? detail::concat("waiting to receive ", tag_.describe(), " from rank ", peer)
-               : detail::concat("sending ", tag_.describe(), " to rank ", peer);
+               ? detail::concat("waiting to receive ", tag_.describe(), " from ", mpiRankName(peer))
+               : detail::concat("sending ", tag_.describe(), " to ", mpiRankName(peer));
   }
 
   std::shared_ptr<MpiCommunicator::Handle> handle_;
@@ -321,7 +321,10 @@ void MpiCommunicator::allReduceSum(const std::vector<at::Tensor>& tensors) {
 void MpiCommunicator::broadcast(std::string& bytes, int root) {
   uint64_t length = bytes.size();
   MPI_Request request = MPI_REQUEST_NULL;
-  const auto what = [root] { return detail::concat("in a broadcast from rank ", root); };
+  const int world_root = handle_->world_rank.at(static_cast<size_t>(root));
+  const auto what = [world_root] {
+    return detail::concat("in a broadcast from ", mpiRankName(world_root));
+  };
   {
     std::lock_guard<std::mutex> lock(handle_->mutex);
     checkMpi(MPI_Ibcast(&length, 1, MPI_UINT64_T, root, handle_->comm, &request), "MPI_Ibcast");

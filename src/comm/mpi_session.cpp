@@ -3,11 +3,42 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/failure_channel.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/host_name.h"
 
 namespace ppstage {
+
+namespace {
+
+// Every world rank's host name, in rank order (MpiSession's, for mpiRankName); empty
+// outside a session.
+std::vector<std::string>& worldHosts() {
+  static std::vector<std::string> hosts;
+  return hosts;
+}
+
+// Every world rank's host name: one MPI_Allgather of kHostBytes per rank (longer names are
+// cut there).
+std::vector<std::string> gatherWorldHosts(int size) {
+  constexpr int kHostBytes = 64;
+  std::vector<char> mine(kHostBytes, '\0');
+  const std::string host = thisHostName();
+  std::copy_n(host.begin(), std::min<size_t>(host.size(), kHostBytes - 1), mine.begin());
+  std::vector<char> all(static_cast<size_t>(size) * kHostBytes);
+  MPI_Allgather(mine.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR,
+                MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<size_t>(r) * kHostBytes]);
+  return hosts;
+}
+
+}  // namespace
 
 MpiSession::MpiSession() {
   PPSTAGE_CHECK(!mpiActive(), "MPI is already initialized");
@@ -23,10 +54,12 @@ MpiSession::MpiSession() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  worldHosts() = gatherWorldHosts(size_);
   failure_channel_ = std::make_unique<FailureChannel>();
 }
 
 MpiSession::~MpiSession() {
+  worldHosts().clear();
   if (!mpiActive()) return;
   failure_channel_.reset();
   MPI_Finalize();
@@ -44,6 +77,16 @@ int mpiWorldRank() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
+}
+
+std::string mpiRankName(int rank) {
+  const std::vector<std::string>& hosts = worldHosts();
+  const bool several =
+      std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts.front(); });
+  if (!several || rank < 0 || rank >= static_cast<int>(hosts.size())) {
+    return detail::concat("rank ", rank);
+  }
+  return detail::concat("rank ", rank, " (host ", hosts[static_cast<size_t>(rank)], ")");
 }
 
 int mpiWorldSize() {

@@ -12,6 +12,12 @@
 #                           with Open MPI's launcher agent starting its daemons in their
 #                           hosts; between hosts Open MPI's TCP transport on the hosts'
 #                           subnet, inside a host shared memory (vader), as on a real node.
+#                           TCP keepalive on the daemons' idle connections (probes after 5
+#                           s, each second, 5 of them) and each host's tcp_retries2 of 4 (a
+#                           connection with data in flight gives up after about 6 s) let
+#                           mpirun see a host it lost and end the job, instead of waiting.
+#   hosts_pids HOST         the processes running on HOST (its namespace)
+#   hosts_kill HOST         kills every process of HOST (SIGKILL): a host that died
 #   hosts_hostfile FILE h0:K h1:K ...
 #                           writes a hostfile.
 #   hosts_link_rate RATE    every host's link to the switch limited to RATE (tc tbf, e.g.
@@ -28,6 +34,7 @@ hosts_agent=""
 hosts_down() {
   local i
   for ((i = 0; i < hosts_count; ++i)); do
+    hosts_kill "h$i"  # a namespace lives on while processes run in it
     ip netns del "$hosts_prefix-h$i" 2> /dev/null || true
     rm -rf "/etc/netns/$hosts_prefix-h$i"
   done
@@ -68,6 +75,9 @@ hosts_up() {
     ip -n "$ns" addr add "$hosts_subnet.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
+    # A connection with data in flight when a link goes down waits for TCP's retransmissions,
+    # not keepalive: 15 minutes by default (tcp_retries2 15); 4 gives up after about 6 s.
+    ip netns exec "$ns" sh -c 'echo 4 > /proc/sys/net/ipv4/tcp_retries2'
     mkdir -p "/etc/netns/$ns"
     printf '%s' "$names" > "/etc/netns/$ns/hosts"
   done
@@ -99,6 +109,8 @@ hosts_mpirun() {
               --mca btl tcp,vader,self
               --mca btl_tcp_if_include "$hosts_subnet.0/24"
               --mca oob_tcp_if_include "$hosts_subnet.0/24"
+              --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 1
+              --mca oob_tcp_keepalive_probes 5
               -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$@")
   ip netns exec "$hosts_prefix-h0" unshare --uts sh -c 'hostname h0; shift; exec "$@"' \
     run h0 "${args[@]}"
@@ -115,6 +127,21 @@ hosts_link_rate() {
 }
 
 hosts_link() {
-  local host=$1 state=$2
+  local host=$1 state=$2 i
   ip -n "$hosts_prefix-sw" link set "p${host#h}" "$state"
+  [[ $state == up ]] || return 0
+  # Addresses that went unanswered while it was down are marked failed; forget them.
+  for ((i = 0; i < hosts_count; ++i)); do
+    ip -n "$hosts_prefix-h$i" neigh flush all
+  done
+}
+
+hosts_pids() {
+  ip netns pids "$hosts_prefix-$1" 2> /dev/null || true
+}
+
+hosts_kill() {
+  local pids
+  pids=$(hosts_pids "$1")
+  [[ -z $pids ]] || kill -9 $pids 2> /dev/null || true
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 namespace ppstage {
 
@@ -41,6 +42,9 @@ class MpiSession {
 bool mpiActive();
 // This process's rank in MPI_COMM_WORLD; -1 when MPI is not active.
 int mpiWorldRank();
+// World rank `rank` as errors name it: "rank 1", and where the job's ranks run on more
+// than one host, with its host: "rank 1 (host h1)" (host names gathered by MpiSession).
+std::string mpiRankName(int rank);
 // The number of processes in MPI_COMM_WORLD; 1 when MPI is not active.
 int mpiWorldSize();
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Faults between hosts (docs/multi-host.md), on hosts made of network namespaces
+# (hosts.sh): the built-in gpt at pp 2, one stage per host, --comm.timeout_s 5.
+#   - The link between the hosts goes down mid-step (`ip link set ... down`): every rank
+#     exits within the timeout and the failure reports' grace (1.5 s, Note [Failure
+#     reports]) and a step, the job ends non-zero, nothing is left running on either host,
+#     and ppstage's error names the rank it lost and its host ("rank 1 (host h1)").
+#   - Every process of one host is killed: the same, except that mpirun sees its daemon
+#     die and ends the job first; its message names the host ("on node h1").
+#   - After a host died, the job resumes on the remaining host at another layout (pp 1 x
+#     dp 2 on h0) from the newest complete checkpoint, and ends bitwise as a run that
+#     saved there without a failure and resumed the same way.
+#
+# usage: host_faults.sh PPSTAGE "MPIEXEC ARGS"
+source "$(dirname "$0")/harness.sh"
+source "$(dirname "$0")/hosts.sh"
+ppstage_under_mpi "$1" "$2"
+command -v mpirun > /dev/null || hosts_skip "no mpirun"
+
+timeout_s=5
+slack_s=3  # a rank's wait began before the fault; exiting takes a moment
+model=(--model.name gpt --model.layers 2 --model.d_model 32 --model.heads 4 --model.vocab_size 64
+       --model.seq_len 16 --model.dropout 0.1 --data.path synthetic)
+common=(--train.batch_size 8 --train.threads 1 --train.optimizer sgd --train.lr 0.1
+        --train.momentum 0.9 --comm.timeout_s "$timeout_s")
+
+hosts_up 2
+hosts_hostfile "$work/one_each" h0:1 h1:1
+hosts_hostfile "$work/h0_only" h0:2
+
+# Starts a job of 2 stages on h0 and h1 in the background ($job), its log in $work/NAME.log.
+start_job() {  # name, train options...
+  local name=$1
+  shift
+  hosts_mpirun "$work/one_each" "$ppstage" train "${model[@]}" "${common[@]}" \
+    --pipeline.stages 2 --pipeline.microbatches 4 --output.log_every 1 "$@" \
+    > "$work/$name.log" 2>&1 &
+  job=$!
+}
+
+# Waits until `test` (a command) succeeds, at most `limit` seconds; false on time-out.
+wait_until() {  # limit, command...
+  local limit=$1 i
+  shift
+  for ((i = 0; i < limit * 10; ++i)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+logged_step() { grep -q "^step *$2/" "$work/$1.log"; }
+ranks_on() {  # host: its ppstage processes
+  local pid
+  for pid in $(hosts_pids "$1"); do
+    [[ $(cat "/proc/$pid/comm" 2> /dev/null) == ppstage ]] && echo "$pid"
+  done
+  return 0
+}
+no_ranks_left() { [[ -z $(ranks_on h0)$(ranks_on h1) ]]; }
+nothing_left_on() { [[ -z $(hosts_pids "$1") ]]; }
+
+# After a fault at $fault_at: every rank gone within the timeout, mpirun ended non-zero,
+# nothing left on either host, and the log naming `expected`.
+check_job_ended() {  # name, expected text in the log
+  local name=$1 expected=$2 rc=0 ranks_s
+  if wait_until $((timeout_s + slack_s)) no_ranks_left; then
+    ranks_s=$(echo "$(date +%s.%N) - $fault_at" | bc)
+    echo "ok      $name: every rank exited $(printf %.1f "$ranks_s") s after the fault" \
+      "(--comm.timeout_s $timeout_s)"
+  else
+    fail "$name: ranks still running $((timeout_s + slack_s)) s after the fault:" \
+      "h0 $(ranks_on h0 | wc -l), h1 $(ranks_on h1 | wc -l)"
+  fi
+  if ! wait_until 60 eval '! kill -0 $job 2> /dev/null'; then
+    fail "$name: mpirun still running 60 s after the fault"
+    kill -9 "$job" 2> /dev/null || true
+  fi
+  wait "$job" || rc=$?
+  [[ $rc -ne 0 ]] || fail "$name: the job ended with status 0"
+  wait_until 20 nothing_left_on h0 || fail "$name: left running on h0: $(hosts_pids h0)"
+  wait_until 20 nothing_left_on h1 || fail "$name: left running on h1: $(hosts_pids h1)"
+  if grep -q "$expected" "$work/$name.log"; then
+    echo "ok      $name: exit status $rc; the log names '$expected':"
+    grep -m1 "$expected" "$work/$name.log" | cut -c1-300
+  else
+    fail "$name: the log does not name '$expected'"
+    tail -5 "$work/$name.log"
+  fi
+}
+
+# 1. The link between the hosts goes down mid-step.
+start_job link_down --train.steps 100000
+wait_until 60 logged_step link_down 3 || fail "link down: no third step within 60 s"
+fault_at=$(date +%s.%N)
+hosts_link h1 down
+check_job_ended link_down "rank 1 (host h1)"
+hosts_link h1 up
+
+# 2. Every process of one host dies.
+start_job host_killed --train.steps 100000
+wait_until 60 logged_step host_killed 3 || fail "host killed: no third step within 60 s"
+fault_at=$(date +%s.%N)
+hosts_kill h1
+check_job_ended host_killed "h1"
+
+# 3. Saving every 4 steps, h1 dies after the first checkpoint; the job resumes on h0 alone at
+# pp 1 x dp 2 (the same micro-batches) from the newest complete checkpoint.
+start_job saving --train.steps 12 --checkpoint.dir "$work/ck" --checkpoint.every 4
+wait_until 60 test -f "$work/ck/step-00000004/manifest.json" ||
+  fail "saving: no checkpoint of step 4 within 60 s"
+fault_at=$(date +%s.%N)
+hosts_kill h1
+check_job_ended saving "h1"
+resume() {  # name, checkpoint directory
+  hosts_mpirun "$work/h0_only" "$ppstage" train "${model[@]}" "${common[@]}" --train.steps 12 \
+    --pipeline.stages 1 --train.dp 2 --pipeline.microbatches 2 --output.log_every 0 \
+    --checkpoint.dir "$2" --checkpoint.resume true --checkpoint.every 0 \
+    --output.metrics_json "$work/$1.json" --output.params_dir "$work/$1" > "$work/$1.log" 2>&1
+}
+if resume resumed "$work/ck"; then
+  saved=$("${PPSTAGE_PYTHON:-python3}" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["first_step"])' "$work/resumed.json")
+  echo "ok      resumed on h0 at pp 1 x dp 2 after step $saved"
+  # The same without a failure: the first $saved steps on both hosts, saved, resumed alike.
+  hosts_mpirun "$work/one_each" "$ppstage" train "${model[@]}" "${common[@]}" \
+    --pipeline.stages 2 --pipeline.microbatches 4 --output.log_every 0 \
+    --train.steps "$saved" --checkpoint.dir "$work/ck-ref" --checkpoint.every "$saved" \
+    > "$work/ref-saving.log" 2>&1 || fail "the reference's first $saved steps failed"
+  resume reference "$work/ck-ref" || fail "the reference's resume failed"
+  compare_runs "resumed after h1 died, against the same resume without a failure (bitwise)" \
+    "$work/reference.json" "$work/resumed.json" --rtol 0 --atol 0 || true
+else
+  fail "the resume on h0 failed"
+  tail -5 "$work/resumed.log"
+fi
+
+exit "$failed"
