@@ -6,17 +6,15 @@
 // file train reads. Also Note [A stage's backward peak] against its formula by hand.
 #include <gtest/gtest.h>
 
-#include <boost/program_options.hpp>
-
 #include <fstream>
 #include <sstream>
 
-#include "ppstage/config/options.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "support/error_of.h"
+#include "support/plan_profiles.h"
 
 namespace ppstage {
 namespace {
@@ -28,37 +26,9 @@ using test::errorOf;
 // full, 0.05 MB kept, B and I 1 ms longer (the rerun) and a backward peak of 0.75 MB.
 // 1 MB of parameters (250k trainable floats) each; SGD's gradient as state.
 CostProfile blockProfile(int units, int64_t batch) {
-  CostProfile p;
-  p.model = "blocks";
-  p.compile_mode = "none";
-  p.precision = "fp32";
-  p.batch_size = batch;
-  p.microbatch_sizes = {1, 4};
-  p.optimizer_s_per_element = 1e-9;
-  p.state_bytes_per_element = 4;
-  p.link_latency_s = 5e-6;
-  p.link_bytes_per_s = 5e9;
-  p.allreduce_latency_s = 5e-6;
-  p.allreduce_bytes_per_s = 1e9;
+  CostProfile p = test::emptyProfile("blocks", batch, 1e-9, 4, 0);
   for (int u = 0; u < units; ++u) {
-    UnitCost unit;
-    unit.path = "layers." + std::to_string(u);
-    unit.blocks = {unit.path};
-    unit.param_bytes = 1000000;
-    unit.trainable_elements = 250000;
-    for (double size : {1.0, 4.0}) {
-      const double f = 1e-3 * size;
-      unit.seconds.push_back({f, 2 * f, f, f});
-      unit.activation_bytes.push_back(0.5e6 * size);
-      unit.output_bytes.push_back(4096 * size);
-      unit.backward_peak_bytes.push_back(0.25e6 * size);
-      unit.weight_pending_bytes.push_back(0.5e6 * size);
-      unit.full.seconds.push_back({f, 3 * f, 2 * f, f});
-      unit.full.activation_bytes.push_back(0.05e6 * size);
-      unit.full.backward_peak_bytes.push_back(0.75e6 * size);
-      unit.full.weight_pending_bytes.push_back(0.5e6 * size);
-    }
-    p.units.push_back(unit);
+    p.units.push_back(test::blockUnit(u, 1000000, 250000, {0.5e6, 0.25e6}, {0.05e6, 0.75e6}));
   }
   return p;
 }
@@ -173,13 +143,7 @@ TEST(PlannerRecompute, TheConfigFileCarriesThePolicyAndTheBlocksPerStage) {
     std::ofstream file(path);
     file << configIniOf({{"train.recompute", "selective"}}, c, profile, "a plan");
   }
-  Config read;
-  boost::program_options::options_description options;
-  addAllOptions(options, read);
-  const std::string arg = "--config=" + path;
-  const char* argv[] = {"train", arg.c_str()};
-  std::ostringstream out;
-  ASSERT_TRUE(parseOptions(2, argv, options, "", out));
+  const Config read = test::readConfigFile(path);
   EXPECT_EQ(read.train.recompute, RecomputePolicy::kFull);
   EXPECT_EQ(read.train.recompute_blocks, "3,1");
 }

@@ -6,59 +6,30 @@
 // train reads, and back.
 #include <gtest/gtest.h>
 
-#include <boost/program_options.hpp>
-
 #include <fstream>
-#include <sstream>
 
-#include "ppstage/config/options.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/schedule/pipeline_schedule.h"
+#include "support/plan_profiles.h"
 
 namespace ppstage {
 namespace {
 
 constexpr double kElements = 1e6;  // trainable per unit
 
-// `units` units of 4 MB of fp32 parameters, measured at 1 and 4 samples (per sample: F 1
-// ms, B 2 ms, 0.1 MB kept), optimizer state `optimizer_state` bytes per element, and with
-// every unit's block measured recomputed in full (0.01 MB kept, B 1 ms longer).
+// `units` blocks of 4 MB of fp32 parameters (1M trainable elements), measured at 1 and 4
+// samples (per sample: F 1 ms, B 2 ms, 0.1 MB kept), optimizer state `optimizer_state`
+// bytes per element beside the gradient, and recomputed in full: 0.01 MB kept, B 1 ms
+// longer.
 CostProfile stateHeavyProfile(int units, int64_t batch, double optimizer_state) {
-  CostProfile p;
-  p.model = "state-heavy";
-  p.compile_mode = "none";
-  p.precision = "fp32";
-  p.batch_size = batch;
-  p.microbatch_sizes = {1, 4};
-  p.optimizer_s_per_element = 1e-8;
-  p.optimizer_state_bytes_per_element = optimizer_state;
-  p.state_bytes_per_element = 4 + optimizer_state;  // the gradient and the state
-  p.link_latency_s = 5e-6;
-  p.link_bytes_per_s = 5e9;
-  p.allreduce_latency_s = 5e-6;
-  p.allreduce_bytes_per_s = 1e9;
+  CostProfile p =
+      test::emptyProfile("state-heavy", batch, 1e-8, 4 + optimizer_state, optimizer_state);
+  const auto elements = static_cast<int64_t>(kElements);
   for (int u = 0; u < units; ++u) {
-    UnitCost unit;
-    unit.path = "layers." + std::to_string(u);
-    unit.blocks = {unit.path};
-    unit.param_bytes = static_cast<int64_t>(4 * kElements);
-    unit.trainable_elements = static_cast<int64_t>(kElements);
-    for (double size : {1.0, 4.0}) {
-      const double f = 1e-3 * size;
-      unit.seconds.push_back({f, 2 * f, f, f});
-      unit.activation_bytes.push_back(0.1e6 * size);
-      unit.output_bytes.push_back(4096 * size);
-      unit.backward_peak_bytes.push_back(0.1e6 * size);
-      unit.weight_pending_bytes.push_back(0.1e6 * size);
-      unit.full.seconds.push_back({f, 3 * f, 2 * f, f});
-      unit.full.activation_bytes.push_back(0.01e6 * size);
-      unit.full.backward_peak_bytes.push_back(0.2e6 * size);
-      unit.full.weight_pending_bytes.push_back(0.1e6 * size);
-    }
-    p.units.push_back(unit);
+    p.units.push_back(test::blockUnit(u, 4 * elements, elements, {0.1e6, 0.1e6}, {0.01e6, 0.2e6}));
   }
   return p;
 }
@@ -167,13 +138,7 @@ TEST(PlannerShard, TheConfigFileCarriesTheChoiceAndTheRunsConfigGivesItBack) {
     std::ofstream file(path);
     file << configIniOf({{"train.shard_optimizer", "false"}}, c, profile, "a plan");
   }
-  Config read;
-  boost::program_options::options_description options;
-  addAllOptions(options, read);
-  const std::string arg = "--config=" + path;
-  const char* argv[] = {"train", arg.c_str()};
-  std::ostringstream out;
-  ASSERT_TRUE(parseOptions(2, argv, options, "", out));
+  const Config read = test::readConfigFile(path);
   EXPECT_TRUE(read.train.shard_optimizer);
   EXPECT_EQ(read.train.dp, 2);
   EXPECT_TRUE(candidateOf(read, Topology::forJob(4, 2, 2, 1)).shard_optimizer);

@@ -21,6 +21,7 @@
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_setup.h"
 #include "support/error_of.h"
+#include "support/plan_profiles.h"
 
 namespace ppstage {
 namespace {
@@ -34,17 +35,8 @@ using test::errorOf;
 // `pending_factor` the bytes a micro-batch keeps between I and W over its activations.
 CostProfile uniformProfile(int units, int64_t batch, double f = 1e-3, double fixed = 0,
                            double last_weight = 1, double pending_factor = 1) {
-  CostProfile p;
-  p.model = "uniform";
-  p.compile_mode = "none";
-  p.precision = "fp32";
-  p.batch_size = batch;
-  p.microbatch_sizes = {1, 4};
-  p.optimizer_s_per_element = 1e-9;
-  p.state_bytes_per_element = 12;  // gradient and AdamW's two moments
-  p.link_latency_s = 5e-6;
-  p.link_bytes_per_s = 5e9;
-  p.allreduce_latency_s = 5e-6;
+  // Beside each element its gradient and AdamW's two moments; slow all-reduces.
+  CostProfile p = test::emptyProfile("uniform", batch, 1e-9, 12, 8);
   p.allreduce_bytes_per_s = 1e8;
   for (int u = 0; u < units; ++u) {
     UnitCost unit;
