@@ -10,6 +10,9 @@
 #   - After a host died, the job resumes on the remaining host at another layout (pp 1 x
 #     dp 2 on h0) from the newest complete checkpoint, and ends bitwise as a run that
 #     saved there without a failure and resumed the same way.
+#   - Loss and latency spikes on h1's link (1% of frames dropped, 25 ms of delay with 25 ms
+#     of jitter each way, through link_emulator.py: this kernel may have no netem): the job
+#     completes with the losses and parameters of the run without them, bitwise, slower.
 #
 # usage: host_faults.sh PPSTAGE "MPIEXEC ARGS"
 source "$(dirname "$0")/harness.sh"
@@ -133,5 +136,22 @@ else
   fail "the resume on h0 failed"
   tail -5 "$work/resumed.log"
 fi
+
+# 4. Loss and latency spikes between the hosts: the same run, slower.
+shaped() {  # name
+  hosts_mpirun "$work/one_each" "$ppstage" train "${model[@]}" "${common[@]}" \
+    --pipeline.stages 2 --pipeline.microbatches 4 --train.steps 6 --output.log_every 0 \
+    --comm.timeout_s 120 --output.metrics_json "$work/$1.json" --output.params_dir "$work/$1" \
+    > "$work/$1.log" 2>&1 || { fail "$1: the run failed"; tail -5 "$work/$1.log"; }
+}
+shaped clear_link
+hosts_link_emulate h1 25 25 0.01
+shaped lossy_link
+compare_runs "1% loss and 25 +- 25 ms of delay between the hosts, against none (bitwise)" \
+  "$work/clear_link.json" "$work/lossy_link.json" --rtol 0 --atol 0 || true
+"${PPSTAGE_PYTHON:-python3}" -c 'import json, sys
+clear, lossy = (json.load(open(p))["measured_step_s"] for p in sys.argv[1:3])
+print(f"ok      median step {clear:.4f} s without the loss and delay, {lossy:.4f} s with them")' \
+  "$work/clear_link.json" "$work/lossy_link.json"
 
 exit "$failed"

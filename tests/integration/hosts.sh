@@ -23,6 +23,13 @@
 #   hosts_link_rate RATE    every host's link to the switch limited to RATE (tc tbf, e.g.
 #                           200mbit), both ways.
 #   hosts_link HOST up|down the host's link to the switch.
+#   hosts_link_emulate HOST DELAY_MS JITTER_MS LOSS
+#                           the host's link through link_emulator.py (this kernel may have
+#                           no netem): each frame, both ways, delayed by DELAY_MS plus a
+#                           uniform draw within JITTER_MS and dropped with probability LOSS;
+#                           offloads off on the host's side so that copied frames carry
+#                           their checksums (on every host: each one's frames may cross it).
+#                           Once per host; gone with the hosts.
 # Everything made is torn down on exit, the test failed or not (hosts_down, chained onto
 # the harness's EXIT trap). Names carry this shell's pid, so tests can run side by side.
 hosts_prefix="pph$$"
@@ -38,6 +45,9 @@ hosts_down() {
     ip netns del "$hosts_prefix-h$i" 2> /dev/null || true
     rm -rf "/etc/netns/$hosts_prefix-h$i"
   done
+  local pids
+  pids=$(ip netns pids "$hosts_prefix-sw" 2> /dev/null || true)  # link emulators
+  [[ -z $pids ]] || kill -9 $pids 2> /dev/null || true
   ip netns del "$hosts_prefix-sw" 2> /dev/null || true
 }
 
@@ -52,6 +62,7 @@ hosts_up() {
   command -v ip > /dev/null || hosts_skip "no iproute2 (ip) to make network namespaces"
   command -v unshare > /dev/null || hosts_skip "no unshare (util-linux) to give hosts their names"
   trap 'hosts_down; rm -rf "$work"' EXIT
+  trap 'exit 143' TERM INT  # killed (a CTest timeout): the EXIT trap still tears down
   ip netns add "$hosts_prefix-sw" 2> /dev/null ||
     hosts_skip "this machine forbids network namespaces (ip netns add failed; root and CAP_SYS_ADMIN are needed)"
   ip -n "$hosts_prefix-sw" link add br0 type bridge
@@ -144,4 +155,26 @@ hosts_kill() {
   local pids
   pids=$(hosts_pids "$1")
   [[ -z $pids ]] || kill -9 $pids 2> /dev/null || true
+}
+
+hosts_link_emulate() {
+  local host=$1 delay_ms=$2 jitter_ms=$3 loss=$4 i=${1#h} j
+  local sw="$hosts_prefix-sw" emulator
+  emulator="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/link_emulator.py"
+  command -v python3 > /dev/null || hosts_skip "no python3 for the link emulator"
+  # p<i> (to the host) leaves the bridge; the emulator joins it to e<i>, whose peer f<i>
+  # takes its place on the bridge.
+  ip -n "$sw" link set "p$i" nomaster
+  ip -n "$sw" link add "e$i" type veth peer name "f$i"
+  ip -n "$sw" link set "f$i" master br0
+  ip -n "$sw" link set "e$i" up
+  ip -n "$sw" link set "f$i" up
+  for ((j = 0; j < hosts_count; ++j)); do  # every host's frames may cross the emulator
+    ip netns exec "$hosts_prefix-h$j" python3 "$emulator" offloads-off eth0
+  done
+  ip netns exec "$sw" python3 "$emulator" offloads-off "p$i"
+  ip netns exec "$sw" python3 "$emulator" offloads-off "e$i"
+  ip netns exec "$sw" python3 "$emulator" forward "p$i" "e$i" "$delay_ms" "$jitter_ms" "$loss" \
+    2> "$work/link_emulator_$host.err" &
+  disown  # hosts_down kills it
 }

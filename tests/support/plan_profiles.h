@@ -44,8 +44,8 @@ struct SampleBytes {
 // Unit "layers.<u>", a block of its own, measured at 1 and 4 samples: per sample F 1 ms, B
 // 2 ms (I and W 1 ms each), `plain` bytes, all its kept bytes waiting for W; with its block
 // recomputed in full, `full` bytes, B and I 1 ms longer (the rerun), W as before.
-inline UnitCost blockUnit(int u, int64_t param_bytes, int64_t trainable_elements,
-                          SampleBytes plain, SampleBytes full) {
+inline UnitCost blockUnit(int u, int64_t param_bytes, int64_t trainable_elements, SampleBytes plain,
+                          SampleBytes full) {
   UnitCost unit;
   unit.path = "layers." + std::to_string(u);
   unit.blocks = {unit.path};
