@@ -23,6 +23,30 @@ std::vector<std::string>& worldHosts() {
   return hosts;
 }
 
+std::vector<int>& worldHostOfRanks() {
+  static std::vector<int> hosts;
+  return hosts;
+}
+
+// Every world rank's host by the shared-memory split: each rank's host is named by its
+// lowest world rank, then numbered in the order of those.
+std::vector<int> gatherHostOfRanks(int rank, int size) {
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  int first = rank;
+  MPI_Allreduce(&rank, &first, 1, MPI_INT, MPI_MIN, local);
+  MPI_Comm_free(&local);
+  std::vector<int> firsts(static_cast<size_t>(size));
+  MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<int> hosts, seen;
+  for (const int f : firsts) {
+    auto at = std::find(seen.begin(), seen.end(), f);
+    if (at == seen.end()) at = seen.insert(seen.end(), f);
+    hosts.push_back(static_cast<int>(at - seen.begin()));
+  }
+  return hosts;
+}
+
 // Every world rank's host name: one MPI_Allgather of kHostBytes per rank (longer names are
 // cut there).
 std::vector<std::string> gatherWorldHosts(int size) {
@@ -55,11 +79,13 @@ MpiSession::MpiSession() {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   worldHosts() = gatherWorldHosts(size_);
+  worldHostOfRanks() = gatherHostOfRanks(rank_, size_);
   failure_channel_ = std::make_unique<FailureChannel>();
 }
 
 MpiSession::~MpiSession() {
   worldHosts().clear();
+  worldHostOfRanks().clear();
   if (!mpiActive()) return;
   failure_channel_.reset();
   MPI_Finalize();
@@ -88,6 +114,10 @@ std::string mpiRankName(int rank) {
   }
   return detail::concat("rank ", rank, " (host ", hosts[static_cast<size_t>(rank)], ")");
 }
+
+const std::vector<std::string>& mpiHostNames() { return worldHosts(); }
+
+const std::vector<int>& mpiHostOfRanks() { return worldHostOfRanks(); }
 
 int mpiWorldSize() {
   if (!mpiActive()) return 1;

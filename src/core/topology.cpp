@@ -1,6 +1,8 @@
 // See include/ppstage/core/topology.h.
 #include "ppstage/core/topology.h"
 
+#include <algorithm>
+
 #include "ppstage/core/error.h"
 
 namespace ppstage {
@@ -77,6 +79,49 @@ std::string Topology::describe() const {
       tp_ > 1 ? detail::concat(", tp rank ", tpRank(), " of ", tp_) : std::string();
   return detail::concat("rank ", rank(), " of ", worldSize(), ": pp rank ", ppRank(), " of ", pp_,
                         ", dp rank ", dpRank(), " of ", dp_, tp, ", stages ", stages);
+}
+
+Topology Topology::withHosts(std::vector<int> host_of_rank) const {
+  PPSTAGE_CHECK(host_of_rank.empty() || static_cast<int>(host_of_rank.size()) == worldSize(),
+                "hosts for ", host_of_rank.size(), " ranks in a world of ", worldSize());
+  Topology out = *this;
+  out.host_of_rank_ = std::move(host_of_rank);
+  return out;
+}
+
+int Topology::hostOf(int world_rank) const {
+  return host_of_rank_.empty() ? 0 : host_of_rank_.at(static_cast<size_t>(world_rank));
+}
+
+int Topology::hostCount() const {
+  if (host_of_rank_.empty()) return 1;
+  return *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+}
+
+HostCrossings hostCrossings(const Topology& job) {
+  HostCrossings out;
+  const auto host = [&](int pp_rank, int dp_rank, int tp_rank) {
+    return job.hostOf(job.worldRank(pp_rank, dp_rank, tp_rank));
+  };
+  for (int s = 0; s + 1 < job.numStages(); ++s) {
+    bool crosses = false;
+    for (int d = 0; d < job.dpSize(); ++d) {
+      for (int t = 0; t < job.tpSize(); ++t) {
+        crosses =
+            crosses || host(job.ppRankOfStage(s), d, t) != host(job.ppRankOfStage(s + 1), d, t);
+      }
+    }
+    if (crosses) out.boundaries.push_back(s);
+  }
+  for (int p = 0; p < job.ppSize(); ++p) {
+    for (int d = 0; d < job.dpSize(); ++d) {
+      for (int t = 0; t < job.tpSize(); ++t) {
+        out.data_parallel = out.data_parallel || host(p, d, t) != host(p, 0, t);
+        out.tensor_parallel = out.tensor_parallel || host(p, d, t) != host(p, d, 0);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace ppstage

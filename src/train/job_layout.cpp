@@ -10,6 +10,7 @@
 #endif
 
 #include "ppstage/checkpoint/checkpoint_dir.h"
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/options.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/environment.h"
@@ -103,7 +104,10 @@ int computeThreads(const TrainConfig& train, int world) {
 }
 
 JobLayout layoutOf(const Config& config, int rank, int world) {
-  JobLayout layout(jobTopology(config, world).atRank(rank));
+  Topology job = jobTopology(config, world);
+  // Under mpirun, which ranks share a host (the shared-memory split).
+  if (mpiActive() && mpiWorldSize() == world) job = job.withHosts(mpiHostOfRanks());
+  JobLayout layout(job.atRank(rank));
   layout.device = resolveDevice(config.train.device, config.comm.backend, thisHost());
 #ifdef PPSTAGE_WITH_CUDA
   // The rank's GPU is the current one: CUDA's context, cuBLAS and NCCL start there, not

@@ -9,9 +9,11 @@
 #include <ostream>
 #include <sstream>
 
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/config.h"
 #include "ppstage/core/cpu_features.h"
 #include "ppstage/core/text.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/train/job_setup.h"
 #include "step_runner.h"
@@ -136,6 +138,44 @@ std::string evalLeftOverText(const Config& c, const EvalModel& eval) {
                         " (less than a batch of ", batch, ") not evaluated");
 }
 
+// "2: h0 (ranks 0, 2), h1 (ranks 1, 3); across hosts: stage boundaries 0->1; inside
+// them: data-parallel all-reduces", for a job on several hosts.
+std::string hostsText(const Topology& t) {
+  const std::vector<std::string>& names = mpiHostNames();
+  std::ostringstream out;
+  out << t.hostCount() << ":";
+  for (int h = 0; h < t.hostCount(); ++h) {
+    std::vector<std::string> ranks;
+    size_t first = 0;
+    for (int r = 0; r < t.worldSize(); ++r) {
+      if (t.hostOf(r) != h) continue;
+      if (ranks.empty()) first = static_cast<size_t>(r);
+      ranks.push_back(std::to_string(r));
+    }
+    out << (h == 0 ? " " : ", ") << (first < names.size() ? names[first] : "?") << " (rank"
+        << (ranks.size() > 1 ? "s " : " ") << joinText(ranks, ", ") << ")";
+  }
+  const HostCrossings crossings = hostCrossings(t);
+  std::vector<std::string> across, inside;
+  if (!crossings.boundaries.empty()) {
+    std::vector<std::string> cuts;
+    for (const int s : crossings.boundaries)
+      cuts.push_back(std::to_string(s) + "->" + std::to_string(s + 1));
+    across.push_back("stage boundaries " + joinText(cuts, ", "));
+  } else if (t.numStages() > 1) {
+    inside.push_back("the pipeline");
+  }
+  if (t.dpSize() > 1) {
+    (crossings.data_parallel ? across : inside).push_back("data-parallel all-reduces");
+  }
+  if (t.tpSize() > 1) {
+    (crossings.tensor_parallel ? across : inside).push_back("tensor-parallel all-reduces");
+  }
+  if (!across.empty()) out << "; across hosts: " << joinText(across, ", ");
+  if (!inside.empty()) out << "; inside them: " << joinText(inside, ", ");
+  return out.str();
+}
+
 }  // namespace
 
 void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setup) {
@@ -165,6 +205,7 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setu
         << " batches of " << setup.eval()->data->describe() << evalLeftOverText(c, *setup.eval())
         << "\n";
   }
+  if (t.hostCount() > 1) log << "  hosts     " << hostsText(t) << "\n";
   if (layout.sequences) log << "  lengths   " << lengthsText(c, setup) << "\n";
   if (c.train.recompute != RecomputePolicy::kNone) {
     for (const StageRecompute& r : recomputePerStage(c, setup.model().split)) {

@@ -9,7 +9,7 @@
 #   - pp 2 x tp 2, each tensor-parallel pair inside a host.
 # A checkpoint written from both hosts of pp 2 x dp 2 into one directory (a shared file
 # system's) after 3 steps resumes on two other hosts (h1, h2) at pp 2 x dp 1, and its steps
-# match the uninterrupted run.
+# match the uninterrupted run. The start-up line names what crosses between the hosts.
 #
 # usage: multi_host.sh PPSTAGE "MPIEXEC ARGS"
 source "$(dirname "$0")/harness.sh"
@@ -59,6 +59,16 @@ expect_hosts() {  # name, expected hosts per rank
   fi
 }
 
+# The start-up line that says what crosses between hosts (the shared-memory split).
+expect_traffic() {  # name, expected text after "hosts     2: ..."
+  if grep -q "^  hosts     2: .*; $2\$" "$work/run.log"; then
+    echo "ok      $1: $(grep -m1 '^  hosts ' "$work/run.log" | sed 's/^ *//')"
+  else
+    fail "$1: no start-up line ending '$2'"
+    grep "^  hosts " "$work/run.log" || true
+  fi
+}
+
 run "pp 2, a stage per host" "$work/one_each" -- --train.steps 6 --pipeline.stages 2 \
   --pipeline.microbatches 4 &&
   compare_runs "pp 2, a stage per host" "$work/ref.json" "$work/run.json" --rtol 1e-5 &&
@@ -68,19 +78,25 @@ run "pp 2 x dp 2, pipeline across hosts" "$work/two_each" --map-by node -- --tra
   --pipeline.stages 2 --train.dp 2 --pipeline.microbatches 2 &&
   compare_runs "pp 2 x dp 2, the pipeline across hosts" "$work/ref.json" "$work/run.json" \
     --rtol 1e-5 &&
-  expect_hosts "pp 2 x dp 2 by node" "h0 h1 h0 h1"
+  expect_hosts "pp 2 x dp 2 by node" "h0 h1 h0 h1" &&
+  expect_traffic "pp 2 x dp 2 by node" \
+    "across hosts: stage boundaries 0->1; inside them: data-parallel all-reduces"
 
 run "pp 2 x dp 2, pipeline inside hosts" "$work/two_each" -- --train.steps 6 \
   --pipeline.stages 2 --train.dp 2 --pipeline.microbatches 2 &&
   compare_runs "pp 2 x dp 2, each pipeline inside a host" "$work/ref.json" "$work/run.json" \
     --rtol 1e-5 &&
-  expect_hosts "pp 2 x dp 2 by slot" "h0 h0 h1 h1"
+  expect_hosts "pp 2 x dp 2 by slot" "h0 h0 h1 h1" &&
+  expect_traffic "pp 2 x dp 2 by slot" \
+    "across hosts: data-parallel all-reduces; inside them: the pipeline"
 
 run "pp 2 x tp 2" "$work/two_each" -- --train.steps 6 --pipeline.stages 2 --train.tp 2 \
   --pipeline.microbatches 4 &&
   compare_runs "pp 2 x tp 2, tensor parallelism inside a host" "$work/ref.json" \
     "$work/run.json" --rtol 1e-5 &&
-  expect_hosts "pp 2 x tp 2" "h0 h0 h1 h1"
+  expect_hosts "pp 2 x tp 2" "h0 h0 h1 h1" &&
+  expect_traffic "pp 2 x tp 2" \
+    "across hosts: stage boundaries 0->1; inside them: tensor-parallel all-reduces"
 
 # Saved from both hosts into one directory, resumed elsewhere at another layout.
 run "pp 2 x dp 2, saving" "$work/two_each" --map-by node -- --train.steps 3 \

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ppstage {
 
@@ -45,6 +46,12 @@ int mpiWorldRank();
 // World rank `rank` as errors name it: "rank 1", and where the job's ranks run on more
 // than one host, with its host: "rank 1 (host h1)" (host names gathered by MpiSession).
 std::string mpiRankName(int rank);
+// Every world rank's host name, in rank order (empty outside a session).
+const std::vector<std::string>& mpiHostNames();
+// Every world rank's host, numbered 0, 1, ... in the order of each host's first rank: the
+// ranks that share memory (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), as mpirun places
+// them on nodes). Empty outside a session.
+const std::vector<int>& mpiHostOfRanks();
 // The number of processes in MPI_COMM_WORLD; 1 when MPI is not active.
 int mpiWorldSize();
 

@@ -90,6 +90,13 @@ class Topology {
   // "rank 3 of 4: pp rank 1 of 2, dp rank 1 of 2, stages 1,3" (", tp rank 1 of 2" with tp)
   std::string describe() const;
 
+  // --- hosts -------------------------------------------------------------------------------
+  // This layout with every world rank's host (numbered from 0; comm/mpi_session.h's
+  // mpiHostOfRanks). Without them every rank is on host 0.
+  Topology withHosts(std::vector<int> host_of_rank) const;
+  int hostOf(int world_rank) const;
+  int hostCount() const;
+
  private:
   Topology(int pp, int dp, int tp, int stages, Placement placement)
       : pp_(pp), dp_(dp), tp_(tp), stages_(stages), placement_(placement) {}
@@ -97,6 +104,18 @@ class Topology {
   int rank_ = -1;  // -1: the job as a whole, no rank's view
   int pp_, dp_, tp_, stages_;
   Placement placement_;
+  std::vector<int> host_of_rank_;  // empty: one host
 };
+
+// What of a job's traffic crosses between hosts (Topology::withHosts): the stage boundaries
+// s -> s + 1 whose two stages run on different hosts in some replica and tensor-parallel
+// rank, and whether some data-parallel or tensor-parallel group spans hosts (its
+// all-reduces cross them).
+struct HostCrossings {
+  std::vector<int> boundaries;  // s, for s -> s + 1
+  bool data_parallel = false;
+  bool tensor_parallel = false;
+};
+HostCrossings hostCrossings(const Topology& job);
 
 }  // namespace ppstage
