@@ -27,6 +27,7 @@ shift 2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/../tests/integration/hosts.sh"
+hosts_need_open_mpi mpirun
 hosts_up "${#specs[@]}"
 hosts_hostfile "$work/hostfile" "${specs[@]}"
 [[ -z $rate ]] || hosts_link_rate "$rate"

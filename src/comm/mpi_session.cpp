@@ -107,8 +107,9 @@ int mpiWorldRank() {
 
 std::string mpiRankName(int rank) {
   const std::vector<std::string>& hosts = worldHosts();
+  const std::vector<int>& host_of_rank = worldHostOfRanks();
   const bool several =
-      std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts.front(); });
+      std::any_of(host_of_rank.begin(), host_of_rank.end(), [](int host) { return host != 0; });
   if (!several || rank < 0 || rank >= static_cast<int>(hosts.size())) {
     return detail::concat("rank ", rank);
   }

@@ -84,6 +84,10 @@ std::string Topology::describe() const {
 Topology Topology::withHosts(std::vector<int> host_of_rank) const {
   PPSTAGE_CHECK(host_of_rank.empty() || static_cast<int>(host_of_rank.size()) == worldSize(),
                 "hosts for ", host_of_rank.size(), " ranks in a world of ", worldSize());
+  for (const int host : host_of_rank) {
+    PPSTAGE_CHECK(host >= 0 && host < worldSize(), "host ", host, " of a rank outside 0 to ",
+                  worldSize() - 1);
+  }
   Topology out = *this;
   out.host_of_rank_ = std::move(host_of_rank);
   return out;

@@ -176,13 +176,15 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
 constexpr int kMostStagesRefined = 16;
 
 // Whether `sharded` is the better of `c`'s two predictions (Note [Sharding in the plan]):
-// it fits `budget` (0: none) where `plain` does not or, both fitting or neither, it is
-// faster, or as fast and smaller.
+// it fits `budget` (0: none) where `plain` does not; both fitting, it is faster, or as fast
+// and smaller; neither fitting, it is smaller (less to recompute).
 bool shardingWins(const PlanCandidate& sharded, const PlanCandidate& plain, double budget) {
   const auto fits = [&](const PlanCandidate& c) { return budget <= 0 || c.peak_bytes <= budget; };
   if (fits(sharded) != fits(plain)) return fits(sharded);
-  if (sharded.step_s != plain.step_s) return sharded.step_s < plain.step_s;
-  return sharded.peak_bytes < plain.peak_bytes;
+  if (!fits(sharded) || sharded.step_s == plain.step_s) {
+    return sharded.peak_bytes < plain.peak_bytes;
+  }
+  return sharded.step_s < plain.step_s;
 }
 
 // What a simulateAndRefine may choose beside the cut: the planner's search chooses, a run

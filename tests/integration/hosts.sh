@@ -7,6 +7,9 @@
 #                           it). Names resolve through /etc/netns/<namespace>/hosts, which
 #                           `ip netns exec` mounts over /etc/hosts. Exits 77 (skip) with the
 #                           reason where this machine forbids namespaces.
+#   hosts_need_open_mpi [MPIRUN]
+#                           skips (77) unless MPIRUN (mpirun) is Open MPI 4, and runs jobs
+#                           with it.
 #   hosts_mpirun HOSTFILE ARGS...
 #                           mpirun on h0 over the hosts HOSTFILE names (lines "hI slots=K"),
 #                           with Open MPI's launcher agent starting its daemons in their
@@ -30,8 +33,9 @@
 #                           offloads off on the host's side so that copied frames carry
 #                           their checksums (on every host: each one's frames may cross it).
 #                           Once per host; gone with the hosts.
-# Everything made is torn down on exit, the test failed or not (hosts_down, chained onto
-# the harness's EXIT trap). Names carry this shell's pid, so tests can run side by side.
+# Everything made is torn down on exit, the test failed or not (hosts_down, in an EXIT trap
+# that also removes the harness's $work). Names carry this shell's pid, so tests can run
+# side by side, and what a killed test left is swept by the next one (hosts_sweep).
 hosts_prefix="pph$$"
 hosts_count=0
 # A /24 of 10.x.y.0 per shell: x from 200 to 249, y the pid's next digits.
@@ -57,15 +61,36 @@ hosts_skip() {
   exit 77
 }
 
+# What an earlier test left where it was killed (SIGKILL runs no trap): the namespaces and
+# name files of shells no longer alive.
+hosts_sweep() {
+  local ns pid pids
+  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep '^pph[0-9]*-' || true); do
+    pid=${ns#pph}
+    pid=${pid%%-*}
+    kill -0 "$pid" 2> /dev/null && continue
+    pids=$(ip netns pids "$ns" 2> /dev/null || true)
+    [[ -z $pids ]] || kill -9 $pids 2> /dev/null || true
+    ip netns del "$ns" 2> /dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+}
+
 hosts_up() {
   local n=$1 i ns
   command -v ip > /dev/null || hosts_skip "no iproute2 (ip) to make network namespaces"
   command -v unshare > /dev/null || hosts_skip "no unshare (util-linux) to give hosts their names"
+  # The harness's EXIT trap removes $work; this one tears the hosts down first. A TERM or
+  # INT exits through it; a SIGKILL (CTest's timeout) leaves them to the next hosts_sweep.
   trap 'hosts_down; rm -rf "$work"' EXIT
-  trap 'exit 143' TERM INT  # killed (a CTest timeout): the EXIT trap still tears down
+  trap 'exit 143' TERM INT
+  hosts_sweep
   ip netns add "$hosts_prefix-sw" 2> /dev/null ||
     hosts_skip "this machine forbids network namespaces (ip netns add failed; root and CAP_SYS_ADMIN are needed)"
-  ip -n "$hosts_prefix-sw" link add br0 type bridge
+  ip -n "$hosts_prefix-sw" link add br0 type bridge 2> /dev/null ||
+    hosts_skip "this machine forbids bridges in a network namespace"
+  ip netns exec "$hosts_prefix-sw" unshare --uts true 2> /dev/null ||
+    hosts_skip "this machine forbids UTS namespaces (unshare --uts), which give hosts their names"
   ip -n "$hosts_prefix-sw" link set br0 up
   local names="127.0.0.1 localhost"$'\n'
   for ((i = 0; i < n; ++i)); do
@@ -75,12 +100,9 @@ hosts_up() {
     ns="$hosts_prefix-h$i"
     ip netns add "$ns"
     hosts_count=$((i + 1))
-    # veth: "eth0" inside the host, "p<i>" on the switch's bridge
-    ip link add "$hosts_prefix-v$i" type veth peer name "$hosts_prefix-p$i"
-    ip link set "$hosts_prefix-v$i" netns "$ns"
-    ip link set "$hosts_prefix-p$i" netns "$hosts_prefix-sw"
-    ip -n "$ns" link set "$hosts_prefix-v$i" name eth0
-    ip -n "$hosts_prefix-sw" link set "$hosts_prefix-p$i" name "p$i"
+    # veth: "eth0" inside the host, "p<i>" on the switch's bridge, made in place (nothing
+    # of it in this machine's own namespace)
+    ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$hosts_prefix-sw"
     ip -n "$hosts_prefix-sw" link set "p$i" master br0
     ip -n "$hosts_prefix-sw" link set "p$i" up
     ip -n "$ns" addr add "$hosts_subnet.$((i + 1))/24" dev eth0
@@ -112,10 +134,18 @@ hosts_hostfile() {
   done
 }
 
+# Skips unless `mpirun` is Open MPI 4 (its launcher agent, vader and oob_tcp options).
+hosts_need_open_mpi() {
+  local program=${1:-mpirun}
+  "$program" --version 2>&1 | grep -q "(Open\(RTE\| MPI\)) 4\." ||
+    hosts_skip "the hosts harness needs Open MPI 4's mpirun; '$program' is $("$program" --version 2>&1 | head -1)"
+  hosts_mpirun_program=$program
+}
+
 hosts_mpirun() {
   local hostfile=$1
   shift
-  local args=(mpirun --allow-run-as-root --hostfile "$hostfile"
+  local args=("${hosts_mpirun_program:-mpirun}" --allow-run-as-root --hostfile "$hostfile"
               --mca plm_rsh_agent "$hosts_agent"
               --mca btl tcp,vader,self
               --mca btl_tcp_if_include "$hosts_subnet.0/24"
@@ -176,5 +206,12 @@ hosts_link_emulate() {
   ip netns exec "$sw" python3 "$emulator" offloads-off "e$i"
   ip netns exec "$sw" python3 "$emulator" forward "p$i" "e$i" "$delay_ms" "$jitter_ms" "$loss" \
     2> "$work/link_emulator_$host.err" &
+  local emulator_pid=$!
   disown  # hosts_down kills it
+  sleep 0.5
+  if ! kill -0 "$emulator_pid" 2> /dev/null; then
+    echo "FAIL: the link emulator of $host did not start:"
+    cat "$work/link_emulator_$host.err"
+    exit 1
+  fi
 }

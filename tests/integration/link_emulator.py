@@ -9,8 +9,9 @@ kernels without netem. Two uses:
   link_emulator.py forward A B DELAY_MS JITTER_MS LOSS
       forwards every Ethernet frame arriving on A out of B and back, each after DELAY_MS
       plus a uniform draw in [-JITTER_MS, +JITTER_MS] (frames may overtake each other, as
-      netem's jitter lets them), dropping a fraction LOSS of them (seeded: the same drops
-      each run). Runs until killed.
+      netem's jitter lets them), dropping a fraction LOSS of them (drawn from a seeded
+      generator, but in the order frames arrive, which varies from run to run). Runs until
+      killed.
 """
 import ctypes
 import fcntl

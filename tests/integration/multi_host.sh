@@ -15,7 +15,7 @@
 source "$(dirname "$0")/harness.sh"
 source "$(dirname "$0")/hosts.sh"
 ppstage_under_mpi "$1" "$2"
-command -v mpirun > /dev/null || hosts_skip "no mpirun"
+hosts_need_open_mpi "${mpiexec[0]}"
 
 model=(--model.name gpt --model.layers 2 --model.d_model 32 --model.heads 4 --model.vocab_size 64
        --model.seq_len 16 --model.dropout 0.1 --data.path synthetic)

@@ -43,12 +43,12 @@ TEST(HostCrossings, BySlotTheAllReducesCrossAndThePipelineStays) {
 // pp 2 x tp 2 by slot: each tensor-parallel pair on one host, the pipeline across them; by
 // node the other way round.
 TEST(HostCrossings, TensorParallelPairsStayInsideAHostBySlot) {
-  const HostCrossings slot = hostCrossings(Topology::forJob(4, 1, 2, 1, Placement::kLoop, 2)
-                                               .withHosts(kBySlot));
+  const HostCrossings slot =
+      hostCrossings(Topology::forJob(4, 1, 2, 1, Placement::kLoop, 2).withHosts(kBySlot));
   EXPECT_EQ(slot.boundaries, std::vector<int>{0});
   EXPECT_FALSE(slot.tensor_parallel);
-  const HostCrossings node = hostCrossings(Topology::forJob(4, 1, 2, 1, Placement::kLoop, 2)
-                                               .withHosts(kByNode));
+  const HostCrossings node =
+      hostCrossings(Topology::forJob(4, 1, 2, 1, Placement::kLoop, 2).withHosts(kByNode));
   EXPECT_TRUE(node.boundaries.empty());
   EXPECT_TRUE(node.tensor_parallel);
 }

@@ -44,7 +44,7 @@ bool mpiActive();
 // This process's rank in MPI_COMM_WORLD; -1 when MPI is not active.
 int mpiWorldRank();
 // World rank `rank` as errors name it: "rank 1", and where the job's ranks run on more
-// than one host, with its host: "rank 1 (host h1)" (host names gathered by MpiSession).
+// than one host (mpiHostOfRanks), with its host's name: "rank 1 (host h1)".
 std::string mpiRankName(int rank);
 // Every world rank's host name, in rank order (empty outside a session).
 const std::vector<std::string>& mpiHostNames();

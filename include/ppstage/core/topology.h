@@ -91,10 +91,11 @@ class Topology {
   std::string describe() const;
 
   // --- hosts -------------------------------------------------------------------------------
-  // This layout with every world rank's host (numbered from 0; comm/mpi_session.h's
-  // mpiHostOfRanks). Without them every rank is on host 0.
+  // This layout with every world rank's host (numbered from 0 in the order of each
+  // host's first rank; comm/mpi_session.h's mpiHostOfRanks). Without them every rank is
+  // on host 0. The job's, whichever rank's view this is.
   Topology withHosts(std::vector<int> host_of_rank) const;
-  int hostOf(int world_rank) const;
+  int hostOf(int world_rank) const;  // world_rank in 0 to worldSize() - 1
   int hostCount() const;
 
  private:

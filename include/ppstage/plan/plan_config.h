@@ -45,8 +45,8 @@ std::vector<std::string> recomputeReasons(const PlanCandidate& candidate,
                                           const CostProfile& profile);
 
 // Why `candidate` shards its optimizer, one line; empty where it does not: "optimizer
-// sharded over 2 replicas: 24.5 MB of state and fp32 masters on the largest rank instead
-// of 49.0 MB, and 1/2 of its optimizer step".
+// sharded over 4 replicas: 18.5 MB of state and fp32 masters on the largest rank instead
+// of 49.5 MB, and 1/4 of its optimizer step" (gpt-small, AdamW, fp32).
 std::string shardingReason(const PlanCandidate& candidate, const CostProfile& profile);
 
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,

@@ -60,9 +60,10 @@
 // element (CostProfile::stateBytesPerElement: the fp32 gradient whole, the optimizer's
 // state and an fp32 master 1/dp) and the step's tail (the optimizer steps 1/dp of the
 // elements; the reduce-scatter and all-gather move what the all-reduce's two halves move).
-// Sharded wins where it fits the budget and the other does not or, both fitting or
-// neither, where it is predicted faster, or as fast and smaller; with AdamW it is both
-// smaller and faster, with fp32 SGD without momentum larger (its masters) but faster. It
+// Sharded wins where it fits the budget and the other does not; both fitting, where it is
+// predicted faster, or as fast and smaller; neither fitting, where it is smaller (less is
+// left to recompute). With AdamW it is both smaller and faster, with fp32 SGD without
+// momentum larger (its masters) but faster. It
 // is chosen before the cut is refined and before recomputation: it costs no step time,
 // recomputation does. gpt-small at pp 1 x dp 2, AdamW: 24.5 MB of state per rank instead
 // of 49.0, 12.2 MB of masters, a tail of 0.039 s instead of 0.061 s.
