@@ -12,8 +12,8 @@
 #include <ostream>
 #include <string>
 
-#include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/config/config.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/file.h"
@@ -378,8 +378,12 @@ RunMetrics summarizeRun(const Config& config, const JobLayout& layout, const Ran
                         Communicator& world, std::ostream& log) {
   std::vector<RankMetrics> ranks =
       gatherOwnFigures(world, ownFigures(record, *model.compile_cache, runner));
-  const std::vector<std::string> hosts = allGatherStrings(world, thisHostName());
-  for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
+  // MpiSession gathered every rank's host name at start-up; ranks that are threads of one
+  // process (no MPI) share this one's.
+  const std::vector<std::string>& hosts = mpiHostNames();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].host = hosts.size() == ranks.size() ? hosts[r] : thisHostName();
+  }
   if (!config.output.params_dir.empty() && layout.topology.dpRank() == 0) {
     // Whole tensors, gathered over the tensor-parallel group, written by its first rank.
     const std::map<std::string, at::Tensor> named = namedParameters(model, runner);
