@@ -162,11 +162,43 @@ nlohmann::json candidateJson(const PlanCandidate& c, const CostProfile& profile)
           {"bubble", c.bubble},
           {"inflight", c.inflight},
           {"recompute", recomputeJson(c, profile)},
-          {"shard_optimizer", c.shard_optimizer}};
+          {"shard_optimizer", c.shard_optimizer},
+          {"rank_order", toString(c.rank_order)},
+          {"across_hosts",
+           {{"boundaries", c.across_hosts.boundaries},
+            {"data_parallel", c.across_hosts.data_parallel}}}};
+}
+
+// The links the plan charged: inside a host and, where measured, between hosts, and each
+// pair the probe measured.
+nlohmann::json linksJson(const CostProfile& profile) {
+  const auto line = [](double latency_s, double bytes_per_s) -> nlohmann::json {
+    if (bytes_per_s <= 0) return nullptr;
+    return {{"latency_s", latency_s}, {"bytes_per_s", bytes_per_s}};
+  };
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const CostProfile::ProbedLink& link : profile.probed_links) {
+    pairs.push_back({{"ranks", {link.first_rank, link.second_rank}},
+                     {"hosts", {link.first_host, link.second_host}},
+                     {"latency_s", link.latency_s},
+                     {"bytes_per_s", link.bytes_per_s}});
+  }
+  return {{"message", line(profile.link_latency_s, profile.link_bytes_per_s)},
+          {"all_reduce", line(profile.allreduce_latency_s, profile.allreduce_bytes_per_s)},
+          {"host_message", line(profile.host_link_latency_s, profile.host_link_bytes_per_s)},
+          {"host_all_reduce",
+           line(profile.host_allreduce_latency_s, profile.host_allreduce_bytes_per_s)},
+          {"probed", pairs}};
+}
+
+// The number of hosts `request` plans for.
+int hostsOf(const PlanRequest& request) {
+  if (request.host_of_rank.empty()) return 1;
+  return *std::max_element(request.host_of_rank.begin(), request.host_of_rank.end()) + 1;
 }
 
 nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
-                        double measure_s, double plan_s) {
+                        const PlanRequest& request, double measure_s, double plan_s) {
   nlohmann::json best = nlohmann::json::array();
   for (const PlanCandidate& c : plan.best) best.push_back(candidateJson(c, profile));
   return {{"ranks", config.ranks},
@@ -179,6 +211,8 @@ nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const Plan
           {"batch_size", profile.batch_size},
           {"units", profile.units.size()},
           {"links", profile.links},
+          {"hosts", hostsOf(request)},
+          {"link_costs", linksJson(profile)},
           {"measure_s", measure_s},
           {"plan_s", plan_s},
           {"candidates", plan.candidates},
@@ -201,18 +235,63 @@ std::string memoryChoiceOf(const PlanCandidate& c) {
   return out.empty() ? "-" : out;
 }
 
-void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profile) {
+// What of `c`'s traffic crosses hosts, for the table's `across` column: "pp 0->1", "dp",
+// "pp 0->1,dp" or "-".
+std::string acrossHostsOf(const PlanCandidate& c) {
+  std::vector<std::string> parts;
+  if (!c.across_hosts.boundaries.empty()) {
+    std::vector<std::string> cuts;
+    for (const int s : c.across_hosts.boundaries) {
+      cuts.push_back(std::to_string(s) + "->" + std::to_string(s + 1));
+    }
+    parts.push_back("pp " + joinText(cuts, ","));
+  }
+  if (c.across_hosts.data_parallel) parts.push_back("dp");
+  return parts.empty() ? "-" : joinText(parts, ",");
+}
+
+// One row of the table; with `hosts`, the rank order and what crosses them too.
+void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profile, bool hosts) {
   std::string points;
   for (const std::string& p : splitPointsOf(c, profile)) points += (points.empty() ? "" : ",") + p;
-  std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %-12s %s\n", rank,
+  const std::string across =
+      hosts ? detail::concat(" ", toString(c.rank_order), " ", acrossHostsOf(c)) : "";
+  std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %-12s%s %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / kBytesPerMiB, c.bubble, memoryChoiceOf(c).c_str(),
+              c.peak_bytes / kBytesPerMiB, c.bubble, memoryChoiceOf(c).c_str(), across.c_str(),
               points.empty() ? "-" : points.c_str());
 }
 
+// "inside a host 28 us, 3.10 GB/s (all-reduce 2.20 GB/s)".
+std::string linkText(double latency_s, double bytes_per_s, double all_reduce_bytes_per_s) {
+  char text[128];
+  std::snprintf(text, sizeof text, "%.0f us, %.3f GB/s (all-reduce %.3f GB/s)", latency_s * 1e6,
+                bytes_per_s / 1e9, all_reduce_bytes_per_s / 1e9);
+  return text;
+}
+
+// The links a plan over several hosts charged, and the pairs probed.
+void printLinks(const CostProfile& profile) {
+  std::printf("links inside a host: %s; between hosts: %s\n",
+              linkText(profile.link_latency_s, profile.link_bytes_per_s,
+                       profile.allreduce_bytes_per_s)
+                  .c_str(),
+              profile.hasHostLinks()
+                  ? linkText(profile.host_link_latency_s, profile.host_link_bytes_per_s,
+                             profile.host_allreduce_bytes_per_s)
+                        .c_str()
+                  : "not measured (charged as inside: measure under mpirun across the hosts)");
+  for (const CostProfile::ProbedLink& link : profile.probed_links) {
+    std::printf("  probed %s-%s (ranks %d, %d): %.0f us, %.3f GB/s\n", link.first_host.c_str(),
+                link.second_host.c_str(), link.first_rank, link.second_rank, link.latency_s * 1e6,
+                link.bytes_per_s / 1e9);
+  }
+}
+
 void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
-               double measure_s, double plan_s) {
+               const PlanRequest& request, double measure_s, double plan_s) {
+  const bool hosts = hostsOf(request) > 1;
   const std::string groups = profile.tp > 1
                                  ? " (" + std::to_string(config.ranks / profile.tp) +
                                        " groups of --train.tp " + std::to_string(profile.tp) + ")"
@@ -231,15 +310,21 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
       static_cast<long long>(plan.candidates), static_cast<long long>(plan.simulated),
       static_cast<long long>(plan.refused), static_cast<long long>(plan.over_budget),
       config.memory_mb > 0 ? "" : " (none given)");
-  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s %s\n", "#", "schedule",
-              "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB", "bubble",
-              "memory", "split points");
+  if (hosts) {
+    std::printf("%d hosts of %zu ranks; ", hostsOf(request),
+                request.host_of_rank.size() / static_cast<size_t>(hostsOf(request)));
+    printLinks(profile);
+    std::printf("\n");
+  }
+  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s%s %s\n", "#",
+              "schedule", "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB",
+              "bubble", "memory", hosts ? " order    across" : "", "split points");
   for (size_t i = 0; i < plan.best.size(); ++i) {
-    printRow(std::to_string(i + 1).c_str(), plan.best[i], profile);
+    printRow(std::to_string(i + 1).c_str(), plan.best[i], profile, hosts);
   }
   const PlanCandidate& chosen = plan.best.front();
   if (plan.default_config.microbatches > 0) {
-    printRow("dflt", plan.default_config, profile);
+    printRow("dflt", plan.default_config, profile, hosts);
     std::printf(
         "\nchosen: %s, predicted %.4f s a step, %.2fx the default (1f1b, M = 2 x "
         "stages, balanced by %s)\n",
@@ -253,6 +338,7 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
   }
   const std::string sharding = shardingReason(chosen, profile);
   if (!sharding.empty()) std::printf("  %s\n", sharding.c_str());
+  if (hosts) std::printf("  %s\n", hostsReason(chosen, profile).c_str());
 }
 
 }  // namespace
@@ -320,8 +406,9 @@ int ranksToPlan(const PlanConfig& plan, int world) {
 int planAndReport(PlanCommand& command, const CostProfile& profile, double measure_s) {
   Config& config = command.config;
   const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-  const PlanRequest request = planRequestOf(config.plan, static_cast<int>(config.plan.ranks),
-                                            static_cast<int>(config.train.tp), registry);
+  const PlanRequest request =
+      planRequestOf(config.plan, static_cast<int>(config.plan.ranks),
+                    static_cast<int>(config.train.tp), registry, mpiHostOfRanks());
   const Clock::time_point start = Clock::now();
   const Plan plan = planPipeline(profile, request, registry);
   const double plan_s = secondsSince(start);
@@ -333,9 +420,10 @@ int planAndReport(PlanCommand& command, const CostProfile& profile, double measu
     writeConfig(command.write_config, command.given, plan.best.front(), profile, request);
   }
   if (command.json) {
-    std::cout << planJson(plan, profile, config.plan, measure_s, plan_s).dump(2) << std::endl;
+    std::cout << planJson(plan, profile, config.plan, request, measure_s, plan_s).dump(2)
+              << std::endl;
   } else {
-    printPlan(plan, profile, config.plan, measure_s, plan_s);
+    printPlan(plan, profile, config.plan, request, measure_s, plan_s);
   }
   return 0;
 }

@@ -228,6 +228,13 @@ void addScheduleOptions(po::options_description& desc, PipelineConfig& p) {
   add("pipeline.placement",
       po::value(&p.placement)->default_value(p.placement, toString(p.placement)),
       "stage-to-rank placement: loop (0 1 2 3 0 1 2 3) | v (0 1 2 3 3 2 1 0)");
+  add("pipeline.rank_order",
+      po::value(&p.rank_order)->default_value(p.rank_order, toString(p.rank_order)),
+      "how world ranks map to replicas and pipeline ranks, outermost first (tp is always "
+      "innermost): dp-pp-tp (rank = (dp_rank x pp + pp_rank) x tp + tp_rank: a pipeline's ranks "
+      "adjacent) | pp-dp-tp (rank = (pp_rank x dp + dp_rank) x tp + tp_rank: a stage's "
+      "replicas adjacent, so with mpirun filling hosts slot by slot the data-parallel "
+      "all-reduces stay inside a host and the pipeline crosses between hosts)");
   addPluginOption(add, p);
   desc.add(section);
 }
@@ -490,6 +497,11 @@ void addPlanOptions(po::options_description& desc, PlanConfig& p) {
   add("plan.top", po::value(&p.top)->default_value(p.top),
       "how many of the best to print (the search keeps and refines at least 10 whatever this "
       "says)");
+  add("plan.hosts", po::value(&p.hosts)->default_value(p.hosts),
+      "hosts the ranks are on, each holding ranks / hosts adjacent ranks (mpirun's default "
+      "mapping): traffic between hosts costs the links measured between them, and the plan "
+      "chooses --pipeline.rank_order; 0: the job's hosts under mpirun (the ranks that share "
+      "memory), one otherwise");
   add("plan.link_latency_us",
       po::value(&p.link_latency_us)
           ->default_value(p.link_latency_us, shortestText(p.link_latency_us)),

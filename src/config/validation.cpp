@@ -134,6 +134,7 @@ void validate(const PlanConfig& p) {
   PPSTAGE_CHECK(p.ranks >= 0, "--plan.ranks must not be negative; got ", p.ranks);
   PPSTAGE_CHECK(p.memory_mb >= 0, "--plan.memory_mb must not be negative; got ", p.memory_mb);
   PPSTAGE_CHECK(p.top >= 1, "--plan.top must be at least 1; got ", p.top);
+  PPSTAGE_CHECK(p.hosts >= 0, "--plan.hosts must not be negative; got ", p.hosts);
   PPSTAGE_CHECK(p.link_latency_us >= 0, "--plan.link_latency_us must not be negative; got ",
                 p.link_latency_us);
   PPSTAGE_CHECK(p.link_gbps > 0, "--plan.link_gbps must be positive; got ", p.link_gbps);

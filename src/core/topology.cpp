@@ -8,7 +8,7 @@
 namespace ppstage {
 
 Topology Topology::forJob(int world, int dp, int stages, int stages_per_rank, Placement placement,
-                          int tp) {
+                          int tp, RankOrder order) {
   PPSTAGE_CHECK(dp >= 1 && tp >= 1 && world >= 1, "the job has ", world, " ranks, --train.dp ", dp,
                 " and --train.tp ", tp, "; all must be positive");
   PPSTAGE_CHECK(world % (dp * tp) == 0,
@@ -26,7 +26,7 @@ Topology Topology::forJob(int world, int dp, int stages, int stages_per_rank, Pl
                 pp, " pipeline ranks make ", stages / pp, " per rank");
   PPSTAGE_CHECK(placement != Placement::kV || stages == 2 * pp, "a V placement needs exactly ",
                 "two stages per rank (", 2 * pp, " stages for ", pp, " ranks); got ", stages);
-  return Topology(pp, dp, tp, stages, placement);
+  return Topology(pp, dp, tp, stages, placement, order);
 }
 
 Topology Topology::forPipeline(int stages, int stages_per_rank, Placement placement) {

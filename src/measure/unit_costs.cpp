@@ -424,9 +424,11 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
 namespace ppstage {
 
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
-                                      Communicator* world) {
+                                      Communicator* world, const std::vector<int>& host_of_rank,
+                                      const std::vector<std::string>& host_names) {
   if (world == nullptr || world->size() < 2) return measure();
-  const LinkCosts links = measureLinks(*world);
+  const bool hosts_known = static_cast<int>(host_of_rank.size()) == world->size();
+  const LinkCosts links = measureLinks(*world, hosts_known ? host_of_rank : std::vector<int>{});
   std::string mine;
   runAgreed(*world, [&] { mine = costProfileToJson(measure()); });
   std::vector<CostProfile> profiles;
@@ -434,11 +436,28 @@ CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measur
     profiles.push_back(readCostProfile(text, "a rank's"));
   }
   CostProfile profile = averageProfiles(profiles);
-  profile.link_latency_s = links.p2p_latency_s;
-  profile.link_bytes_per_s = links.p2p_bytes_per_s;
-  profile.allreduce_latency_s = links.allreduce_latency_s;
-  profile.allreduce_bytes_per_s = links.allreduce_bytes_per_s;
-  profile.links = "measured over " + std::to_string(world->size()) + " ranks";
+  profile.link_latency_s = links.message.latency_s;
+  profile.link_bytes_per_s = links.message.bytes_per_s;
+  profile.allreduce_latency_s = links.all_reduce.latency_s;
+  profile.allreduce_bytes_per_s = links.all_reduce.bytes_per_s;
+  profile.host_link_latency_s = links.host_message.latency_s;
+  profile.host_link_bytes_per_s = links.host_message.bytes_per_s;
+  profile.host_allreduce_latency_s = links.host_all_reduce.latency_s;
+  profile.host_allreduce_bytes_per_s = links.host_all_reduce.bytes_per_s;
+  const auto nameOf = [&](int rank, int host) {
+    return static_cast<int>(host_names.size()) == world->size()
+               ? host_names[static_cast<size_t>(rank)]
+               : std::to_string(host);
+  };
+  for (const ProbedPair& pair : links.pairs) {
+    profile.probed_links.push_back({pair.first_rank, pair.second_rank,
+                                    nameOf(pair.first_rank, pair.first_host),
+                                    nameOf(pair.second_rank, pair.second_host),
+                                    pair.message.latency_s, pair.message.bytes_per_s});
+  }
+  const int hosts = hosts_known ? *std::max_element(host_of_rank.begin(), host_of_rank.end()) + 1 : 1;
+  profile.links = "measured over " + std::to_string(world->size()) + " ranks" +
+                  (hosts > 1 ? " on " + std::to_string(hosts) + " hosts" : "");
   return profile;
 }
 

@@ -72,9 +72,17 @@ double CostProfile::optimizerSeconds(double elements, int dp, bool shard_optimiz
   return optimizer_s_per_element * elements / (shard_optimizer && dp > 1 ? dp : 1);
 }
 
-double CostProfile::allReduceSeconds(double bytes, int ranks) const {
+double CostProfile::messageSeconds(double bytes, bool across_hosts) const {
+  if (across_hosts && hasHostLinks()) return host_link_latency_s + bytes / host_link_bytes_per_s;
+  return link_latency_s + bytes / link_bytes_per_s;
+}
+
+double CostProfile::allReduceSeconds(double bytes, int ranks, bool across_hosts) const {
   if (ranks <= 1) return 0;
-  return allreduce_latency_s + 2.0 * (ranks - 1) / ranks * bytes / allreduce_bytes_per_s;
+  const bool between = across_hosts && hasHostLinks();
+  const double latency = between ? host_allreduce_latency_s : allreduce_latency_s;
+  const double bandwidth = between ? host_allreduce_bytes_per_s : allreduce_bytes_per_s;
+  return latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
 }
 
 double CostProfile::backwardPeakBytesOf(size_t u, double size, RecomputePolicy policy) const {
@@ -251,6 +259,13 @@ UnitCost unitOf(const json& in, size_t sizes) {
 std::string costProfileToJson(const CostProfile& p) {
   json units = json::array();
   for (const UnitCost& unit : p.units) units.push_back(unitJson(unit));
+  json probed = json::array();
+  for (const CostProfile::ProbedLink& link : p.probed_links) {
+    probed.push_back({{"ranks", {link.first_rank, link.second_rank}},
+                      {"hosts", {link.first_host, link.second_host}},
+                      {"latency_s", link.latency_s},
+                      {"bytes_per_s", link.bytes_per_s}});
+  }
   const json out = {{"ppstage_cost_profile", p.version},
                     {"model", p.model},
                     {"compile_mode", p.compile_mode},
@@ -267,6 +282,11 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"allreduce_latency_s", p.allreduce_latency_s},
                     {"allreduce_bytes_per_s", p.allreduce_bytes_per_s},
                     {"links", p.links},
+                    {"host_link_latency_s", p.host_link_latency_s},
+                    {"host_link_bytes_per_s", p.host_link_bytes_per_s},
+                    {"host_allreduce_latency_s", p.host_allreduce_latency_s},
+                    {"host_allreduce_bytes_per_s", p.host_allreduce_bytes_per_s},
+                    {"probed_links", probed},
                     {"units", units}};
   return out.dump(2) + "\n";
 }
@@ -300,6 +320,28 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
+    // Profiles written before the links between hosts were probed have none.
+    if (in.contains("host_link_bytes_per_s")) {
+      p.host_link_latency_s = in.at("host_link_latency_s").get<double>();
+      p.host_link_bytes_per_s = in.at("host_link_bytes_per_s").get<double>();
+      p.host_allreduce_latency_s = in.at("host_allreduce_latency_s").get<double>();
+      p.host_allreduce_bytes_per_s = in.at("host_allreduce_bytes_per_s").get<double>();
+    }
+    PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
+                      p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
+                  "the links between hosts must not be negative");
+    if (in.contains("probed_links")) {
+      for (const json& link : in.at("probed_links")) {
+        CostProfile::ProbedLink probed;
+        probed.first_rank = link.at("ranks").at(0).get<int>();
+        probed.second_rank = link.at("ranks").at(1).get<int>();
+        probed.first_host = link.at("hosts").at(0).get<std::string>();
+        probed.second_host = link.at("hosts").at(1).get<std::string>();
+        probed.latency_s = link.at("latency_s").get<double>();
+        probed.bytes_per_s = link.at("bytes_per_s").get<double>();
+        p.probed_links.push_back(probed);
+      }
+    }
     PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
                       p.microbatch_sizes.front() >= 1 &&
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),

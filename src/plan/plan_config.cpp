@@ -24,6 +24,7 @@ std::string PlanCandidate::label() const {
   out << " M" << microbatches;
   if (recompute.any()) out << " " << toString(recompute.policy) << " " << recomputeBlocksOf(*this);
   if (shard_optimizer) out << " shard_optimizer";
+  if (rank_order != RankOrder::kReplicaMajor) out << " " << toString(rank_order);
   return out.str();
 }
 
@@ -67,8 +68,10 @@ std::vector<std::string> recomputeReasons(const PlanCandidate& c, const CostProf
   return lines;
 }
 
-std::string shardingReason(const PlanCandidate& c, const CostProfile& profile) {
-  if (!c.shard_optimizer) return "";
+namespace {
+
+// The trainable elements of `c`'s largest pipeline rank.
+double largestRankElements(const PlanCandidate& c, const CostProfile& profile) {
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
   std::vector<double> stage_elements(static_cast<size_t>(c.stages()), 0.0);
   size_t s = 0;
@@ -76,12 +79,68 @@ std::string shardingReason(const PlanCandidate& c, const CostProfile& profile) {
     while (s < c.stage_starts.size() && u >= c.stage_starts[s]) ++s;
     stage_elements[s] += static_cast<double>(profile.units[u].trainable_elements);
   }
-  double largest = 0;  // a rank's trainable elements
+  double largest = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     double elements = 0;
     for (int stage : pipeline.stagesOf(r)) elements += stage_elements.at(stage);
     largest = std::max(largest, elements);
   }
+  return largest;
+}
+
+// "0.25 MB a micro-batch: 10.8 ms between hosts, 0.12 ms inside one" (`between` first
+// where the traffic crosses hosts).
+std::string trafficText(double bytes, const char* per, double inside_s, double between_s,
+                        bool crosses) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%.2f MB a %s: %.2f ms %s, %.2f ms %s", bytes / kBytesPerMiB,
+                per, 1e3 * (crosses ? between_s : inside_s),
+                crosses ? "between hosts" : "inside a host", 1e3 * (crosses ? inside_s : between_s),
+                crosses ? "inside one" : "between hosts");
+  return text;
+}
+
+}  // namespace
+
+std::string hostsReason(const PlanCandidate& c, const CostProfile& profile) {
+  std::vector<std::string> across, inside;
+  if (c.stages() > 1) {
+    double bytes = 0;  // the largest boundary's message
+    const double size = static_cast<double>(c.microbatch_size);
+    for (size_t start : c.stage_starts) bytes = std::max(bytes, profile.outputBytesOf(start - 1, size));
+    const bool crosses = !c.across_hosts.boundaries.empty();
+    std::string what = "the pipeline";
+    if (crosses) {
+      std::vector<std::string> cuts;
+      for (const int s : c.across_hosts.boundaries) {
+        cuts.push_back(std::to_string(s) + "->" + std::to_string(s + 1));
+      }
+      what = "stage boundar" + std::string(cuts.size() > 1 ? "ies " : "y ") + joinText(cuts, ", ");
+    }
+    (crosses ? across : inside)
+        .push_back(what + " (" +
+                   trafficText(bytes, "micro-batch each way", profile.messageSeconds(bytes, false),
+                               profile.messageSeconds(bytes, true), crosses) +
+                   ")");
+  }
+  if (c.dp > 1) {
+    const double bytes = 4.0 * largestRankElements(c, profile);  // fp32 gradients
+    const bool crosses = c.across_hosts.data_parallel;
+    (crosses ? across : inside)
+        .push_back("data-parallel all-reduces (" +
+                   trafficText(bytes, "step", profile.allReduceSeconds(bytes, c.dp, false),
+                               profile.allReduceSeconds(bytes, c.dp, true), crosses) +
+                   ")");
+  }
+  std::string out = "ranks " + std::string(toString(c.rank_order));
+  if (!across.empty()) out += "; across hosts: " + joinText(across, "; ");
+  if (!inside.empty()) out += "; inside hosts: " + joinText(inside, "; ");
+  return out;
+}
+
+std::string shardingReason(const PlanCandidate& c, const CostProfile& profile) {
+  if (!c.shard_optimizer) return "";
+  const double largest = largestRankElements(c, profile);
   const double fp32_gradient = 4.0;  // whole either way
   const double whole = profile.stateBytesPerElement(c.dp, false) - fp32_gradient;
   const double shared = profile.stateBytesPerElement(c.dp, true) - fp32_gradient;
@@ -94,7 +153,7 @@ std::string shardingReason(const PlanCandidate& c, const CostProfile& profile) {
 }
 
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
-                          const ScheduleRegistry& registry) {
+                          const ScheduleRegistry& registry, const std::vector<int>& job_hosts) {
   PPSTAGE_CHECK(tp >= 1 && ranks % tp == 0, "a plan of ", ranks,
                 " ranks needs a number of ranks that --train.tp ", tp,
                 " divides: each pipeline rank of each replica is a tensor-parallel group of ", tp);
@@ -104,6 +163,18 @@ PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
   request.memory_budget_bytes = plan.memory_mb * kBytesPerMiB;
   request.keep = static_cast<int>(plan.top);
   request.schedules = plan.schedules.empty() ? registry.names() : plan.schedules;
+  if (plan.hosts > 0) {
+    PPSTAGE_CHECK(ranks % plan.hosts == 0, "--plan.hosts ", plan.hosts, " cannot hold ", ranks,
+                  " ranks evenly");
+    const int per_host = ranks / static_cast<int>(plan.hosts);
+    for (int r = 0; r < ranks; ++r) request.host_of_rank.push_back(r / per_host);
+  } else if (static_cast<int>(job_hosts.size()) == ranks) {
+    request.host_of_rank = job_hosts;
+  }
+  if (std::count(request.host_of_rank.begin(), request.host_of_rank.end(), 0) ==
+      static_cast<std::ptrdiff_t>(request.host_of_rank.size())) {
+    request.host_of_rank.clear();  // one host
+  }
   for (const std::string& name : request.schedules) {
     if (registry.find(name) != nullptr) continue;
     std::string known;
@@ -139,6 +210,8 @@ PlanCandidate candidateOf(const Config& config, const Topology& pipeline) {
           .microbatches;
   c.microbatch_size = batchLayout(config.train.batch_size, c.dp, c.microbatches).microbatch_size;
   c.shard_optimizer = config.train.shard_optimizer && c.dp > 1;
+  c.rank_order = pipeline.rankOrder();
+  c.across_hosts = hostCrossings(pipeline);
   return c;
 }
 
@@ -150,6 +223,7 @@ void applyCandidate(const PlanCandidate& c, const CostProfile& profile, Config& 
   p.microbatches = c.microbatches;
   p.stages_per_rank = c.stages_per_rank;
   p.placement = c.placement;
+  p.rank_order = c.rank_order;
   config.train.dp = c.dp;
   config.train.tp = c.tp;
   config.train.shard_optimizer = c.shard_optimizer;
@@ -170,6 +244,7 @@ bool chosenByPlan(const std::string& name) {
                                         "pipeline.microbatches",
                                         "pipeline.stages_per_rank",
                                         "pipeline.placement",
+                                        "pipeline.rank_order",
                                         "pipeline.auto",
                                         "train.dp",
                                         "train.tp",
@@ -205,6 +280,7 @@ std::string configIniOf(const std::map<std::string, std::string>& given, const P
   pipeline["microbatches"] = std::to_string(c.microbatches);
   pipeline["stages_per_rank"] = std::to_string(c.stages_per_rank);
   pipeline["placement"] = toString(c.placement);
+  pipeline["rank_order"] = toString(c.rank_order);
   sections["train"]["dp"] = std::to_string(c.dp);
   sections["train"]["tp"] = std::to_string(c.tp);
   sections["train"]["shard_optimizer"] = c.shard_optimizer ? "true" : "false";

@@ -43,7 +43,8 @@ bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
 // one micro-batch) predict exactly alike.
 bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
   return a.dp == b.dp && a.pp == b.pp && a.stages_per_rank == b.stages_per_rank &&
-         a.placement == b.placement && a.microbatches == b.microbatches &&
+         a.placement == b.placement && a.rank_order == b.rank_order &&
+         a.microbatches == b.microbatches &&
          a.stage_starts == b.stage_starts && a.step_s == b.step_s && a.peak_bytes == b.peak_bytes;
 }
 
@@ -118,18 +119,20 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   }
   const double ranks = c.pp;
   const double tail = profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
-                      profile.allReduceSeconds(4.0 * elements / ranks, c.dp);
+                      profile.allReduceSeconds(4.0 * elements / ranks, c.dp,
+                                               c.across_hosts.data_parallel);
   return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
-ScheduleOptions scheduleOptionsOf(const PlanCandidate& c, const StageCosts& costs) {
+ScheduleOptions scheduleOptionsOf(const CostProfile& profile, const PlanCandidate& c,
+                                  const StageCosts& costs) {
   ScheduleOptions options;
   options.schedule = c.schedule;
   options.stages = c.stages();
   options.microbatches = c.microbatches;
   options.stages_per_rank = c.stages_per_rank;
   options.placement = c.placement;
-  options.costs = actionCostsOf(costs);
+  options.costs = actionCostsOf(profile, costs, c.across_hosts);
   return options;
 }
 
@@ -157,7 +160,7 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
         starts[k] = moved_to;
         const StageCosts costs = stageCostsOf(profile, starts, size);
         const SimulationResult simulation =
-            simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(costs));
+            simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(profile, costs, c.across_hosts));
         PlanCandidate trial = c;
         trial.stage_starts = starts;
         fillPrediction(profile, costs, pipeline, schedule, simulation, trial);
@@ -198,7 +201,7 @@ enum class Choosing { kCut, kCutAndMemory };
 PlanCandidate simulateAndRefine(const CostProfile& profile, PlanCandidate c,
                                 const StageCosts& costs, const ScheduleRegistry& registry,
                                 double budget, Choosing choosing = Choosing::kCutAndMemory) {
-  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(profile, c, costs));
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
   fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   const bool memory = choosing == Choosing::kCutAndMemory;
@@ -234,6 +237,14 @@ std::vector<int> divisorsOf(int64_t n, int64_t at_most) {
   return out;
 }
 
+// What of `c`'s traffic crosses between the request's hosts (none on one host).
+HostCrossings crossingsOf(const PlanRequest& request, const PlanCandidate& c) {
+  if (request.host_of_rank.empty()) return {};
+  const Topology job = Topology::forJob(request.ranks * request.tp, c.dp, c.stages(),
+                                        c.stages_per_rank, c.placement, request.tp, c.rank_order);
+  return hostCrossings(job.withHosts(request.host_of_rank));
+}
+
 // The placements a layout of `stages_per_rank` can take.
 std::vector<Placement> placementsFor(int stages_per_rank) {
   if (stages_per_rank == 2) return {Placement::kLoop, Placement::kV};
@@ -243,7 +254,12 @@ std::vector<Placement> placementsFor(int stages_per_rank) {
 class Enumerator {
  public:
   Enumerator(const CostProfile& profile, const PlanRequest& request)
-      : profile_(profile), request_(request) {}
+      : profile_(profile),
+        request_(request),
+        hosts_(request.host_of_rank.empty()
+                   ? 1
+                   : *std::max_element(request.host_of_rank.begin(), request.host_of_rank.end()) +
+                         1) {}
 
   // Every candidate of Note [Planning a pipeline], with its costs and bounds.
   std::vector<Pending> all() {
@@ -256,7 +272,9 @@ class Enumerator {
       for (int per_rank = 1; per_rank <= max_per_rank; ++per_rank) {
         if (pp * per_rank > std::min(units, kMaxStages)) break;
         for (Placement placement : placementsFor(per_rank)) {
-          addLayout(dp, pp, per_rank, placement, out);
+          for (RankOrder order : ordersFor(dp, pp)) {
+            addLayout(dp, pp, per_rank, placement, order, out);
+          }
         }
       }
     }
@@ -264,7 +282,15 @@ class Enumerator {
   }
 
  private:
-  void addLayout(int dp, int pp, int per_rank, Placement placement, std::vector<Pending>& out) {
+  // Both rank orders where the ranks are on several hosts and the layout has replicas and
+  // a pipeline (Note [Links in the plan]); elsewhere they lay out the same traffic.
+  std::vector<RankOrder> ordersFor(int dp, int pp) const {
+    if (hosts_ > 1 && dp > 1 && pp > 1) return {RankOrder::kReplicaMajor, RankOrder::kPipelineMajor};
+    return {RankOrder::kReplicaMajor};
+  }
+
+  void addLayout(int dp, int pp, int per_rank, Placement placement, RankOrder order,
+                 std::vector<Pending>& out) {
     const int64_t local_batch = profile_.batch_size / dp;
     for (int microbatches : divisorsOf(local_batch, kMaxMicrobatches)) {
       // Below the smallest size measured the model did not run (one sample of a BatchNorm).
@@ -277,8 +303,10 @@ class Enumerator {
         c.pp = pp;
         c.stages_per_rank = per_rank;
         c.placement = placement;
+        c.rank_order = order;
         c.microbatches = microbatches;
         c.microbatch_size = local_batch / microbatches;
+        c.across_hosts = crossingsOf(request_, c);
         p.costs = costsOf(c);
         c.stage_starts = cuts_[{c.stages(), c.microbatch_size}];
         const Bounds bounds = boundsOf(profile_, c);
@@ -304,6 +332,7 @@ class Enumerator {
 
   const CostProfile& profile_;
   const PlanRequest& request_;
+  int hosts_;
   std::map<std::pair<int, int64_t>, std::vector<size_t>> cuts_;
   std::map<std::pair<int, int64_t>, std::shared_ptr<const StageCosts>> costs_;
 };
@@ -432,6 +461,7 @@ PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& re
     return absent();
   }
   c.microbatch_size = profile.batch_size / c.microbatches;
+  c.across_hosts = crossingsOf(request, c);
   if (c.pp > 1) c.stage_starts = defaultCut(profile, c.pp);
   try {
     return predictCandidate(profile, c, registry);
@@ -475,7 +505,7 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
   if (c.stage_starts.empty() && c.stages() > 1)
     c.stage_starts = balancedCut(profile, c.stages(), size);
   const StageCosts costs = stageCostsOf(profile, c.stage_starts, size, &c.recompute);
-  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(c, costs));
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(profile, c, costs));
   fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   return c;
 }
@@ -483,6 +513,10 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
 Plan planPipeline(const CostProfile& profile, const PlanRequest& request,
                   const ScheduleRegistry& registry) {
   PPSTAGE_CHECK(request.ranks >= 1, "--plan.ranks must be at least 1; got ", request.ranks);
+  PPSTAGE_CHECK(request.host_of_rank.empty() ||
+                    static_cast<int>(request.host_of_rank.size()) == request.ranks * request.tp,
+                "hosts of ", request.host_of_rank.size(), " ranks for a plan of ",
+                request.ranks * request.tp);
   PPSTAGE_CHECK(!request.schedules.empty(), "no schedule to plan with");
   Plan plan;
   std::vector<Pending> pending = Enumerator(profile, request).all();

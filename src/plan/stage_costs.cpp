@@ -83,10 +83,6 @@ StageCosts stageCostsOf(const CostProfile& profile, const std::vector<size_t>& s
     out.input_bytes.push_back(begin > 0 ? profile.outputBytesOf(begin - 1, size) : 0.0);
     const bool last = end >= profile.units.size();
     out.output_bytes.push_back(!last && end > begin ? profile.outputBytesOf(end - 1, size) : 0.0);
-    if (!last && end > begin) {
-      out.comm_s =
-          std::max(out.comm_s, profile.messageSeconds(profile.outputBytesOf(end - 1, size)));
-    }
     out.compute.push_back(compute);
     out.activation_bytes.push_back(activations);
     out.weight_pending_bytes.push_back(weight_pending);
@@ -214,10 +210,16 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
   return peaks;
 }
 
-ActionCosts actionCostsOf(const StageCosts& costs) {
+ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
+                          const HostCrossings& across) {
   ActionCosts out;
   out.per_stage = costs.compute;
-  out.comm = costs.comm_s;
+  for (size_t s = 0; s + 1 < costs.output_bytes.size(); ++s) {
+    const bool crosses = std::find(across.boundaries.begin(), across.boundaries.end(),
+                                   static_cast<int>(s)) != across.boundaries.end();
+    out.boundary_comm.push_back(profile.messageSeconds(costs.output_bytes[s], crosses));
+    out.comm = std::max(out.comm, out.boundary_comm.back());
+  }
   return out;
 }
 
@@ -225,16 +227,18 @@ namespace {
 
 // The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
 // its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
-// in the step's all-reduce. A sharded optimizer steps 1/dp of the elements, and its
-// reduce-scatter and all-gather move what the all-reduce's two halves move.
+// in the step's all-reduce (over the link between hosts where its group crosses them). A
+// sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
+// what the all-reduce's two halves move.
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
   double tail = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     double elements = 0;
     for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
-    const double rank_tail = profile.optimizerSeconds(elements, c.dp, c.shard_optimizer) +
-                             profile.allReduceSeconds(4.0 * elements, c.dp);
+    const double rank_tail =
+        profile.optimizerSeconds(elements, c.dp, c.shard_optimizer) +
+        profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel);
     tail = std::max(tail, rank_tail);
   }
   return tail;

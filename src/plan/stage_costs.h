@@ -34,7 +34,6 @@ struct StageCosts {
   // and out (its outputs, whose gradients come back; 0 for the last).
   std::vector<double> input_bytes;
   std::vector<double> output_bytes;
-  double comm_s = 0;  // the largest boundary's message
 };
 
 // The units a stage may start at, the first (0) included: a split point names a module by
@@ -65,8 +64,11 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
                                   const Topology& pipeline, const PipelineSchedule& schedule,
                                   const PlanCandidate& c);
 
-// The simulator's costs of `costs`' stages: their F, B, I, W and the largest message.
-ActionCosts actionCostsOf(const StageCosts& costs);
+// The simulator's costs of `costs`' stages: their F, B, I, W and each boundary's message,
+// over the link between hosts where `across` says the boundary crosses them (Note [Links in
+// the plan]).
+ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
+                          const HostCrossings& across);
 
 // Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
 // tail (a rank's optimizer and the all-reduce of its gradients, the largest rank's), step,

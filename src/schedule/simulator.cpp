@@ -43,9 +43,11 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
   return cost * microbatch_scale.at(static_cast<size_t>(microbatch));
 }
 
-double ActionCosts::commOf(int microbatch) const {
-  if (message_scale.empty()) return comm;
-  return comm * message_scale.at(static_cast<size_t>(microbatch));
+double ActionCosts::commOf(int boundary, int microbatch) const {
+  const double seconds =
+      boundary_comm.empty() ? comm : boundary_comm.at(static_cast<size_t>(boundary));
+  if (message_scale.empty()) return seconds;
+  return seconds * message_scale.at(static_cast<size_t>(microbatch));
 }
 
 namespace {
@@ -287,7 +289,9 @@ class Simulation {
   }
   std::optional<double> arrival(ActionKind send, int s, int m) const {
     const auto sent = done({send, s, m});
-    return sent ? std::optional<double>(*sent + costs_.commOf(m)) : std::nullopt;
+    // A forward goes from s to s + 1, a gradient from s to s - 1.
+    const int boundary = send == ActionKind::kSendForward ? s : s - 1;
+    return sent ? std::optional<double>(*sent + costs_.commOf(boundary, m)) : std::nullopt;
   }
   bool local(int a, int b) const { return req_.rank_of_stage[a] == req_.rank_of_stage[b]; }
 

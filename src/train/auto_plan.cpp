@@ -1,6 +1,7 @@
 // See include/ppstage/train/auto_plan.h.
 #include "ppstage/train/auto_plan.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -10,6 +11,7 @@
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
+#include "ppstage/comm/mpi_session.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
@@ -85,8 +87,8 @@ CostProfile agreedProfile(const Config& config, const CapturedRun& run, int rank
   return *profile;
 }
 
-void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, double measure_s,
-               double plan_s) {
+void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, int hosts,
+               double measure_s, double plan_s) {
   const PlanCandidate& c = plan.best.front();
   char line[512];
   std::snprintf(line, sizeof line,
@@ -102,6 +104,7 @@ void logChoice(std::ostream& log, const Plan& plan, const CostProfile& profile, 
   }
   const std::string sharding = shardingReason(c, profile);
   if (!sharding.empty()) log << "pipeline.auto: " << sharding << "\n";
+  if (hosts > 1) log << "pipeline.auto: " << hostsReason(c, profile) << "\n";
   if (plan.default_config.microbatches == 0) return;
   const PlanCandidate& d = plan.default_config;
   if (d.step_s >= c.step_s) {
@@ -144,7 +147,7 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
         }
         return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
-      world);
+      world, mpiHostOfRanks(), mpiHostNames());
 }
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
@@ -154,23 +157,32 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
   const CostProfile profile = agreedProfile(config, run, world.size(), &world);
   const double measure_s = secondsSince(start);
   std::optional<Plan> plan;
+  int hosts = 1;
   const Clock::time_point planning = Clock::now();
   runAgreed(world, [&] {
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
     PlanRequest request =
-        planRequestOf(config.plan, world.size(), static_cast<int>(config.train.tp), registry);
+        planRequestOf(config.plan, world.size(), static_cast<int>(config.train.tp), registry,
+                      mpiHostOfRanks());
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
+    for (const int host : request.host_of_rank) hosts = std::max(hosts, host + 1);
   });
   const double plan_s = secondsSince(planning);
   applyCandidate(plan->best.front(), profile, config);
-  if (world.rank() == 0) logChoice(log, *plan, profile, measure_s, plan_s);
+  if (world.rank() == 0) logChoice(log, *plan, profile, hosts, measure_s, plan_s);
 }
 
 std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ranks,
                                  Communicator* world) {
   PlanCandidate job;  // checked before the costs are measured
-  agreed(world, [&] { job = candidateOf(config, jobTopology(config, ranks)); });
+  agreed(world, [&] {
+    Topology topology = jobTopology(config, ranks);
+    if (static_cast<int>(mpiHostOfRanks().size()) == ranks) {
+      topology = topology.withHosts(mpiHostOfRanks());
+    }
+    job = candidateOf(config, topology);
+  });
   if (job.stages() == 1) return std::nullopt;
   TimeCut cut;
   const Clock::time_point start = Clock::now();

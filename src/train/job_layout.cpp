@@ -95,7 +95,8 @@ Topology jobTopology(const Config& config, int world) {
                      : !p.split_points.empty() ? static_cast<int>(p.split_points.size()) + 1
                                                : 0;
   return Topology::forJob(world, static_cast<int>(t.dp), stages,
-                          static_cast<int>(p.stages_per_rank), p.placement, static_cast<int>(t.tp));
+                          static_cast<int>(p.stages_per_rank), p.placement, static_cast<int>(t.tp),
+                          p.rank_order);
 }
 
 // --train.threads, or (0) the cores of this machine shared among its ranks.

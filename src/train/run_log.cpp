@@ -185,8 +185,11 @@ void printConfiguration(std::ostream& log, const Config& c, const JobSetup& setu
       << t.ppSize() << " x dp " << t.dpSize();
   if (t.tpSize() > 1) log << " x tp " << t.tpSize();
   log << ", " << t.numStages() << " stage" << (t.numStages() > 1 ? "s" : "") << " ("
-      << t.stagesPerRank() << " per rank, " << toString(t.placement()) << " placement), "
-      << layout.threads << " thread" << (layout.threads > 1 ? "s" : "") << " per rank\n"
+      << t.stagesPerRank() << " per rank, " << toString(t.placement()) << " placement"
+      << (t.rankOrder() != RankOrder::kReplicaMajor
+              ? std::string(", ranks ") + toString(t.rankOrder())
+              : std::string())
+      << "), " << layout.threads << " thread" << (layout.threads > 1 ? "s" : "") << " per rank\n"
       << "  model     " << modelDescription(c.model, setup.model().split) << "\n"
       << "  schedule  " << layout.schedule.name << ", " << layout.batch.microbatches
       << " micro-batches of " << layout.batch.microbatch_size << " (batch " << c.train.batch_size

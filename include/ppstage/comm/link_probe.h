@@ -1,26 +1,57 @@
 // What the planner (plan/cost_profile.h) charges for communication, measured on the job's
-// own ranks: a message between two ranks and an all-reduce over all of them, each as a
-// line through two sizes (seconds = latency + bytes / bandwidth).
+// own ranks: a message between two ranks and an all-reduce over several, each as a line
+// through two sizes (seconds = latency + bytes / bandwidth), inside a host and between
+// hosts.
+//
+// Note [Probing the links of a job]
+// Ranks on one host share its memory, and ranks on two hosts the network between them, so
+// one pair stands for all the pairs of its kind: the probe ping-pongs the first two ranks of
+// every host that has two, and the first ranks of every two hosts, one pair at a time while
+// the others wait. Every pair a layout can use is one of those. The all-reduces run as a
+// run's do, every group at once: over each host's ranks (inside), and over the ranks with
+// the same place on their hosts (between); on one host, over all the ranks. Each line is
+// the slowest of its kind (the least bandwidth, the most latency): the ranks of a step wait
+// for the slowest. The larger size of each line is what moves in about 0.1 s at the
+// bandwidth the smaller one shows, from 1 to 32 MiB: 32 MiB over 200 Mbit/s would take 1.3 s
+// a trip.
 #pragma once
+
+#include <vector>
 
 namespace ppstage {
 
 class Communicator;
 
-struct LinkCosts {
-  // One message from one rank to another: half a ping-pong's round trip between ranks 0
-  // and 1.
-  double p2p_latency_s = 0;
-  double p2p_bytes_per_s = 0;
-  // A sum over n ranks of `bytes` each, as a ring moves it: latency + 2 (n - 1) / n x
-  // bytes / bandwidth, with the bandwidth measured over all the communicator's ranks.
-  double allreduce_latency_s = 0;
-  double allreduce_bytes_per_s = 0;
+// seconds = latency_s + bytes / bytes_per_s.
+struct LinkLine {
+  double latency_s = 0;
+  double bytes_per_s = 0;  // 0: not measured
+  bool measured() const { return bytes_per_s > 0; }
 };
 
-// Collective over `world`, which has at least two ranks: every rank takes part in the
-// all-reduces, ranks 0 and 1 in the ping-pongs. Blocking; throws CommError when a peer
-// does not answer in time. The figures are the same on every rank (rank 0's, broadcast).
-LinkCosts measureLinks(Communicator& world);
+// One pair the probe measured: one message between two ranks (half a ping-pong's round
+// trip), and the hosts they are on.
+struct ProbedPair {
+  int first_rank = 0, second_rank = 0;
+  int first_host = 0, second_host = 0;
+  LinkLine message;
+};
+
+struct LinkCosts {
+  // Inside a host: one message between two ranks; a sum over n ranks of `bytes` each, as a
+  // ring moves it: latency + 2 (n - 1) / n x bytes / bandwidth.
+  LinkLine message;
+  LinkLine all_reduce;
+  // Between hosts, the same two; not measured on one host.
+  LinkLine host_message;
+  LinkLine host_all_reduce;
+  std::vector<ProbedPair> pairs;  // every pair measured, in the order measured
+};
+
+// Collective over `world`, which has at least two ranks, on hosts `host_of_rank` (one per
+// world rank, numbered from 0; empty: one host) (Note [Probing the links of a job]).
+// Blocking; throws CommError when a peer does not answer in time. Every rank returns the
+// same figures.
+LinkCosts measureLinks(Communicator& world, const std::vector<int>& host_of_rank = {});
 
 }  // namespace ppstage

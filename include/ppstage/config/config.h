@@ -209,6 +209,9 @@ struct PipelineConfig {
   int64_t microbatches = 0;                // 0: twice the number of stages
   int64_t stages_per_rank = 1;             // more than 1: interleaved (virtual) stages
   Placement placement = Placement::kLoop;  // which rank runs which stage
+  // How world ranks map to replicas and pipeline ranks (core/placement.h): dp-pp-tp keeps a
+  // pipeline's ranks adjacent, pp-dp-tp a stage's replicas.
+  RankOrder rank_order = RankOrder::kReplicaMajor;
   std::string schedule_plugin;             // shared library registering more schedules
   // train: plan the layout, schedule, micro-batches and cut first (plan/planner.h, with
   // [plan]) and run the winner; the options above that it chooses are ignored.
@@ -324,6 +327,9 @@ struct PlanConfig {
   std::string save_costs;  // write the measured cost profile here
   std::vector<std::string> schedules;  // the schedules to try; empty: every registered one
   int64_t top = 10;                    // candidates printed
+  // Hosts the ranks fill in turn (ranks / hosts adjacent ranks each); 0: the job's (one
+  // outside mpirun) (planner.h, Note [Links in the plan]).
+  int64_t hosts = 0;
   // What a plan assumes for communication when it is not run under mpirun (which measures
   // it, comm/link_probe.h): a message between ranks takes latency + bytes / bandwidth, an
   // all-reduce moves 2 (n - 1) / n of its bytes at allreduce_gbps.

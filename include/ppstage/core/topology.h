@@ -1,11 +1,14 @@
 // Topology: the parallel layout of a job, built and validated once (forJob). No other code
 // does rank arithmetic: schedules, the executor, gradient sync and the metrics ask it.
 //
-// World ranks are laid out replica by replica, and within a replica pipeline rank by
-// pipeline rank, each pipeline rank being tp adjacent ranks (its tensor-parallel group, which
-// holds the shards of the same stages): world rank = (d*pp + p)*tp + t for data-parallel
-// rank d, pipeline rank p and tensor-parallel rank t. With tp 1, the pp ranks of replica d are
-// world ranks d*pp .. d*pp+pp-1. A pipeline message goes from TP rank t of one stage to TP
+// By default (RankOrder::kReplicaMajor, --pipeline.rank_order dp-pp-tp) world ranks are
+// laid out replica by replica, and within a replica pipeline rank by pipeline rank, each
+// pipeline rank being tp adjacent ranks (its tensor-parallel group, which holds the shards
+// of the same stages): world rank = (d*pp + p)*tp + t for data-parallel rank d, pipeline
+// rank p and tensor-parallel rank t. With tp 1, the pp ranks of replica d are world ranks
+// d*pp .. d*pp+pp-1. RankOrder::kPipelineMajor (pp-dp-tp) swaps the outer two: world rank =
+// (p*dp + d)*tp + t, so a stage's replicas are adjacent (on one host, where mpirun fills
+// hosts slot by slot) and the pipeline crosses hosts. A pipeline message goes from TP rank t of one stage to TP
 // rank t of the next. Stages are placed on pipeline ranks either in a loop
 // (stage s on pp rank s % pp: 0 1 2 3 0 1 2 3) or in a V (0 1 2 3 3 2 1 0), with
 // stages / pp stages on every pipeline rank.
@@ -30,7 +33,8 @@ class Topology {
   // multiple of the pipeline ranks, stages_per_rank is 1 or matches, and a V has two stages
   // per rank.
   static Topology forJob(int world, int dp, int stages, int stages_per_rank,
-                         Placement placement = Placement::kLoop, int tp = 1);
+                         Placement placement = Placement::kLoop, int tp = 1,
+                         RankOrder order = RankOrder::kReplicaMajor);
   // One replica of stages / stages_per_rank pipeline ranks: what a schedule is made for.
   // Throws ppstage::Error unless stages_per_rank divides stages (and as forJob).
   static Topology forPipeline(int stages, int stages_per_rank,
@@ -46,6 +50,7 @@ class Topology {
   int numStages() const { return stages_; }
   int stagesPerRank() const { return stages_ / pp_; }
   Placement placement() const { return placement_; }
+  RankOrder rankOrder() const { return order_; }
 
   // Pipeline rank that runs `stage` (in every replica).
   int ppRankOfStage(int stage) const;
@@ -55,12 +60,16 @@ class Topology {
   // stagesOf() of every pipeline rank.
   std::vector<std::vector<int>> stagesOfEveryRank() const;
   // Pipeline, data-parallel and tensor-parallel rank of world rank `world_rank`.
-  int ppRankOf(int world_rank) const { return world_rank / tp_ % pp_; }
-  int dpRankOf(int world_rank) const { return world_rank / tp_ / pp_; }
+  int ppRankOf(int world_rank) const {
+    return replicaMajor() ? world_rank / tp_ % pp_ : world_rank / tp_ / dp_;
+  }
+  int dpRankOf(int world_rank) const {
+    return replicaMajor() ? world_rank / tp_ / pp_ : world_rank / tp_ % dp_;
+  }
   int tpRankOf(int world_rank) const { return world_rank % tp_; }
   // World rank of pipeline rank `pp_rank` in replica `dp_rank`, tensor-parallel rank `tp_rank`.
   int worldRank(int pp_rank, int dp_rank, int tp_rank = 0) const {
-    return (dp_rank * pp_ + pp_rank) * tp_ + tp_rank;
+    return (replicaMajor() ? dp_rank * pp_ + pp_rank : pp_rank * dp_ + dp_rank) * tp_ + tp_rank;
   }
 
   // --- as one rank sees it (atRank) -------------------------------------------------------
@@ -99,12 +108,14 @@ class Topology {
   int hostCount() const;
 
  private:
-  Topology(int pp, int dp, int tp, int stages, Placement placement)
-      : pp_(pp), dp_(dp), tp_(tp), stages_(stages), placement_(placement) {}
+  Topology(int pp, int dp, int tp, int stages, Placement placement, RankOrder order)
+      : pp_(pp), dp_(dp), tp_(tp), stages_(stages), placement_(placement), order_(order) {}
+  bool replicaMajor() const { return order_ == RankOrder::kReplicaMajor; }
 
   int rank_ = -1;  // -1: the job as a whole, no rank's view
   int pp_, dp_, tp_, stages_;
   Placement placement_;
+  RankOrder order_;
   std::vector<int> host_of_rank_;  // empty: one host
 };
 

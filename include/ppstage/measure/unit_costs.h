@@ -45,11 +45,15 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
 // `measure` (this rank's measureCostProfile) on every rank of `world` at once, as a run
 // computes (each rank then shares the machine with the others, which a measurement alone
 // would not see), the profiles averaged (which also evens out one process's luck with its
-// memory), and the links measured between the ranks (comm/link_probe.h). With one rank (or
-// no `world`): `measure` alone, the links as [plan] assumes them. Collective; every rank
-// returns the same profile, and throws the same JobError when one rank cannot measure.
-// The caller sets the compute threads a rank gets first.
+// memory), and the links measured between the ranks (comm/link_probe.h), inside and between
+// the hosts `host_of_rank` numbers (one per rank of `world`; empty: one host), named
+// `host_names` in the probed pairs. With one rank (or no `world`): `measure` alone, the
+// links as [plan] assumes them. Collective; every rank returns the same profile, and throws
+// the same JobError when one rank cannot measure. The caller sets the compute threads a
+// rank gets first.
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
-                                      Communicator* world);
+                                      Communicator* world,
+                                      const std::vector<int>& host_of_rank = {},
+                                      const std::vector<std::string>& host_names = {});
 
 }  // namespace ppstage

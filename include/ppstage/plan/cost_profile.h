@@ -109,6 +109,21 @@ struct CostProfile {
   double allreduce_latency_s = 0;
   double allreduce_bytes_per_s = 0;
   std::string links;
+  // The same two lines between hosts, where the job that measured ran on several (Note
+  // [Probing the links of a job], comm/link_probe.h; the four above are then inside a
+  // host); 0 where it did not, and a plan charges traffic between hosts as the above.
+  double host_link_latency_s = 0;
+  double host_link_bytes_per_s = 0;
+  double host_allreduce_latency_s = 0;
+  double host_allreduce_bytes_per_s = 0;
+  // Every pair of ranks the probe measured, with their hosts (names where known).
+  struct ProbedLink {
+    int first_rank = 0, second_rank = 0;
+    std::string first_host, second_host;
+    double latency_s = 0;
+    double bytes_per_s = 0;
+  };
+  std::vector<ProbedLink> probed_links;
 
   // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
   // micro-batch size]), with its blocks recomputed under `policy` where measured so.
@@ -129,10 +144,13 @@ struct CostProfile {
   double stateBytesPerElement(int dp, bool shard_optimizer) const;
   // The optimizer's seconds for `elements` trainable elements: 1/dp of them sharded.
   double optimizerSeconds(double elements, int dp, bool shard_optimizer) const;
-  // A message of `bytes` between two ranks.
-  double messageSeconds(double bytes) const { return link_latency_s + bytes / link_bytes_per_s; }
-  // An all-reduce of `bytes` over `ranks` ranks (0 for one rank).
-  double allReduceSeconds(double bytes, int ranks) const;
+  // Whether the links between hosts were measured (otherwise they are the ones inside).
+  bool hasHostLinks() const { return host_link_bytes_per_s > 0 && host_allreduce_bytes_per_s > 0; }
+  // A message of `bytes` between two ranks, on two hosts where `across_hosts`.
+  double messageSeconds(double bytes, bool across_hosts = false) const;
+  // An all-reduce of `bytes` over `ranks` ranks (0 for one rank), some of them on other
+  // hosts where `across_hosts`.
+  double allReduceSeconds(double bytes, int ranks, bool across_hosts = false) const;
 };
 
 // The line through (sizes[0], values[0]) and (sizes[1], values[1]) at `size`, at least 0;

@@ -15,11 +15,15 @@
 namespace ppstage {
 
 // What [plan] asks for over `ranks` ranks in tensor-parallel groups of `tp`: the budget,
-// the schedules (--plan.schedules, or every one `registry` has) and how many to keep
-// (--plan.top). Throws ppstage::Error for a schedule `registry` does not know, listing
-// those it does, and for ranks that `tp` does not divide.
+// the schedules (--plan.schedules, or every one `registry` has), how many to keep
+// (--plan.top) and the ranks' hosts: --plan.hosts N fills N hosts with ranks / N adjacent
+// ranks each (as mpirun's default mapping does); 0 takes `job_hosts` (the job's, one per
+// rank) where the plan is for the job's ranks, and one host otherwise. Throws
+// ppstage::Error for a schedule `registry` does not know, listing those it does, for ranks
+// that `tp` does not divide, and for hosts that do not divide the ranks.
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
-                          const ScheduleRegistry& registry);
+                          const ScheduleRegistry& registry,
+                          const std::vector<int>& job_hosts = {});
 
 // Throws ppstage::Error where `profile` (read from `source`) was measured at another
 // tensor parallelism than `tp`: its units' seconds and bytes are another shard's.
@@ -30,7 +34,8 @@ std::vector<std::string> splitPointsOf(const PlanCandidate& candidate, const Cos
 
 // The candidate a run of `config` laid out as `pipeline` is (applyCandidate's inverse): its
 // schedule, dp, pipeline ranks, tp, stages per rank, placement, micro-batches (as the run
-// resolves them) and their size, and whether it shards the optimizer; no cut. Throws ppstage::Error
+// resolves them) and their size, whether it shards the optimizer, its rank order and what
+// crosses between `pipeline`'s hosts (Topology::withHosts); no cut. Throws ppstage::Error
 // where the batch does not divide into the replicas' micro-batches.
 PlanCandidate candidateOf(const Config& config, const Topology& pipeline);
 
@@ -49,8 +54,14 @@ std::vector<std::string> recomputeReasons(const PlanCandidate& candidate,
 // of 49.5 MB, and 1/4 of its optimizer step" (gpt-small, AdamW, fp32).
 std::string shardingReason(const PlanCandidate& candidate, const CostProfile& profile);
 
+// What of `candidate`'s traffic crosses between hosts and what stays inside them, with
+// what each costs over either link, one line: "ranks pp-dp-tp; across hosts: stage
+// boundary 0->1 (0.25 MB a micro-batch each way: 10.80 ms between hosts, 0.12 ms inside
+// one); inside hosts: data-parallel all-reduces (...)". For a plan over several hosts.
+std::string hostsReason(const PlanCandidate& candidate, const CostProfile& profile);
+
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
-// micro-batches, stages per rank, placement, train.dp, train.shard_optimizer and, where it
+// micro-batches, stages per rank, placement, rank order, train.dp, train.shard_optimizer and, where it
 // recomputes, train.recompute and train.recompute_blocks (otherwise they stay as given).
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 

@@ -67,6 +67,24 @@
 // is chosen before the cut is refined and before recomputation: it costs no step time,
 // recomputation does. gpt-small at pp 1 x dp 2, AdamW: 24.5 MB of state per rank instead
 // of 49.0, 12.2 MB of masters, a tail of 0.039 s instead of 0.061 s.
+//
+// Note [Links in the plan]
+// Where the request's ranks are on several hosts (a job across hosts, or --plan.hosts), each
+// layout with both replicas and a pipeline is tried in both rank orders: dp-pp-tp, a
+// pipeline's ranks adjacent, and pp-dp-tp, a stage's replicas adjacent. mpirun fills a host
+// with adjacent ranks, so the first puts pipelines inside hosts and the data-parallel
+// all-reduces between them, the second the reverse. Each candidate knows what of its
+// traffic crosses hosts (hostCrossings of its layout on the request's hosts): a boundary
+// whose stages are on two hosts in some replica costs the profile's message between hosts
+// (the simulator's per-boundary comm), a data-parallel group on several hosts the
+// all-reduce between hosts in the tail; all else costs the links inside a host. Tensor
+// parallelism is innermost in both orders, inside a host wherever its groups fit one, and
+// its all-reduces are in the units' measured seconds. The profile's links between hosts
+// are the link probe's (comm/link_probe.h); a profile measured on one host has none, and
+// charges traffic between hosts as inside. Over a slow link this keeps the all-reduces,
+// which move every gradient, inside hosts and cuts the pipeline between them, which sends
+// one activation per micro-batch (Megatron's rule of thumb), and finds where that rule is
+// wrong: a model whose activations outweigh its gradients.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +92,7 @@
 #include <vector>
 
 #include "ppstage/core/placement.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/schedule/schedule_api.h"
@@ -92,6 +111,10 @@ struct PlanRequest {
   std::vector<std::string> schedules;  // the schedules to try (registered names)
   int max_stages_per_rank = 4;
   int keep = 10;  // how many of the best candidates the plan returns (it searches ten or more)
+  // The host of every rank of the job planned for (ranks x tp of them, numbered from 0);
+  // empty: one host. On several, the planner places traffic by link (Note [Links in the
+  // plan]).
+  std::vector<int> host_of_rank;
 };
 
 // What a candidate recomputes (Note [Recomputation in the plan]): one policy, and per
@@ -129,11 +152,16 @@ struct PlanCandidate {
   // --train.shard_optimizer (dp > 1 only): chosen where it fits the budget and is
   // predicted faster or as fast and smaller (Note [Sharding in the plan]).
   bool shard_optimizer = false;
+  // --pipeline.rank_order, and what of the candidate's traffic it puts between hosts (the
+  // request's; Note [Links in the plan]): charged at the profile's links between hosts.
+  RankOrder rank_order = RankOrder::kReplicaMajor;
+  HostCrossings across_hosts;
 
   int stages() const { return pp * stages_per_rank; }
   // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4", "1f1b dp1 pp2 M8
   // full 4,1" (recomputing 4 blocks of stage 0, 1 of stage 1), "1f1b dp2 pp2 M8
-  // shard_optimizer": for tables and logs.
+  // shard_optimizer", "1f1b dp2 pp2 M8 pp-dp-tp" (ranks in pipeline-major order): for
+  // tables and logs.
   std::string label() const;
 };
 

@@ -25,6 +25,10 @@ struct ActionCosts {
   double input_grad = 1;   // I
   double weight_grad = 1;  // W
   double comm = 0;         // from a SEND to its data being usable by the receiver
+  // When not empty, the comm of the messages between stage s and s + 1 (either way), per
+  // boundary s, in place of `comm`: a boundary between hosts costs more than one inside a
+  // host (plan/planner.h, Note [Links in the plan]).
+  std::vector<double> boundary_comm;
   // Tensor parallelism: the seconds one stage's all-reduces over its TP group take in one
   // micro-batch's forward (F) and backward (B, or I, which carries the region entries'
   // gradient sums). They block inside the action, so they lengthen it.
@@ -43,7 +47,9 @@ struct ActionCosts {
   double of(ActionKind kind, int stage) const;  // per_stage's when set
   // of(kind, stage), scaled for `microbatch` (microbatch_scale's when set).
   double of(ActionKind kind, int stage, int microbatch) const;
-  double commOf(int microbatch) const;  // comm, scaled for `microbatch` (message_scale's)
+  // comm (boundary_comm's of boundary `boundary` when set), scaled for `microbatch`
+  // (message_scale's).
+  double commOf(int boundary, int microbatch) const;
   // "1,2,1,1" (F,B,I,W). Throws ppstage::Error.
   static ActionCosts parse(const std::string& text);
   // Sets tp_forward and tp_backward from "0.1,0.2" (--tp_costs F,B). Throws ppstage::Error.
