@@ -63,5 +63,39 @@ TEST(HostCrossings, HostsForAnotherWorldAreRefused) {
   EXPECT_THROW(Topology::forJob(4, 2, 2, 1).withHosts({0, 1}), Error);
 }
 
+// --pipeline.rank_order pp-dp-tp: world rank = (pp_rank x dp + dp_rank) x tp + tp_rank; the
+// rank arithmetic inverts it, and the colors group a stage's replicas (dp), a replica's
+// stages (pipeline) and adjacent ranks (tp) as in the default order.
+TEST(HostCrossings, PipelineMajorRanksAreAStagesReplicasSideBySide) {
+  const Topology job = Topology::forJob(8, 2, 2, 1, Placement::kLoop, 2, RankOrder::kPipelineMajor);
+  EXPECT_EQ(job.rankOrder(), RankOrder::kPipelineMajor);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(job.worldRank(job.ppRankOf(r), job.dpRankOf(r), job.tpRankOf(r)), r);
+  }
+  EXPECT_EQ(job.worldRank(0, 1, 0), 2);  // stage 0 of replica 1 beside replica 0's
+  EXPECT_EQ(job.worldRank(1, 0, 1), 5);
+  const Topology rank2 = job.atRank(2), rank0 = job.atRank(0), rank4 = job.atRank(4);
+  EXPECT_EQ(rank2.dataParallelColor(), rank0.dataParallelColor());
+  EXPECT_NE(rank2.pipelineColor(), rank0.pipelineColor());
+  EXPECT_EQ(rank4.pipelineColor(), rank0.pipelineColor());
+  EXPECT_EQ(rank0.nextRank(0), 4);
+  EXPECT_EQ(job.atRank(1).tensorParallelColor(), rank0.tensorParallelColor());
+}
+
+// By slot, pp-dp-tp puts each stage's replicas on one host: the pipeline crosses and the
+// all-reduces stay, as dp-pp-tp by node does.
+TEST(HostCrossings, PipelineMajorBySlotThePipelineCrossesAndTheAllReducesStay) {
+  const HostCrossings c = hostCrossings(
+      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
+          .withHosts(kBySlot));
+  EXPECT_EQ(c.boundaries, std::vector<int>{0});
+  EXPECT_FALSE(c.data_parallel);
+  const HostCrossings by_node = hostCrossings(
+      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
+          .withHosts(kByNode));
+  EXPECT_TRUE(by_node.boundaries.empty());
+  EXPECT_TRUE(by_node.data_parallel);
+}
+
 }  // namespace
 }  // namespace ppstage

@@ -201,6 +201,27 @@ TEST(Schedules, MicroBatchScalesGiveTheBottleneckFormulaPerMicroBatch) {
   }
 }
 
+// Messages per boundary (ActionCosts::boundary_comm, a boundary between hosts costing
+// more): one micro-batch of GPipe goes F0, F1, F2 forward and B2, B1, B0 back, and crosses
+// every boundary once each way: the makespan is the compute plus twice each boundary's comm.
+TEST(Schedules, EachBoundaryCostsItsOwnCommEachWay) {
+  ScheduleOptions o;
+  o.schedule = "gpipe";
+  o.stages = 3;
+  o.microbatches = 1;
+  const PipelineSchedule s = buildSchedule(registry(), o);
+  ActionCosts costs;  // F 1, B 2
+  costs.comm = 100;   // boundary_comm replaces it
+  costs.boundary_comm = {0.0, 0.5};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 3 * (1 + 2) + 2 * 0.5);
+  costs.boundary_comm = {0.25, 0.5};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan,
+                   3 * (1 + 2) + 2 * (0.25 + 0.5));
+  costs.boundary_comm.clear();
+  costs.comm = 0.25;
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 3 * (1 + 2) + 4 * 0.25);
+}
+
 TEST(Schedules, CsvRoundTripIsIdentity) {
   for (const auto& [name, stages, per_rank] : {std::tuple<std::string, int, int>{"gpipe", 4, 1},
                                                {"1f1b", 5, 1},

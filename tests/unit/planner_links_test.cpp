@@ -1,0 +1,199 @@
+// The planner over several hosts (Note [Links in the plan], plan/planner.h) on cost profiles
+// written here: a slow link between hosts puts the data-parallel all-reduces inside hosts
+// and the pipeline between them (rank order pp-dp-tp by slot); each order's tail and
+// messages cost the formula's link; without links between hosts measured the two orders
+// predict alike; --plan.hosts lays ranks out as mpirun fills hosts; and the order reaches
+// the config file train reads, and back.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "ppstage/core/topology.h"
+#include "ppstage/plan/cost_profile.h"
+#include "ppstage/plan/plan_config.h"
+#include "ppstage/plan/planner.h"
+#include "ppstage/schedule/pipeline_schedule.h"
+#include "support/plan_profiles.h"
+
+namespace ppstage {
+namespace {
+
+constexpr int64_t kElements = 1000000;  // trainable per unit: 4 MB of fp32 gradients
+
+// 8 blocks (per sample F 1 ms, B 2 ms, 4 KB sent on), AdamW, links inside a host of 5 us
+// and 5 GB/s (all-reduces 1 GB/s) and, with `between`, between hosts of 1 ms and 25 MB/s
+// (200 Mbit/s) for messages and all-reduces alike.
+CostProfile profileOf(bool between) {
+  CostProfile p = test::emptyProfile("hosts", 16, 1e-9, 12, 8);
+  for (int u = 0; u < 8; ++u) {
+    p.units.push_back(test::blockUnit(u, 4 * kElements, kElements, {0.1e6, 0.1e6}, {0.1e6, 0.1e6}));
+  }
+  if (between) {
+    p.host_link_latency_s = 1e-3;
+    p.host_link_bytes_per_s = 25e6;
+    p.host_allreduce_latency_s = 1e-3;
+    p.host_allreduce_bytes_per_s = 25e6;
+  }
+  return p;
+}
+
+// 4 ranks on 2 hosts, as mpirun fills them by slot.
+PlanRequest twoHosts() {
+  PlanRequest r;
+  r.ranks = 4;
+  r.schedules = {"1f1b"};
+  r.keep = 100000;
+  r.host_of_rank = {0, 0, 1, 1};
+  return r;
+}
+
+// 1F1B at pp 2 x dp 2, M 4, cut in half, in `order` on twoHosts(), predicted.
+PlanCandidate pp2dp2(const CostProfile& profile, RankOrder order, const ScheduleRegistry& registry) {
+  PlanCandidate c;
+  c.schedule = "1f1b";
+  c.dp = 2;
+  c.pp = 2;
+  c.microbatches = 4;
+  c.microbatch_size = 2;
+  c.stage_starts = {4};
+  c.rank_order = order;
+  c.across_hosts = hostCrossings(
+      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, order).withHosts(twoHosts().host_of_rank));
+  return predictCandidate(profile, c, registry);
+}
+
+// Per rank 4 units: 16 MB of gradients. Between hosts their all-reduce takes 1 ms + 16 MB /
+// 25 MB/s; inside one 5 us + 16 MB / 1 GB/s. The pipeline's message of 2 x 4 KB takes 1 ms
+// + 8 KB / 25 MB/s between hosts: pp-dp-tp's makespan grows by at most its messages.
+TEST(PlannerLinks, EachOrderPaysItsLinkByTheFormula) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile profile = profileOf(true);
+  const PlanCandidate replica_major = pp2dp2(profile, RankOrder::kReplicaMajor, registry);
+  const PlanCandidate pipeline_major = pp2dp2(profile, RankOrder::kPipelineMajor, registry);
+  EXPECT_TRUE(replica_major.across_hosts.data_parallel);
+  EXPECT_TRUE(replica_major.across_hosts.boundaries.empty());
+  EXPECT_FALSE(pipeline_major.across_hosts.data_parallel);
+  EXPECT_EQ(pipeline_major.across_hosts.boundaries, std::vector<int>{0});
+  const double gradients = 4.0 * 4 * kElements;
+  EXPECT_NEAR(replica_major.tail_s - pipeline_major.tail_s,
+              (1e-3 + gradients / 25e6) - (5e-6 + gradients / 1e9), 1e-12);
+  const double between = 1e-3 + 2 * 4096 / 25e6, inside = 5e-6 + 2 * 4096 / 5e9;
+  EXPECT_GT(pipeline_major.makespan_s, replica_major.makespan_s);
+  // 1F1B's critical path crosses the boundary twice per micro-batch at most.
+  EXPECT_LE(pipeline_major.makespan_s - replica_major.makespan_s, 2 * 4 * (between - inside));
+  EXPECT_LT(pipeline_major.step_s, replica_major.step_s);
+}
+
+// The plan over the slow link: the chosen layout keeps its all-reduces inside the hosts, and
+// the plan lists pp 2 x dp 2 in pp-dp-tp before dp-pp-tp.
+TEST(PlannerLinks, ASlowLinkBetweenHostsKeepsTheAllReducesInside) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const Plan plan = planPipeline(profileOf(true), twoHosts(), registry);
+  const PlanCandidate& chosen = plan.best.front();
+  EXPECT_FALSE(chosen.across_hosts.data_parallel) << chosen.label();
+  int pipeline_major = -1, replica_major = -1;
+  for (size_t i = 0; i < plan.best.size(); ++i) {
+    const PlanCandidate& c = plan.best[i];
+    if (c.dp != 2 || c.pp != 2 || c.stages_per_rank != 1) continue;
+    int& first = c.rank_order == RankOrder::kPipelineMajor ? pipeline_major : replica_major;
+    if (first < 0) first = static_cast<int>(i);
+  }
+  ASSERT_GE(pipeline_major, 0);
+  EXPECT_TRUE(replica_major < 0 || pipeline_major < replica_major);
+  EXPECT_NE(plan.best[static_cast<size_t>(pipeline_major)].label().find("pp-dp-tp"),
+            std::string::npos);
+}
+
+// A profile measured on one host has no links between hosts: both orders cost the links
+// inside, and predict the same step.
+TEST(PlannerLinks, WithoutLinksBetweenHostsBothOrdersPredictAlike) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile profile = profileOf(false);
+  EXPECT_FALSE(profile.hasHostLinks());
+  EXPECT_DOUBLE_EQ(pp2dp2(profile, RankOrder::kReplicaMajor, registry).step_s,
+                   pp2dp2(profile, RankOrder::kPipelineMajor, registry).step_s);
+}
+
+// One host, or none given: one order, and nothing crosses.
+TEST(PlannerLinks, OneHostTriesOneOrder) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanRequest request = twoHosts();
+  request.host_of_rank.clear();
+  for (const PlanCandidate& c : planPipeline(profileOf(true), request, registry).best) {
+    EXPECT_EQ(c.rank_order, RankOrder::kReplicaMajor);
+    EXPECT_TRUE(c.across_hosts.boundaries.empty());
+    EXPECT_FALSE(c.across_hosts.data_parallel);
+  }
+}
+
+// --plan.hosts N: ranks / N adjacent ranks per host, or the job's hosts where it gives none.
+TEST(PlannerLinks, PlanHostsFillsEachHostWithAdjacentRanks) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  PlanConfig plan;
+  plan.hosts = 2;
+  EXPECT_EQ(planRequestOf(plan, 4, 1, registry).host_of_rank, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(planRequestOf(plan, 8, 2, registry).host_of_rank,
+            (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  plan.hosts = 3;
+  EXPECT_THROW(planRequestOf(plan, 4, 1, registry), Error);
+  plan.hosts = 0;
+  EXPECT_EQ(planRequestOf(plan, 4, 1, registry, {0, 1, 0, 1}).host_of_rank,
+            (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_TRUE(planRequestOf(plan, 4, 1, registry, {0, 0, 0, 0}).host_of_rank.empty());
+  EXPECT_TRUE(planRequestOf(plan, 4, 1, registry, {0, 1}).host_of_rank.empty());  // another job
+}
+
+// The chosen order in the config file, read back by train and by candidateOf.
+TEST(PlannerLinks, TheRankOrderReachesTheConfigFileAndBack) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile profile = profileOf(true);
+  const PlanCandidate c = pp2dp2(profile, RankOrder::kPipelineMajor, registry);
+  const std::string path = ::testing::TempDir() + "planner_links.ini";
+  {
+    std::ofstream file(path);
+    file << configIniOf({{"pipeline.rank_order", "dp-pp-tp"}}, c, profile, "a plan");
+  }
+  const Config read = test::readConfigFile(path);
+  EXPECT_EQ(read.pipeline.rank_order, RankOrder::kPipelineMajor);
+  const Topology job =
+      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, read.pipeline.rank_order)
+          .withHosts({0, 0, 1, 1});
+  const PlanCandidate back = candidateOf(read, job);
+  EXPECT_EQ(back.rank_order, RankOrder::kPipelineMajor);
+  EXPECT_EQ(back.across_hosts.boundaries, std::vector<int>{0});
+  Config applied = read;
+  applied.pipeline.rank_order = RankOrder::kReplicaMajor;
+  applyCandidate(c, profile, applied);
+  EXPECT_EQ(applied.pipeline.rank_order, RankOrder::kPipelineMajor);
+}
+
+// The profile's links between hosts and the pairs probed survive its JSON; a profile
+// written before them reads as measured on one host.
+TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
+  CostProfile profile = profileOf(true);
+  profile.probed_links.push_back({0, 2, "h0", "h1", 1e-3, 25e6});
+  const CostProfile back = readCostProfile(costProfileToJson(profile), "test");
+  EXPECT_DOUBLE_EQ(back.host_link_latency_s, 1e-3);
+  EXPECT_DOUBLE_EQ(back.host_allreduce_bytes_per_s, 25e6);
+  ASSERT_EQ(back.probed_links.size(), 1u);
+  EXPECT_EQ(back.probed_links[0].second_host, "h1");
+  EXPECT_EQ(back.probed_links[0].second_rank, 2);
+  EXPECT_DOUBLE_EQ(back.messageSeconds(25e6, true), 1e-3 + 1.0);
+  EXPECT_DOUBLE_EQ(back.messageSeconds(5e9, false), 5e-6 + 1.0);
+  // Before them: no host_* keys and no probed_links.
+  nlohmann::json json = nlohmann::json::parse(costProfileToJson(profile));
+  for (const char* key : {"host_link_latency_s", "host_link_bytes_per_s", "host_allreduce_latency_s",
+                          "host_allreduce_bytes_per_s", "probed_links"}) {
+    json.erase(key);
+  }
+  const std::string old = json.dump();
+  const CostProfile before = readCostProfile(old, "old");
+  EXPECT_FALSE(before.hasHostLinks());
+  EXPECT_TRUE(before.probed_links.empty());
+  EXPECT_DOUBLE_EQ(before.messageSeconds(25e6, true), before.messageSeconds(25e6, false));
+}
+
+}  // namespace
+}  // namespace ppstage
