@@ -21,6 +21,11 @@
 #   scripts/bench.sh plan_shard the planner's choice of a sharded optimizer (gpt-small at 4
 #                              ranks, fp32 and bf16): the choice's predicted and measured
 #                              peak and step, against it flipped (scripts/plan_shard_check.py)
+#   scripts/bench.sh hosts     across 2 hosts made of network namespaces (root), at three
+#                              links between them (none; 1 ms / 1 Gbit/s; 5 ms / 200
+#                              Mbit/s): the planner's choice, and pp 2 and pp 2 x dp 2 in
+#                              both rank orders, each predicted step against the measured
+#                              one (scripts/hosts_bench.py; gpt-small, 12 steps a run)
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
@@ -317,6 +322,14 @@ bench_plan_shard() {
   echo "### gpt-small, AdamW, bf16, 4 ranks"
   scripts/plan_shard_check.py "$ppstage" 4 "$rounds" 8 none -- \
     --config configs/gpt-small.ini --train.precision bf16
+}
+
+# Across hosts (scripts/hosts_bench.py): gpt-small on 2 hosts of namespaces, each link
+# setting's plan, its choice trained, and pp 2 and pp 2 x dp 2 (both rank orders) trained with
+# --pipeline.balance time, predicted against measured.
+bench_hosts() {
+  scripts/hosts_bench.py "$ppstage" "${PPSTAGE_BENCH_STEPS:-12}" none,1/1gbit,5/200mbit -- \
+    --config configs/gpt-small.ini
 }
 
 bench_trace() {
@@ -891,9 +904,10 @@ case "$what" in
   recompute) bench_recompute ;;
   plan_budget) bench_plan_budget ;;
   plan_shard) bench_plan_shard ;;
+  hosts) bench_hosts ;;
   schedules) bench_schedules ;;
   balance) bench_balance ;;
   sha256) bench_sha256 ;;
-  *) echo "usage: scripts/bench.sh peers|libtorch|plan|plan_budget|plan_shard|recompute|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
+  *) echo "usage: scripts/bench.sh peers|libtorch|plan|plan_budget|plan_shard|hosts|recompute|split|tp|seqlen|data|precision|comm|train|compile|checkpoint|memory|trace|schedules|balance|sha256" >&2
      exit 2 ;;
 esac

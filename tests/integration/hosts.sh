@@ -142,10 +142,15 @@ hosts_need_open_mpi() {
   hosts_mpirun_program=$program
 }
 
+# The hosts share this machine's cores, which each host's daemon would take for its own:
+# --bind-to none, or every host binds its first rank to core 0 (pp 2 on two hosts ran at
+# half speed), and mpi_yield_when_idle, as an oversubscribed mpirun on one host sets it, so
+# that a rank waiting for a message gives its core to one that computes.
 hosts_mpirun() {
   local hostfile=$1
   shift
   local args=("${hosts_mpirun_program:-mpirun}" --allow-run-as-root --hostfile "$hostfile"
+              --bind-to none --mca mpi_yield_when_idle 1
               --mca plm_rsh_agent "$hosts_agent"
               --mca btl tcp,vader,self
               --mca btl_tcp_if_include "$hosts_subnet.0/24"

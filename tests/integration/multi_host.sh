@@ -7,9 +7,15 @@
 #   - pp 2 x dp 2 over 2 hosts of 2 ranks, the pipeline across the hosts (--map-by node:
 #     each replica's stage 0 on h0, stage 1 on h1) and inside them (by slot);
 #   - pp 2 x tp 2, each tensor-parallel pair inside a host.
+#   - pp 2 x dp 2 by slot with --pipeline.rank_order pp-dp-tp: each stage's replicas on one
+#     host, so the pipeline crosses between them as --map-by node's does.
 # A checkpoint written from both hosts of pp 2 x dp 2 into one directory (a shared file
 # system's) after 3 steps resumes on two other hosts (h1, h2) at pp 2 x dp 1, and its steps
 # match the uninterrupted run. The start-up line names what crosses between the hosts.
+# Last, with the hosts' links limited to 200 Mbit/s (tc tbf), `ppstage plan` over the 2
+# hosts of 2 ranks probes every link (one pair inside each host, one between them), finds
+# the link between hosts the slower, and chooses a layout that keeps the all-reduces inside
+# the hosts and cuts the pipeline between them (plan/planner.h, Note [Links in the plan]).
 #
 # usage: multi_host.sh PPSTAGE "MPIEXEC ARGS"
 source "$(dirname "$0")/harness.sh"
@@ -98,6 +104,14 @@ run "pp 2 x tp 2" "$work/two_each" -- --train.steps 6 --pipeline.stages 2 --trai
   expect_traffic "pp 2 x tp 2" \
     "across hosts: stage boundaries 0->1; inside them: tensor-parallel all-reduces"
 
+run "pp 2 x dp 2, ranks pp-dp-tp" "$work/two_each" -- --train.steps 6 --pipeline.stages 2 \
+  --train.dp 2 --pipeline.microbatches 2 --pipeline.rank_order pp-dp-tp &&
+  compare_runs "pp 2 x dp 2 in rank order pp-dp-tp, the pipeline across hosts" "$work/ref.json" \
+    "$work/run.json" --rtol 1e-5 &&
+  expect_hosts "pp 2 x dp 2 pp-dp-tp" "h0 h0 h1 h1" &&
+  expect_traffic "pp 2 x dp 2 pp-dp-tp" \
+    "across hosts: stage boundaries 0->1; inside them: data-parallel all-reduces"
+
 # Saved from both hosts into one directory, resumed elsewhere at another layout.
 run "pp 2 x dp 2, saving" "$work/two_each" --map-by node -- --train.steps 3 \
   --pipeline.stages 2 --train.dp 2 --pipeline.microbatches 2 --checkpoint.dir "$work/ck" \
@@ -108,5 +122,21 @@ run "pp 2 x dp 2, saving" "$work/two_each" --map-by node -- --train.steps 3 \
   compare_runs "saved on h0 and h1 at pp 2 x dp 2, resumed on h1 and h2 at pp 2" \
     "$work/ref.json" "$work/run.json" --rtol 1e-5 &&
   expect_hosts "resumed" "h1 h2"
+
+# The planner over a slow link between hosts (the last case: the links stay slow).
+hosts_link_rate 200mbit
+if hosts_mpirun "$work/two_each" "$ppstage" plan "${model[@]}" --train.batch_size 8 \
+     --train.threads 1 --train.optimizer sgd --train.momentum 0.9 --plan.schedules 1f1b \
+     --json > "$work/plan.json" 2> "$work/plan.err"; then
+  if result=$("${PPSTAGE_PYTHON:-python3}" "$(dirname "$0")/plan_across_hosts.py" \
+                "$work/plan.json" 27.5e6); then
+    echo "ok      plan over a 200 Mbit/s link between hosts: $result"
+  else
+    fail "plan over a 200 Mbit/s link between hosts: $result"
+  fi
+else
+  fail "plan across hosts did not run"
+  tail -5 "$work/plan.err"
+fi
 
 exit "$failed"

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Predicted against measured steps across hosts (docs/benchmarks.md, "Across hosts"): for
+each inter-host link setting, 2 hosts made of network namespaces (scripts/hosts_run.sh),
+  - `ppstage plan` over 2 hosts of 2 ranks (the links probed inside and between them): the
+    chosen configuration and its predicted step, trained (--write-config) and measured;
+  - pp 2, one stage per host, and pp 2 x dp 2 in both rank orders (dp-pp-tp: each pipeline
+    inside a host, the all-reduces between them; pp-dp-tp: the reverse), each trained
+    with --pipeline.balance time, which measures the costs and links in the job and logs
+    the step it predicts for its own layout.
+Measured is the median step of a run (measured_step_s). Prints one markdown row per run.
+
+usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] -- MODEL OPTIONS...
+  SETTING: none | DELAY_MS/RATE, e.g. 1/1gbit: each host's link limited to RATE (tc tbf)
+  and delayed DELAY_MS / 2 (tests/integration/link_emulator.py), so a frame between the
+  two hosts is delayed DELAY_MS one way.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HOSTS_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts_run.sh")
+
+
+def link_options(setting):
+    if setting == "none":
+        return []
+    delay_ms, rate = setting.split("/")
+    return ["--rate", rate, "--link", f"{float(delay_ms) / 2},0,0"]
+
+
+def run(setting, hosts, program, args):
+    out = subprocess.run(["bash", HOSTS_RUN] + link_options(setting) + [hosts, "--", program] + args,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        sys.exit(f"hosts_bench.py: {setting} {hosts} {' '.join(args[:2])} failed:\n{out.stdout[-3000:]}")
+    return out.stdout
+
+
+def train(ppstage, setting, hosts, args, steps, work):
+    metrics = os.path.join(work, "metrics.json")
+    log = run(setting, hosts, ppstage,
+              ["train"] + args + ["--train.steps", str(steps), "--train.threads", "1",
+                                  "--output.log_every", "0", "--output.metrics_json", metrics])
+    return log, json.load(open(metrics))["measured_step_s"]
+
+
+def row(setting, what, label, predicted, measured):
+    print(f"| {setting} | {what} | {label} | {predicted:.4f} | {measured:.4f} | "
+          f"{measured / predicted:.3f} |", flush=True)
+
+
+def main():
+    ppstage, steps = os.path.abspath(sys.argv[1]), int(sys.argv[2])
+    settings = sys.argv[3].split(",")
+    model = sys.argv[sys.argv.index("--") + 1:]
+    work = tempfile.mkdtemp(prefix="ppstage_hosts_bench_")
+    print("| link between hosts | run | configuration | predicted step s | measured step s | "
+          "measured / predicted |")
+    print("|---|---|---|---|---|---|")
+    for setting in settings:
+        chosen_ini = os.path.join(work, "chosen.ini")
+        plan = json.loads(run(setting, "h0:2,h1:2", ppstage,
+                              ["plan"] + model + ["--plan.schedules", "1f1b", "--json",
+                                                  "--train.threads", "1",
+                                                  "--write-config", chosen_ini]))
+        links = plan["link_costs"]
+        between, inside = links["host_message"], links["message"]
+        print(f"<!-- {setting}: probed between hosts {between['latency_s'] * 1e3:.2f} ms, "
+              f"{between['bytes_per_s'] / 1e6:.1f} MB/s (all-reduce "
+              f"{links['host_all_reduce']['bytes_per_s'] / 1e6:.1f} MB/s); inside "
+              f"{inside['latency_s'] * 1e6:.0f} us, {inside['bytes_per_s'] / 1e9:.2f} GB/s -->",
+              flush=True)
+        chosen = plan["chosen"]
+        label = (f"{chosen['schedule']} dp{chosen['dp']} pp{chosen['pp']} "
+                 f"M{chosen['microbatches']} {chosen['rank_order']}"
+                 f"{' shard_optimizer' if chosen['shard_optimizer'] else ''}")
+        _, measured = train(ppstage, setting, "h0:2,h1:2", ["--config", chosen_ini], steps, work)
+        row(setting, "planner's choice", label, chosen["predicted_step_s"], measured)
+        for what, hosts, layout in [
+                ("pp 2", "h0:1,h1:1", ["--train.dp", "1"]),
+                ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "dp-pp-tp"]),
+                ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "pp-dp-tp"])]:
+            log, measured = train(ppstage, setting, hosts,
+                                  model + layout + ["--pipeline.schedule", "1f1b",
+                                                    "--pipeline.balance", "time"], steps, work)
+            found = re.search(r"pipeline\.balance time: (.*?) cut at .*?predicted step ([0-9.]+) s", log)
+            if not found:
+                sys.exit(f"hosts_bench.py: no predicted step in the log:\n{log[-3000:]}")
+            row(setting, what, found.group(1), float(found.group(2)), measured)
+
+
+if __name__ == "__main__":
+    main()
