@@ -7,7 +7,10 @@ each inter-host link setting, 2 hosts made of network namespaces (scripts/hosts_
     inside a host, the all-reduces between them; pp-dp-tp: the reverse), each trained
     with --pipeline.balance time, which measures the costs and links in the job and logs
     the step it predicts for its own layout.
-Measured is the median step of a run (measured_step_s). Prints one markdown row per run.
+Measured is the median step of a run (measured_step_s); beside it, the run's own actions
+and messages replayed through the simulator (predicted_step_s of its metrics: what the
+prediction would be with the run's costs in place of the profile's). Prints one markdown
+row per run.
 
 usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] -- MODEL OPTIONS...
   SETTING: none | DELAY_MS/RATE, e.g. 1/1gbit: each host's link limited to RATE (tc tbf)
@@ -44,12 +47,13 @@ def train(ppstage, setting, hosts, args, steps, work):
     log = run(setting, hosts, ppstage,
               ["train"] + args + ["--train.steps", str(steps), "--train.threads", "1",
                                   "--output.log_every", "0", "--output.metrics_json", metrics])
-    return log, json.load(open(metrics))["measured_step_s"]
+    m = json.load(open(metrics))
+    return log, m["measured_step_s"], m["predicted_step_s"]
 
 
-def row(setting, what, label, predicted, measured):
+def row(setting, what, label, predicted, measured, replayed):
     print(f"| {setting} | {what} | {label} | {predicted:.4f} | {measured:.4f} | "
-          f"{measured / predicted:.3f} |", flush=True)
+          f"{measured / predicted:.3f} | {replayed:.4f} |", flush=True)
 
 
 def main():
@@ -58,8 +62,8 @@ def main():
     model = sys.argv[sys.argv.index("--") + 1:]
     work = tempfile.mkdtemp(prefix="ppstage_hosts_bench_")
     print("| link between hosts | run | configuration | predicted step s | measured step s | "
-          "measured / predicted |")
-    print("|---|---|---|---|---|---|")
+          "measured / predicted | the run's own actions replayed, s |")
+    print("|---|---|---|---|---|---|---|")
     for setting in settings:
         chosen_ini = os.path.join(work, "chosen.ini")
         plan = json.loads(run(setting, "h0:2,h1:2", ppstage,
@@ -77,19 +81,20 @@ def main():
         label = (f"{chosen['schedule']} dp{chosen['dp']} pp{chosen['pp']} "
                  f"M{chosen['microbatches']} {chosen['rank_order']}"
                  f"{' shard_optimizer' if chosen['shard_optimizer'] else ''}")
-        _, measured = train(ppstage, setting, "h0:2,h1:2", ["--config", chosen_ini], steps, work)
-        row(setting, "planner's choice", label, chosen["predicted_step_s"], measured)
+        _, measured, replayed = train(ppstage, setting, "h0:2,h1:2", ["--config", chosen_ini],
+                                      steps, work)
+        row(setting, "planner's choice", label, chosen["predicted_step_s"], measured, replayed)
         for what, hosts, layout in [
                 ("pp 2", "h0:1,h1:1", ["--train.dp", "1"]),
                 ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "dp-pp-tp"]),
                 ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "pp-dp-tp"])]:
-            log, measured = train(ppstage, setting, hosts,
+            log, measured, replayed = train(ppstage, setting, hosts,
                                   model + layout + ["--pipeline.schedule", "1f1b",
                                                     "--pipeline.balance", "time"], steps, work)
             found = re.search(r"pipeline\.balance time: (.*?) cut at .*?predicted step ([0-9.]+) s", log)
             if not found:
                 sys.exit(f"hosts_bench.py: no predicted step in the log:\n{log[-3000:]}")
-            row(setting, what, found.group(1), float(found.group(2)), measured)
+            row(setting, what, found.group(1), float(found.group(2)), measured, replayed)
 
 
 if __name__ == "__main__":

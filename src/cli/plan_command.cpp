@@ -192,10 +192,7 @@ nlohmann::json linksJson(const CostProfile& profile) {
 }
 
 // The number of hosts `request` plans for.
-int hostsOf(const PlanRequest& request) {
-  if (request.host_of_rank.empty()) return 1;
-  return *std::max_element(request.host_of_rank.begin(), request.host_of_rank.end()) + 1;
-}
+int hostsOf(const PlanRequest& request) { return hostCountOf(request.host_of_rank); }
 
 nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const PlanConfig& config,
                         const PlanRequest& request, double measure_s, double plan_s) {
@@ -254,12 +251,15 @@ std::string acrossHostsOf(const PlanCandidate& c) {
 void printRow(const char* rank, const PlanCandidate& c, const CostProfile& profile, bool hosts) {
   std::string points;
   for (const std::string& p : splitPointsOf(c, profile)) points += (points.empty() ? "" : ",") + p;
-  const std::string across =
-      hosts ? detail::concat(" ", toString(c.rank_order), " ", acrossHostsOf(c)) : "";
+  char across[64] = "";
+  if (hosts) {
+    std::snprintf(across, sizeof across, " %-8s %-10s", toString(c.rank_order),
+                  acrossHostsOf(c).c_str());
+  }
   std::printf("%-4s %-16s %3d %3d %3d %-4s %4d %5lld %9.4f %11.0f %9.1f %6.3f  %-12s%s %s\n", rank,
               c.schedule.c_str(), c.dp, c.pp, c.stages_per_rank, toString(c.placement),
               c.microbatches, static_cast<long long>(c.microbatch_size), c.step_s, c.tokens_per_s,
-              c.peak_bytes / kBytesPerMiB, c.bubble, memoryChoiceOf(c).c_str(), across.c_str(),
+              c.peak_bytes / kBytesPerMiB, c.bubble, memoryChoiceOf(c).c_str(), across,
               points.empty() ? "-" : points.c_str());
 }
 
@@ -311,14 +311,13 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
       static_cast<long long>(plan.refused), static_cast<long long>(plan.over_budget),
       config.memory_mb > 0 ? "" : " (none given)");
   if (hosts) {
-    std::printf("%d hosts of %zu ranks; ", hostsOf(request),
-                request.host_of_rank.size() / static_cast<size_t>(hostsOf(request)));
+    std::printf("%zu ranks on %d hosts; ", request.host_of_rank.size(), hostsOf(request));
     printLinks(profile);
     std::printf("\n");
   }
   std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s%s %s\n", "#",
               "schedule", "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB",
-              "bubble", "memory", hosts ? " order    across" : "", "split points");
+              "bubble", "memory", hosts ? " order    across    " : "", "split points");
   for (size_t i = 0; i < plan.best.size(); ++i) {
     printRow(std::to_string(i + 1).c_str(), plan.best[i], profile, hosts);
   }
@@ -368,7 +367,8 @@ bool parsePlanCommand(int argc, const char* const* argv, PlanCommand& command) {
   output.add_options()("json", po::bool_switch(&command.json),
                        "print the plan as JSON (chosen, default, best: schedule, dp, pp, "
                        "stages_per_rank, placement, microbatches, split_points, "
-                       "predicted_step_s, tokens_per_s, peak_memory_mb, bubble)")(
+                       "predicted_step_s, tokens_per_s, peak_memory_mb, bubble, rank_order, "
+                       "across_hosts; and hosts, link_costs)")(
       "write-config", po::value(&command.write_config),
       "write the chosen configuration, with the options given here, as an INI file that "
       "`ppstage train --config` runs");

@@ -133,8 +133,8 @@ LinkLine slowest(const std::vector<LinkLine>& lines) {
   return out;
 }
 
-// The pairs to probe: the first two ranks of each host with two, then the first ranks of
-// each two hosts.
+// The pairs to probe: the first two ranks of each host with two, then the first rank of
+// host 0 with the first of each other host.
 std::vector<std::pair<int, int>> pairsToProbe(const std::vector<int>& host_of_rank) {
   std::vector<std::vector<int>> ranks_of_host;
   for (size_t r = 0; r < host_of_rank.size(); ++r) {
@@ -146,11 +146,9 @@ std::vector<std::pair<int, int>> pairsToProbe(const std::vector<int>& host_of_ra
   for (const std::vector<int>& ranks : ranks_of_host) {
     if (ranks.size() >= 2) pairs.emplace_back(ranks[0], ranks[1]);
   }
-  for (size_t a = 0; a < ranks_of_host.size(); ++a) {
-    for (size_t b = a + 1; b < ranks_of_host.size(); ++b) {
-      if (!ranks_of_host[a].empty() && !ranks_of_host[b].empty()) {
-        pairs.emplace_back(ranks_of_host[a][0], ranks_of_host[b][0]);
-      }
+  for (size_t b = 1; b < ranks_of_host.size(); ++b) {
+    if (!ranks_of_host[0].empty() && !ranks_of_host[b].empty()) {
+      pairs.emplace_back(ranks_of_host[0][0], ranks_of_host[b][0]);
     }
   }
   return pairs;

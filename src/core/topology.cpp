@@ -97,9 +97,11 @@ int Topology::hostOf(int world_rank) const {
   return host_of_rank_.empty() ? 0 : host_of_rank_.at(static_cast<size_t>(world_rank));
 }
 
-int Topology::hostCount() const {
-  if (host_of_rank_.empty()) return 1;
-  return *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+int Topology::hostCount() const { return hostCountOf(host_of_rank_); }
+
+int hostCountOf(const std::vector<int>& host_of_rank) {
+  if (host_of_rank.empty()) return 1;
+  return *std::max_element(host_of_rank.begin(), host_of_rank.end()) + 1;
 }
 
 HostCrossings hostCrossings(const Topology& job) {

@@ -19,6 +19,7 @@
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
+#include "ppstage/core/topology.h"
 #include "ppstage/observe/tensor_memory.h"
 #include "ppstage/runtime/loss.h"
 #include "ppstage/runtime/optimizer.h"
@@ -455,7 +456,7 @@ CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measur
                                     nameOf(pair.second_rank, pair.second_host),
                                     pair.message.latency_s, pair.message.bytes_per_s});
   }
-  const int hosts = hosts_known ? *std::max_element(host_of_rank.begin(), host_of_rank.end()) + 1 : 1;
+  const int hosts = hosts_known ? hostCountOf(host_of_rank) : 1;
   profile.links = "measured over " + std::to_string(world->size()) + " ranks" +
                   (hosts > 1 ? " on " + std::to_string(hosts) + " hosts" : "");
   return profile;

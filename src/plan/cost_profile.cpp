@@ -320,13 +320,11 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
-    // Profiles written before the links between hosts were probed have none.
-    if (in.contains("host_link_bytes_per_s")) {
-      p.host_link_latency_s = in.at("host_link_latency_s").get<double>();
-      p.host_link_bytes_per_s = in.at("host_link_bytes_per_s").get<double>();
-      p.host_allreduce_latency_s = in.at("host_allreduce_latency_s").get<double>();
-      p.host_allreduce_bytes_per_s = in.at("host_allreduce_bytes_per_s").get<double>();
-    }
+    // Profiles written before the links between hosts were probed have none (0).
+    p.host_link_latency_s = in.value("host_link_latency_s", 0.0);
+    p.host_link_bytes_per_s = in.value("host_link_bytes_per_s", 0.0);
+    p.host_allreduce_latency_s = in.value("host_allreduce_latency_s", 0.0);
+    p.host_allreduce_bytes_per_s = in.value("host_allreduce_bytes_per_s", 0.0);
     PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
                       p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
                   "the links between hosts must not be negative");

@@ -105,10 +105,17 @@ std::string trafficText(double bytes, const char* per, double inside_s, double b
 std::string hostsReason(const PlanCandidate& c, const CostProfile& profile) {
   std::vector<std::string> across, inside;
   if (c.stages() > 1) {
-    double bytes = 0;  // the largest boundary's message
+    // The largest message of the boundaries between hosts, or of all where none crosses.
+    const std::vector<int>& crossing = c.across_hosts.boundaries;
+    const bool crosses = !crossing.empty();
     const double size = static_cast<double>(c.microbatch_size);
-    for (size_t start : c.stage_starts) bytes = std::max(bytes, profile.outputBytesOf(start - 1, size));
-    const bool crosses = !c.across_hosts.boundaries.empty();
+    double bytes = 0;
+    for (size_t s = 0; s < c.stage_starts.size(); ++s) {
+      const bool between =
+          std::find(crossing.begin(), crossing.end(), static_cast<int>(s)) != crossing.end();
+      if (crosses && !between) continue;
+      bytes = std::max(bytes, profile.outputBytesOf(c.stage_starts[s] - 1, size));
+    }
     std::string what = "the pipeline";
     if (crosses) {
       std::vector<std::string> cuts;

@@ -256,10 +256,7 @@ class Enumerator {
   Enumerator(const CostProfile& profile, const PlanRequest& request)
       : profile_(profile),
         request_(request),
-        hosts_(request.host_of_rank.empty()
-                   ? 1
-                   : *std::max_element(request.host_of_rank.begin(), request.host_of_rank.end()) +
-                         1) {}
+        hosts_(hostCountOf(request.host_of_rank)) {}
 
   // Every candidate of Note [Planning a pipeline], with its costs and bounds.
   std::vector<Pending> all() {
@@ -282,10 +279,13 @@ class Enumerator {
   }
 
  private:
-  // Both rank orders where the ranks are on several hosts and the layout has replicas and
-  // a pipeline (Note [Links in the plan]); elsewhere they lay out the same traffic.
+  // Both rank orders where the ranks are on several hosts, the profile knows the links
+  // between them and the layout has replicas and a pipeline (Note [Links in the plan]);
+  // elsewhere both predict the same.
   std::vector<RankOrder> ordersFor(int dp, int pp) const {
-    if (hosts_ > 1 && dp > 1 && pp > 1) return {RankOrder::kReplicaMajor, RankOrder::kPipelineMajor};
+    if (hosts_ > 1 && profile_.hasHostLinks() && dp > 1 && pp > 1) {
+      return {RankOrder::kReplicaMajor, RankOrder::kPipelineMajor};
+    }
     return {RankOrder::kReplicaMajor};
   }
 

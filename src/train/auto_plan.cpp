@@ -166,7 +166,7 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
                       mpiHostOfRanks());
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
-    for (const int host : request.host_of_rank) hosts = std::max(hosts, host + 1);
+    hosts = hostCountOf(request.host_of_rank);
   });
   const double plan_s = secondsSince(planning);
   applyCandidate(plan->best.front(), profile, config);
@@ -176,13 +176,7 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
 std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ranks,
                                  Communicator* world) {
   PlanCandidate job;  // checked before the costs are measured
-  agreed(world, [&] {
-    Topology topology = jobTopology(config, ranks);
-    if (static_cast<int>(mpiHostOfRanks().size()) == ranks) {
-      topology = topology.withHosts(mpiHostOfRanks());
-    }
-    job = candidateOf(config, topology);
-  });
+  agreed(world, [&] { job = candidateOf(config, jobTopologyOnHosts(config, ranks)); });
   if (job.stages() == 1) return std::nullopt;
   TimeCut cut;
   const Clock::time_point start = Clock::now();

@@ -99,16 +99,19 @@ Topology jobTopology(const Config& config, int world) {
                           p.rank_order);
 }
 
+Topology jobTopologyOnHosts(const Config& config, int world) {
+  const Topology job = jobTopology(config, world);
+  if (mpiActive() && mpiWorldSize() == world) return job.withHosts(mpiHostOfRanks());
+  return job;
+}
+
 // --train.threads, or (0) the cores of this machine shared among its ranks.
 int computeThreads(const TrainConfig& train, int world) {
   return train.threads > 0 ? static_cast<int>(train.threads) : autoThreads(world);
 }
 
 JobLayout layoutOf(const Config& config, int rank, int world) {
-  Topology job = jobTopology(config, world);
-  // Under mpirun, which ranks share a host (the shared-memory split).
-  if (mpiActive() && mpiWorldSize() == world) job = job.withHosts(mpiHostOfRanks());
-  JobLayout layout(job.atRank(rank));
+  JobLayout layout(jobTopologyOnHosts(config, world).atRank(rank));
   layout.device = resolveDevice(config.train.device, config.comm.backend, thisHost());
 #ifdef PPSTAGE_WITH_CUDA
   // The rank's GPU is the current one: CUDA's context, cuBLAS and NCCL start there, not

@@ -202,8 +202,9 @@ TEST(Schedules, MicroBatchScalesGiveTheBottleneckFormulaPerMicroBatch) {
 }
 
 // Messages per boundary (ActionCosts::boundary_comm, a boundary between hosts costing
-// more): one micro-batch of GPipe goes F0, F1, F2 forward and B2, B1, B0 back, and crosses
-// every boundary once each way: the makespan is the compute plus twice each boundary's comm.
+// more): one micro-batch of GPipe goes F0, F1, F2 forward and B2, B1, B0 back. F1 starts
+// after F0 and boundary 0's message, F2 after F1 and boundary 1's; B1 after B2 and boundary
+// 1's, B0 after B1 and boundary 0's.
 TEST(Schedules, EachBoundaryCostsItsOwnCommEachWay) {
   ScheduleOptions o;
   o.schedule = "gpipe";
@@ -212,11 +213,21 @@ TEST(Schedules, EachBoundaryCostsItsOwnCommEachWay) {
   const PipelineSchedule s = buildSchedule(registry(), o);
   ActionCosts costs;  // F 1, B 2
   costs.comm = 100;   // boundary_comm replaces it
-  costs.boundary_comm = {0.0, 0.5};
-  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 3 * (1 + 2) + 2 * 0.5);
   costs.boundary_comm = {0.25, 0.5};
-  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan,
-                   3 * (1 + 2) + 2 * (0.25 + 0.5));
+  const SimulationResult result = simulateSchedule(s.request, s.ranks, costs);
+  const auto start = [&](int rank, ActionKind kind) {
+    const ActionList& actions = s.ranks.at(static_cast<size_t>(rank));
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (actions[i].kind == kind) return result.start.at(static_cast<size_t>(rank)).at(i);
+    }
+    ADD_FAILURE() << "no such action on rank " << rank;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(start(1, ActionKind::kForward), 1 + 0.25);
+  EXPECT_DOUBLE_EQ(start(2, ActionKind::kForward), 2 + 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(start(1, ActionKind::kBackward), 3 + 0.25 + 0.5 + 2 + 0.5);
+  EXPECT_DOUBLE_EQ(start(0, ActionKind::kBackward), 3 + 2 * (0.25 + 0.5) + 4);
+  EXPECT_DOUBLE_EQ(result.makespan, 3 * (1 + 2) + 2 * (0.25 + 0.5));
   costs.boundary_comm.clear();
   costs.comm = 0.25;
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 3 * (1 + 2) + 4 * 0.25);

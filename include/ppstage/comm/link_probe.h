@@ -5,9 +5,11 @@
 //
 // Note [Probing the links of a job]
 // Ranks on one host share its memory, and ranks on two hosts the network between them, so
-// one pair stands for all the pairs of its kind: the probe ping-pongs the first two ranks of
-// every host that has two, and the first ranks of every two hosts, one pair at a time while
-// the others wait. Every pair a layout can use is one of those. The all-reduces run as a
+// one pair stands for the pairs of its kind: the probe ping-pongs the first two ranks of
+// every host that has two, and the first rank of host 0 with the first of every other host
+// (2 hosts - 1 pairs, not one per two hosts: 64 hosts would take minutes), one pair at a
+// time while the others wait. Every pair a layout can use is inside a host or between two,
+// and each kind's figure is its slowest pair's. The all-reduces run as a
 // run's do, every group at once: over each host's ranks (inside), and over the ranks with
 // the same place on their hosts (between); on one host, over all the ranks. Each line is
 // the slowest of its kind (the least bandwidth, the most latency): the ranks of a step wait

@@ -10,9 +10,18 @@ namespace ppstage::environment {
 // so get pseudo-terminals and see a Ctrl-C as SIGTERM.
 bool underOpenMpi();
 
+// OMPI_COMM_WORLD_SIZE's value: how many ranks mpirun started in all; empty outside mpirun.
+std::optional<int> worldRanks();
+
 // OMPI_COMM_WORLD_LOCAL_SIZE: how many ranks mpirun started on this host (they share its
 // cores); at least 1 when set, empty outside mpirun.
 std::optional<int> localRanks();
+
+// OMPI_MCA_btl_tcp_progress_thread: Open MPI's thread that moves TCP messages while a rank
+// computes. Set to 1, where the user did not set it, by a rank of a job mpirun spread over
+// several hosts (fewer local ranks than ranks), before MPI starts (comm/mpi_session.cpp,
+// Note [Progress of messages between hosts]). Returns whether it is set to 1.
+bool requestTcpProgressThreadAcrossHosts();
 
 // OMPI_COMM_WORLD_LOCAL_RANK: this rank's index among them (0 to localRanks() - 1), the
 // GPU --train.device cuda gives it; empty outside mpirun.

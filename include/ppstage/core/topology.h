@@ -119,6 +119,10 @@ class Topology {
   std::vector<int> host_of_rank_;  // empty: one host
 };
 
+// The hosts of `host_of_rank` (numbered from 0 as withHosts takes them): its largest + 1,
+// 1 where empty.
+int hostCountOf(const std::vector<int>& host_of_rank);
+
 // What of a job's traffic crosses between hosts (Topology::withHosts): the stage boundaries
 // s -> s + 1 whose two stages run on different hosts in some replica and tensor-parallel
 // rank, and whether some data-parallel or tensor-parallel group spans hosts (its

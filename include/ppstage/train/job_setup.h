@@ -136,6 +136,9 @@ JobSetup setUpJob(const Config& config, CapturedRun run, Communicator& world);
 // times --pipeline.stages_per_rank. Throws ppstage::Error for a layout the ranks cannot
 // make (core/topology.h).
 Topology jobTopology(const Config& config, int world);
+// jobTopology with every rank's host where this is an MPI job of `world` ranks (MPI's
+// shared-memory split, comm/mpi_session.h); on one host otherwise.
+Topology jobTopologyOnHosts(const Config& config, int world);
 
 // What train checks of `config` on `world` ranks before it makes or measures anything:
 // the options as a whole (config/options.h validate), the layout, the batch cut into each
