@@ -273,15 +273,15 @@ std::string linkText(double latency_s, double bytes_per_s, double all_reduce_byt
 
 // The links a plan over several hosts charged, and the pairs probed.
 void printLinks(const CostProfile& profile) {
-  std::printf("links inside a host: %s; between hosts: %s\n",
-              linkText(profile.link_latency_s, profile.link_bytes_per_s,
-                       profile.allreduce_bytes_per_s)
-                  .c_str(),
-              profile.hasHostLinks()
-                  ? linkText(profile.host_link_latency_s, profile.host_link_bytes_per_s,
-                             profile.host_allreduce_bytes_per_s)
-                        .c_str()
-                  : "not measured (charged as inside: measure under mpirun across the hosts)");
+  std::printf(
+      "links inside a host: %s; between hosts: %s\n",
+      linkText(profile.link_latency_s, profile.link_bytes_per_s, profile.allreduce_bytes_per_s)
+          .c_str(),
+      profile.hasHostLinks()
+          ? linkText(profile.host_link_latency_s, profile.host_link_bytes_per_s,
+                     profile.host_allreduce_bytes_per_s)
+                .c_str()
+          : "not measured (charged as inside: measure under mpirun across the hosts)");
   for (const CostProfile::ProbedLink& link : profile.probed_links) {
     std::printf("  probed %s-%s (ranks %d, %d): %.0f us, %.3f GB/s\n", link.first_host.c_str(),
                 link.second_host.c_str(), link.first_rank, link.second_rank, link.latency_s * 1e6,
@@ -315,9 +315,9 @@ void printPlan(const Plan& plan, const CostProfile& profile, const PlanConfig& c
     printLinks(profile);
     std::printf("\n");
   }
-  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s%s %s\n", "#",
-              "schedule", "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB",
-              "bubble", "memory", hosts ? " order    across    " : "", "split points");
+  std::printf("%-4s %-16s %3s %3s %3s %-4s %4s %5s %9s %11s %9s %6s  %-12s%s %s\n", "#", "schedule",
+              "dp", "pp", "spr", "plc", "M", "mb", "step_s", "tokens/s", "peak_MB", "bubble",
+              "memory", hosts ? " order    across    " : "", "split points");
   for (size_t i = 0; i < plan.best.size(); ++i) {
     printRow(std::to_string(i + 1).c_str(), plan.best[i], profile, hosts);
   }

@@ -127,8 +127,8 @@ LinkLine slowest(const std::vector<LinkLine>& lines) {
   for (const LinkLine& line : lines) {
     if (!line.measured()) continue;
     out.latency_s = std::max(out.latency_s, line.latency_s);
-    out.bytes_per_s = out.measured() ? std::min(out.bytes_per_s, line.bytes_per_s)
-                                     : line.bytes_per_s;
+    out.bytes_per_s =
+        out.measured() ? std::min(out.bytes_per_s, line.bytes_per_s) : line.bytes_per_s;
   }
   return out;
 }
@@ -188,8 +188,8 @@ LinkCosts measureLinks(Communicator& world, const std::vector<int>& host_of_rank
   PPSTAGE_INTERNAL_ASSERT(world.size() >= 2, "measureLinks over ", world.size(), " rank");
   std::vector<int> hosts = host_of_rank;
   if (hosts.empty()) hosts.assign(static_cast<size_t>(world.size()), 0);
-  PPSTAGE_INTERNAL_ASSERT(static_cast<int>(hosts.size()) == world.size(), "hosts of ",
-                          hosts.size(), " ranks in a world of ", world.size());
+  PPSTAGE_INTERNAL_ASSERT(static_cast<int>(hosts.size()) == world.size(), "hosts of ", hosts.size(),
+                          " ranks in a world of ", world.size());
   LinkCosts costs;
   std::vector<LinkLine> inside, between;
   for (const auto& [first, second] : pairsToProbe(hosts)) {
@@ -212,8 +212,7 @@ LinkCosts measureLinks(Communicator& world, const std::vector<int>& host_of_rank
   } else {
     // Inside: each host's ranks; between: the ranks with the same place on their hosts.
     costs.all_reduce = slowest(gatherLines(world, groupAllReduceLine(world, host)));
-    const int place =
-        static_cast<int>(std::count(hosts.begin(), hosts.begin() + rank, host));
+    const int place = static_cast<int>(std::count(hosts.begin(), hosts.begin() + rank, host));
     costs.host_all_reduce = slowest(gatherLines(world, groupAllReduceLine(world, place)));
   }
   // With one rank on every host nothing moves inside one: the lines between stand in.

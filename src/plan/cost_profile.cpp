@@ -254,6 +254,29 @@ UnitCost unitOf(const json& in, size_t sizes) {
   return unit;
 }
 
+// The links between hosts and the pairs probed (Note [Probing the links of a job]), which
+// profiles written before them lack: 0 and none.
+void readHostLinks(const json& in, CostProfile& p) {
+  p.host_link_latency_s = in.value("host_link_latency_s", 0.0);
+  p.host_link_bytes_per_s = in.value("host_link_bytes_per_s", 0.0);
+  p.host_allreduce_latency_s = in.value("host_allreduce_latency_s", 0.0);
+  p.host_allreduce_bytes_per_s = in.value("host_allreduce_bytes_per_s", 0.0);
+  PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
+                    p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
+                "the links between hosts must not be negative");
+  if (!in.contains("probed_links")) return;
+  for (const json& link : in.at("probed_links")) {
+    CostProfile::ProbedLink probed;
+    probed.first_rank = link.at("ranks").at(0).get<int>();
+    probed.second_rank = link.at("ranks").at(1).get<int>();
+    probed.first_host = link.at("hosts").at(0).get<std::string>();
+    probed.second_host = link.at("hosts").at(1).get<std::string>();
+    probed.latency_s = link.at("latency_s").get<double>();
+    probed.bytes_per_s = link.at("bytes_per_s").get<double>();
+    p.probed_links.push_back(probed);
+  }
+}
+
 }  // namespace
 
 std::string costProfileToJson(const CostProfile& p) {
@@ -320,26 +343,7 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_latency_s = in.at("allreduce_latency_s").get<double>();
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
-    // Profiles written before the links between hosts were probed have none (0).
-    p.host_link_latency_s = in.value("host_link_latency_s", 0.0);
-    p.host_link_bytes_per_s = in.value("host_link_bytes_per_s", 0.0);
-    p.host_allreduce_latency_s = in.value("host_allreduce_latency_s", 0.0);
-    p.host_allreduce_bytes_per_s = in.value("host_allreduce_bytes_per_s", 0.0);
-    PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
-                      p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
-                  "the links between hosts must not be negative");
-    if (in.contains("probed_links")) {
-      for (const json& link : in.at("probed_links")) {
-        CostProfile::ProbedLink probed;
-        probed.first_rank = link.at("ranks").at(0).get<int>();
-        probed.second_rank = link.at("ranks").at(1).get<int>();
-        probed.first_host = link.at("hosts").at(0).get<std::string>();
-        probed.second_host = link.at("hosts").at(1).get<std::string>();
-        probed.latency_s = link.at("latency_s").get<double>();
-        probed.bytes_per_s = link.at("bytes_per_s").get<double>();
-        p.probed_links.push_back(probed);
-      }
-    }
+    readHostLinks(in, p);
     PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
                       p.microbatch_sizes.front() >= 1 &&
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),

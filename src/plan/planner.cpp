@@ -44,8 +44,8 @@ bool ranksBefore(const PlanCandidate& a, const PlanCandidate& b) {
 bool sameRun(const PlanCandidate& a, const PlanCandidate& b) {
   return a.dp == b.dp && a.pp == b.pp && a.stages_per_rank == b.stages_per_rank &&
          a.placement == b.placement && a.rank_order == b.rank_order &&
-         a.microbatches == b.microbatches &&
-         a.stage_starts == b.stage_starts && a.step_s == b.step_s && a.peak_bytes == b.peak_bytes;
+         a.microbatches == b.microbatches && a.stage_starts == b.stage_starts &&
+         a.step_s == b.step_s && a.peak_bytes == b.peak_bytes;
 }
 
 // The exact min-max cut of `unit_costs` into `stages` parts, each starting at one of
@@ -118,9 +118,9 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
                 smallestKeptBytes(profile, u, size);
   }
   const double ranks = c.pp;
-  const double tail = profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
-                      profile.allReduceSeconds(4.0 * elements / ranks, c.dp,
-                                               c.across_hosts.data_parallel);
+  const double tail =
+      profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
+      profile.allReduceSeconds(4.0 * elements / ranks, c.dp, c.across_hosts.data_parallel);
   return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
@@ -159,8 +159,8 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
         }
         starts[k] = moved_to;
         const StageCosts costs = stageCostsOf(profile, starts, size);
-        const SimulationResult simulation =
-            simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(profile, costs, c.across_hosts));
+        const SimulationResult simulation = simulateSchedule(
+            schedule.request, schedule.ranks, actionCostsOf(profile, costs, c.across_hosts));
         PlanCandidate trial = c;
         trial.stage_starts = starts;
         fillPrediction(profile, costs, pipeline, schedule, simulation, trial);
@@ -254,9 +254,7 @@ std::vector<Placement> placementsFor(int stages_per_rank) {
 class Enumerator {
  public:
   Enumerator(const CostProfile& profile, const PlanRequest& request)
-      : profile_(profile),
-        request_(request),
-        hosts_(hostCountOf(request.host_of_rank)) {}
+      : profile_(profile), request_(request), hosts_(hostCountOf(request.host_of_rank)) {}
 
   // Every candidate of Note [Planning a pipeline], with its costs and bounds.
   std::vector<Pending> all() {

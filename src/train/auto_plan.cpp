@@ -161,9 +161,8 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
   const Clock::time_point planning = Clock::now();
   runAgreed(world, [&] {
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-    PlanRequest request =
-        planRequestOf(config.plan, world.size(), static_cast<int>(config.train.tp), registry,
-                      mpiHostOfRanks());
+    PlanRequest request = planRequestOf(
+        config.plan, world.size(), static_cast<int>(config.train.tp), registry, mpiHostOfRanks());
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
     hosts = hostCountOf(request.host_of_rank);

@@ -85,14 +85,14 @@ TEST(HostCrossings, PipelineMajorRanksAreAStagesReplicasSideBySide) {
 // By slot, pp-dp-tp puts each stage's replicas on one host: the pipeline crosses and the
 // all-reduces stay, as dp-pp-tp by node does.
 TEST(HostCrossings, PipelineMajorBySlotThePipelineCrossesAndTheAllReducesStay) {
-  const HostCrossings c = hostCrossings(
-      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
-          .withHosts(kBySlot));
+  const HostCrossings c =
+      hostCrossings(Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
+                        .withHosts(kBySlot));
   EXPECT_EQ(c.boundaries, std::vector<int>{0});
   EXPECT_FALSE(c.data_parallel);
-  const HostCrossings by_node = hostCrossings(
-      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
-          .withHosts(kByNode));
+  const HostCrossings by_node =
+      hostCrossings(Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, RankOrder::kPipelineMajor)
+                        .withHosts(kByNode));
   EXPECT_TRUE(by_node.boundaries.empty());
   EXPECT_TRUE(by_node.data_parallel);
 }

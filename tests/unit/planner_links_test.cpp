@@ -50,7 +50,8 @@ PlanRequest twoHosts() {
 }
 
 // 1F1B at pp 2 x dp 2, M 4, cut in half, in `order` on twoHosts(), predicted.
-PlanCandidate pp2dp2(const CostProfile& profile, RankOrder order, const ScheduleRegistry& registry) {
+PlanCandidate pp2dp2(const CostProfile& profile, RankOrder order,
+                     const ScheduleRegistry& registry) {
   PlanCandidate c;
   c.schedule = "1f1b";
   c.dp = 2;
@@ -158,9 +159,8 @@ TEST(PlannerLinks, TheRankOrderReachesTheConfigFileAndBack) {
   }
   const Config read = test::readConfigFile(path);
   EXPECT_EQ(read.pipeline.rank_order, RankOrder::kPipelineMajor);
-  const Topology job =
-      Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, read.pipeline.rank_order)
-          .withHosts({0, 0, 1, 1});
+  const Topology job = Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, read.pipeline.rank_order)
+                           .withHosts({0, 0, 1, 1});
   const PlanCandidate back = candidateOf(read, job);
   EXPECT_EQ(back.rank_order, RankOrder::kPipelineMajor);
   EXPECT_EQ(back.across_hosts.boundaries, std::vector<int>{0});
@@ -185,8 +185,9 @@ TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
   EXPECT_DOUBLE_EQ(back.messageSeconds(5e9, false), 5e-6 + 1.0);
   // Before them: no host_* keys and no probed_links.
   nlohmann::json json = nlohmann::json::parse(costProfileToJson(profile));
-  for (const char* key : {"host_link_latency_s", "host_link_bytes_per_s", "host_allreduce_latency_s",
-                          "host_allreduce_bytes_per_s", "probed_links"}) {
+  for (const char* key :
+       {"host_link_latency_s", "host_link_bytes_per_s", "host_allreduce_latency_s",
+        "host_allreduce_bytes_per_s", "probed_links"}) {
     json.erase(key);
   }
   const std::string old = json.dump();

@@ -212,7 +212,7 @@ struct PipelineConfig {
   // How world ranks map to replicas and pipeline ranks (core/placement.h): dp-pp-tp keeps a
   // pipeline's ranks adjacent, pp-dp-tp a stage's replicas.
   RankOrder rank_order = RankOrder::kReplicaMajor;
-  std::string schedule_plugin;             // shared library registering more schedules
+  std::string schedule_plugin;  // shared library registering more schedules
   // train: plan the layout, schedule, micro-batches and cut first (plan/planner.h, with
   // [plan]) and run the winner; the options above that it chooses are ignored.
   bool auto_plan = false;

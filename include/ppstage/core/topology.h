@@ -8,10 +8,10 @@
 // rank p and tensor-parallel rank t. With tp 1, the pp ranks of replica d are world ranks
 // d*pp .. d*pp+pp-1. RankOrder::kPipelineMajor (pp-dp-tp) swaps the outer two: world rank =
 // (p*dp + d)*tp + t, so a stage's replicas are adjacent (on one host, where mpirun fills
-// hosts slot by slot) and the pipeline crosses hosts. A pipeline message goes from TP rank t of one stage to TP
-// rank t of the next. Stages are placed on pipeline ranks either in a loop
-// (stage s on pp rank s % pp: 0 1 2 3 0 1 2 3) or in a V (0 1 2 3 3 2 1 0), with
-// stages / pp stages on every pipeline rank.
+// hosts slot by slot) and the pipeline crosses hosts. A pipeline message goes from TP rank t of one
+// stage to TP rank t of the next. Stages are placed on pipeline ranks either in a loop (stage s on
+// pp rank s % pp: 0 1 2 3 0 1 2 3) or in a V (0 1 2 3 3 2 1 0), with stages / pp stages on every
+// pipeline rank.
 //
 // A Topology is the layout of the whole job; atRank() gives it as one rank sees it, which
 // the queries about "this rank" (rank(), myStages(), prevRank(), ...) need.

@@ -22,8 +22,7 @@ namespace ppstage {
 // ppstage::Error for a schedule `registry` does not know, listing those it does, for ranks
 // that `tp` does not divide, and for hosts that do not divide the ranks.
 PlanRequest planRequestOf(const PlanConfig& plan, int ranks, int tp,
-                          const ScheduleRegistry& registry,
-                          const std::vector<int>& job_hosts = {});
+                          const ScheduleRegistry& registry, const std::vector<int>& job_hosts = {});
 
 // Throws ppstage::Error where `profile` (read from `source`) was measured at another
 // tensor parallelism than `tp`: its units' seconds and bytes are another shard's.
@@ -61,8 +60,8 @@ std::string shardingReason(const PlanCandidate& candidate, const CostProfile& pr
 std::string hostsReason(const PlanCandidate& candidate, const CostProfile& profile);
 
 // Sets what `candidate` chooses in `config`: the stages and their split points, schedule,
-// micro-batches, stages per rank, placement, rank order, train.dp, train.shard_optimizer and, where it
-// recomputes, train.recompute and train.recompute_blocks (otherwise they stay as given).
+// micro-batches, stages per rank, placement, rank order, train.dp, train.shard_optimizer and, where
+// it recomputes, train.recompute and train.recompute_blocks (otherwise they stay as given).
 void applyCandidate(const PlanCandidate& candidate, const CostProfile& profile, Config& config);
 
 // An INI file: `given` (the user's options by name, as parseOptions records them), less the
