@@ -14,8 +14,11 @@
 #include <ATen/ATen.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "flat_buffers.h"
@@ -56,6 +59,35 @@ void checkMpi(int code, const char* call) {
   }
 }
 
+// Note [A wait cut short names its peer]
+// When a host dies, mpirun learns it from its daemon and ends the job within about 2 s,
+// before --comm.timeout_s: the ranks left get SIGTERM (and SIGKILL a second later) while
+// they wait for a rank that is gone, and the timeout's error, which names that rank and
+// its host, never comes. So a wait still going kStalledWait into it when a stop is asked
+// says what it waits for, on stderr at once (the step's abandon that follows may never
+// end), as the timeout would: "ppstage: [rank 0 (host h0)] asked to stop 1.9 s into a wait: rank 0
+// (host h0) waiting to receive gradient 0 of stage 1, micro-batch 2 from rank 1 (host h1);
+// is that rank alive?". A collective's wait says so too, and goes on (it cannot be
+// cancelled). A Ctrl-C cuts waits short too, seldom a second into one.
+//
+// A wait `waited` long when a stop was asked: says what it waits for, once (`said`), where
+// that was kStalledWait or more, and abandons it (throws StepInterrupted) where it may be
+// (a Work's, inside a step); a collective's wait goes on.
+template <typename Describe>
+void stopWaiting(Clock::duration waited, const Describe& what, bool may_interrupt, bool& said) {
+  constexpr auto kStalledWait = std::chrono::seconds(1);
+  if (!said && waited >= kStalledWait) {
+    said = true;
+    const std::string rank = mpiRankName(mpiWorldRank());
+    std::fprintf(stderr,
+                 "ppstage: [%s] asked to stop %.1f s into a wait: %s %s; is that rank alive?\n",
+                 rank.c_str(), std::chrono::duration<double>(waited).count(), rank.c_str(),
+                 std::string(what()).c_str());
+    std::fflush(stderr);
+  }
+  if (may_interrupt) throwIfInterrupted();
+}
+
 // Polls `request` until it completes or `timeout` passes. Spins for the first kBusy, then
 // yields between tests until kSpin: MPI moves a large message forward only inside MPI calls, so a
 // receive must keep testing while the bytes flow; after that it sleeps between tests, as a rank
@@ -74,6 +106,7 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
   constexpr auto kReportCheck = std::chrono::milliseconds(20);
   const auto start = Clock::now();
   auto next_report_check = start;
+  bool said_stalled = false;
   const auto deadline = start + timeout;
   MPI_Status status;
   for (;;) {
@@ -95,7 +128,8 @@ MPI_Status waitRequest(MpiCommunicator::Handle& handle, MPI_Request& request,
     if (now - start < kBusy) {
       continue;
     }
-    if (may_interrupt) throwIfInterrupted();  // Note [Abandoning a step]
+    // Note [Abandoning a step], Note [A wait cut short names its peer]
+    if (interruptRequested()) stopWaiting(now - start, what, may_interrupt, said_stalled);
     if (now - start < kSpin) {
       std::this_thread::yield();
       continue;

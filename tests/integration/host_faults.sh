@@ -112,7 +112,7 @@ start_job host_killed --train.steps 100000
 wait_until 60 logged_step host_killed 3 || fail "host killed: no third step within 60 s"
 fault_at=$(date +%s%N)
 hosts_kill h1
-check_job_ended host_killed ""
+check_job_ended host_killed "rank 1 (host h1)"
 
 # 3. Saving every 4 steps, h1 dies after the first checkpoint; the job resumes on h0 alone at
 # pp 1 x dp 2 (the same micro-batches) from the newest complete checkpoint.
