@@ -61,21 +61,23 @@ void checkMpi(int code, const char* call) {
 
 // Note [A wait cut short names its peer]
 // When a host dies, mpirun learns it from its daemon and ends the job within about 2 s,
-// before --comm.timeout_s: the ranks left get SIGTERM (and SIGKILL a second later) while
+// before --comm.timeout_s: the ranks left get SIGTERM, and SIGKILL a second later, while
 // they wait for a rank that is gone, and the timeout's error, which names that rank and
-// its host, never comes. So a wait still going kStalledWait into it when a stop is asked
-// says what it waits for, on stderr at once (the step's abandon that follows may never
-// end), as the timeout would: "ppstage: [rank 0 (host h0)] asked to stop 1.9 s into a wait: rank 0
-// (host h0) waiting to receive gradient 0 of stage 1, micro-batch 2 from rank 1 (host h1);
-// is that rank alive?". A collective's wait says so too, and goes on (it cannot be
-// cancelled). A Ctrl-C cuts waits short too, seldom a second into one.
+// its host, never comes. So a wait still going kStalledWait (0.3 s) into it once a stop is
+// asked says what it waits for, on stderr at once, as the timeout would: "ppstage: [rank 0
+// (host h0)] asked to stop 1.0 s into a wait: rank 0 (host h0) waiting to receive gradient
+// 0 of stage 1, micro-batch 2 from rank 1 (host h1); is that rank alive?". On hosts made of
+// namespaces the SIGTERM came 1.0 s after the host died, the rank waiting since then: it
+// says so at once (4 of 4 runs). A collective's wait says so too, and goes on (it cannot
+// be cancelled). After a Ctrl-C every rank abandons at once, and their waits end within
+// milliseconds.
 //
 // A wait `waited` long when a stop was asked: says what it waits for, once (`said`), where
 // that was kStalledWait or more, and abandons it (throws StepInterrupted) where it may be
 // (a Work's, inside a step); a collective's wait goes on.
 template <typename Describe>
 void stopWaiting(Clock::duration waited, const Describe& what, bool may_interrupt, bool& said) {
-  constexpr auto kStalledWait = std::chrono::seconds(1);
+  constexpr auto kStalledWait = std::chrono::milliseconds(300);
   if (!said && waited >= kStalledWait) {
     said = true;
     const std::string rank = mpiRankName(mpiWorldRank());
