@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ppstage/config/options.h"
 #include "ppstage/plan/cost_profile.h"
+#include "ppstage/plan/planner.h"
 
 namespace ppstage::test {
 
@@ -64,6 +67,20 @@ inline UnitCost blockUnit(int u, int64_t param_bytes, int64_t trainable_elements
     unit.full.weight_pending_bytes.push_back(plain.kept * size);
   }
   return unit;
+}
+
+// 1F1B at dp x pp (one stage a rank), `microbatches` of `microbatch_size` samples, cut
+// before the units `starts`.
+inline PlanCandidate oneFOneB(int dp, int pp, int microbatches, int64_t microbatch_size,
+                              std::vector<size_t> starts) {
+  PlanCandidate c;
+  c.schedule = "1f1b";
+  c.dp = dp;
+  c.pp = pp;
+  c.microbatches = microbatches;
+  c.microbatch_size = microbatch_size;
+  c.stage_starts = std::move(starts);
+  return c;
 }
 
 // The configuration `train --config <path>` reads.

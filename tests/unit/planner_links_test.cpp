@@ -52,13 +52,7 @@ PlanRequest twoHosts() {
 // 1F1B at pp 2 x dp 2, M 4, cut in half, in `order` on twoHosts(), predicted.
 PlanCandidate pp2dp2(const CostProfile& profile, RankOrder order,
                      const ScheduleRegistry& registry) {
-  PlanCandidate c;
-  c.schedule = "1f1b";
-  c.dp = 2;
-  c.pp = 2;
-  c.microbatches = 4;
-  c.microbatch_size = 2;
-  c.stage_starts = {4};
+  PlanCandidate c = test::oneFOneB(2, 2, 4, 2, {4});
   c.rank_order = order;
   c.across_hosts = hostCrossings(
       Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, order).withHosts(twoHosts().host_of_rank));

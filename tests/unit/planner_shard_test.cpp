@@ -125,13 +125,7 @@ TEST(PlannerShard, ShardingThatCostsMemoryIsChosenOnlyWhereItFits) {
 
 TEST(PlannerShard, TheConfigFileCarriesTheChoiceAndTheRunsConfigGivesItBack) {
   const CostProfile profile = stateHeavyProfile(8, 16, 8);
-  PlanCandidate c;
-  c.schedule = "1f1b";
-  c.dp = 2;
-  c.pp = 2;
-  c.microbatches = 4;
-  c.microbatch_size = 2;
-  c.stage_starts = {4};
+  PlanCandidate c = test::oneFOneB(2, 2, 4, 2, {4});
   c.shard_optimizer = true;
   const std::string path = testing::TempDir() + "ppstage_shard_planned.ini";
   {
