@@ -14,7 +14,7 @@ row per run.
 
 usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] -- MODEL OPTIONS...
   SETTING: none | DELAY_MS/RATE, e.g. 1/1gbit: each host's link limited to RATE (tc tbf)
-  and delayed DELAY_MS / 2 (tests/integration/link_emulator.py), so a frame between the
+  and delayed DELAY_MS / 2 (tests/integration/link_emulator.c), so a frame between the
   two hosts is delayed DELAY_MS one way.
 """
 import json

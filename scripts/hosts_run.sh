@@ -5,7 +5,7 @@
 # usage: scripts/hosts_run.sh [--rate RATE] [--link D,J,L] [--map-by node] HOSTS -- PROGRAM ARGS...
 #   HOSTS   h0:2,h1:2: the hosts and their slots (ranks), named h0, h1, ... in order
 #   --rate  each host's link to the switch limited to RATE both ways (tc tbf: 200mbit, 1gbit)
-#   --link DELAY_MS,JITTER_MS,LOSS  each host's link through tests/integration/link_emulator.py:
+#   --link DELAY_MS,JITTER_MS,LOSS  each host's link through tests/integration/link_emulator.c:
 #           frames delayed and dropped both ways (between two hosts a frame crosses two links)
 #   --map-by node   consecutive ranks on consecutive hosts (default: fill each host's slots)
 # The job starts as `mpirun -np <slots> ... PROGRAM ARGS` on h0; root is needed.

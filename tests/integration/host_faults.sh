@@ -13,7 +13,7 @@
 #     dp 2 on h0) from the newest complete checkpoint for 4 more steps, and ends bitwise as
 #     a run that saved there without a failure and resumed the same way.
 #   - Loss and latency spikes on h1's link (1% of frames dropped, 25 ms of delay with 25 ms
-#     of jitter each way, through link_emulator.py: this kernel may have no netem): the job
+#     of jitter each way, through link_emulator.c: this kernel may have no netem): the job
 #     completes with the losses and parameters of the run without them, bitwise, slower.
 #
 # usage: host_faults.sh PPSTAGE "MPIEXEC ARGS"

@@ -27,12 +27,11 @@
 #                           200mbit), both ways.
 #   hosts_link HOST up|down the host's link to the switch.
 #   hosts_link_emulate HOST DELAY_MS JITTER_MS LOSS
-#                           the host's link through link_emulator.py (this kernel may have
-#                           no netem): each frame, both ways, delayed by DELAY_MS plus a
-#                           uniform draw within JITTER_MS and dropped with probability LOSS;
-#                           offloads off on the host's side so that copied frames carry
-#                           their checksums (on every host: each one's frames may cross it).
-#                           Once per host; gone with the hosts.
+#                           the host's link through link_emulator.c (this kernel may have
+#                           no netem; compiled with cc on first use): each frame, both ways,
+#                           delayed by DELAY_MS plus a uniform draw within JITTER_MS and
+#                           dropped with probability LOSS. Once per host; gone with the
+#                           hosts.
 # Everything made is torn down on exit, the test failed or not (hosts_down, in an EXIT trap
 # that also removes the harness's $work). Names carry this shell's pid, so tests can run
 # side by side, and what a killed test left is swept by the next one (hosts_sweep).
@@ -166,9 +165,9 @@ hosts_link_rate() {
   local rate=$1 i
   for ((i = 0; i < hosts_count; ++i)); do
     ip netns exec "$hosts_prefix-h$i" tc qdisc replace dev eth0 root tbf rate "$rate" \
-      burst 64kb latency 50ms
+      burst 256kb latency 50ms
     ip netns exec "$hosts_prefix-sw" tc qdisc replace dev "p$i" root tbf rate "$rate" \
-      burst 64kb latency 50ms
+      burst 256kb latency 50ms
   done
 }
 
@@ -193,10 +192,12 @@ hosts_kill() {
 }
 
 hosts_link_emulate() {
-  local host=$1 delay_ms=$2 jitter_ms=$3 loss=$4 i=${1#h} j
-  local sw="$hosts_prefix-sw" emulator
-  emulator="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/link_emulator.py"
-  command -v python3 > /dev/null || hosts_skip "no python3 for the link emulator"
+  local host=$1 delay_ms=$2 jitter_ms=$3 loss=$4 i=${1#h}
+  local sw="$hosts_prefix-sw" emulator="$work/link_emulator"
+  if [[ ! -x $emulator ]]; then
+    command -v cc > /dev/null || hosts_skip "no C compiler (cc) for the link emulator"
+    cc -O2 -o "$emulator" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/link_emulator.c"
+  fi
   # p<i> (to the host) leaves the bridge; the emulator joins it to e<i>, whose peer f<i>
   # takes its place on the bridge.
   ip -n "$sw" link set "p$i" nomaster
@@ -204,12 +205,7 @@ hosts_link_emulate() {
   ip -n "$sw" link set "f$i" master br0
   ip -n "$sw" link set "e$i" up
   ip -n "$sw" link set "f$i" up
-  for ((j = 0; j < hosts_count; ++j)); do  # every host's frames may cross the emulator
-    ip netns exec "$hosts_prefix-h$j" python3 "$emulator" offloads-off eth0
-  done
-  ip netns exec "$sw" python3 "$emulator" offloads-off "p$i"
-  ip netns exec "$sw" python3 "$emulator" offloads-off "e$i"
-  ip netns exec "$sw" python3 "$emulator" forward "p$i" "e$i" "$delay_ms" "$jitter_ms" "$loss" \
+  ip netns exec "$sw" "$emulator" "p$i" "e$i" "$delay_ms" "$jitter_ms" "$loss" \
     2> "$work/link_emulator_$host.err" &
   local emulator_pid=$!
   disown  # hosts_down kills it
