@@ -134,7 +134,8 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world) {
   const bool alone = world == nullptr || world->size() < 2;
-  setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
+  const int threads = computeThreads(config.train, alone ? ranks : world->size());
+  setComputeThreads(threads);
   const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
   return measureCostProfileOnRanks(
       [&] {
@@ -147,7 +148,7 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
         }
         return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
-      world, mpiHostOfRanks(), mpiHostNames());
+      world, mpiHostOfRanks(), mpiHostNames(), config.train.device == "cpu" ? threads : 0);
 }
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
