@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -120,18 +119,17 @@ std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool meas
   std::ostringstream note;
   note << "note: " << here << " ranks share this machine's " << cores << " cores. ";
   if (measured && profile.links.rfind("measured over", 0) == 0) {
-    note << "Their costs were measured with the ranks computing at once, " << std::setprecision(3)
-         << profile.core_sharing
-         << " threads a core; the simulator gives a waiting rank's core to the others by the "
-            "share of time the ranks compute (Note [Ranks that share cores]), which is an "
-            "estimate: try a close call with ppstage train.";
+    note << "Their costs were measured with the ranks computing at once, as in the run; "
+            "the simulator still takes each rank to compute on cores of its own, so the "
+            "measured step can differ from the prediction either way (on shared cores a "
+            "rank's idle time goes to the others): try a close call with ppstage train.";
   } else if (measured) {
     note << "One process measured the costs alone, which the run's ranks will not be: plan "
             "under mpirun -np "
          << ranks << " to measure them computing at once.";
   } else {
-    note << "The costs were read from --plan.costs (" << profile.links << "), measured at "
-         << std::setprecision(3) << profile.core_sharing << " threads a core.";
+    note << "The costs were read from --plan.costs (" << profile.links
+         << "); the prediction takes each rank to compute on cores of its own.";
   }
   return note.str();
 }

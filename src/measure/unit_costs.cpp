@@ -5,14 +5,10 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/optim/optimizer.h>
 
-#include <sched.h>
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <sstream>
-#include <thread>
 
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
@@ -22,7 +18,6 @@
 #include "ppstage/compile/split_backward.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
-#include "ppstage/core/host_name.h"
 #include "ppstage/core/statistics.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/observe/tensor_memory.h"
@@ -429,45 +424,9 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
 
 namespace ppstage {
 
-namespace {
-
-// The cores this process may run on (its affinity; all of them where it cannot be read).
-int coresOfThisProcess() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// The most compute threads a core of one machine ran while every rank of `world` measured
-// (Note [Ranks that share cores], src/plan/stage_costs.h), at least 1: each rank computes
-// on `compute_threads` (0: not on the machine's cores). Collective.
-double coreSharingOf(Communicator& world, int compute_threads) {
-  std::ostringstream mine;
-  mine << thisMachineId() << ' ' << coresOfThisProcess() << ' ' << compute_threads;
-  std::map<std::string, std::pair<int, int>> machines;  // id: most cores, threads summed
-  for (const std::string& text : allGatherStrings(world, mine.str())) {
-    std::istringstream in(text);
-    std::string id;
-    int cores = 1, threads = 0;
-    in >> id >> cores >> threads;
-    std::pair<int, int>& machine = machines[id];
-    machine.first = std::max(machine.first, cores);
-    machine.second += threads;
-  }
-  double sharing = 1;
-  for (const auto& [id, machine] : machines) {
-    sharing = std::max(sharing, static_cast<double>(machine.second) / std::max(1, machine.first));
-  }
-  return sharing;
-}
-
-}  // namespace
-
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world, const std::vector<int>& host_of_rank,
-                                      const std::vector<std::string>& host_names,
-                                      int compute_threads) {
+                                      const std::vector<std::string>& host_names) {
   if (world == nullptr || world->size() < 2) return measure();
   const bool hosts_known = static_cast<int>(host_of_rank.size()) == world->size();
   const LinkCosts links = measureLinks(*world, hosts_known ? host_of_rank : std::vector<int>{});
@@ -478,7 +437,6 @@ CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measur
     profiles.push_back(readCostProfile(text, "a rank's"));
   }
   CostProfile profile = averageProfiles(profiles);
-  profile.core_sharing = coreSharingOf(*world, compute_threads);
   profile.link_latency_s = links.message.latency_s;
   profile.link_bytes_per_s = links.message.bytes_per_s;
   profile.allreduce_latency_s = links.all_reduce.latency_s;

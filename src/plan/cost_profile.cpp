@@ -295,7 +295,6 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"precision", p.precision},
                     {"batch_size", p.batch_size},
                     {"tp", p.tp},
-                    {"core_sharing", p.core_sharing},
                     {"tokens_per_sample", p.tokens_per_sample},
                     {"microbatch_sizes", p.microbatch_sizes},
                     {"optimizer_s_per_element", p.optimizer_s_per_element},
@@ -328,7 +327,6 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.precision = in.at("precision").get<std::string>();
     p.batch_size = jsonIntegerAt(in, "batch_size", "");
     if (in.contains("tp")) p.tp = jsonIntegerAt<int>(in, "tp", "");
-    p.core_sharing = in.value("core_sharing", 1.0);
     p.tokens_per_sample = jsonIntegerAt(in, "tokens_per_sample", "");
     for (const json& size : in.at("microbatch_sizes")) {
       p.microbatch_sizes.push_back(jsonInteger(size, "microbatch_sizes", ""));
@@ -351,7 +349,6 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),
                   "microbatch_sizes must be one or two ascending sizes of at least 1");
     PPSTAGE_CHECK(p.tp >= 1, "tp must be at least 1; got ", p.tp);
-    PPSTAGE_CHECK(p.core_sharing >= 1, "core_sharing must be at least 1; got ", p.core_sharing);
     PPSTAGE_CHECK(p.batch_size >= 1 && p.link_bytes_per_s > 0 && p.allreduce_bytes_per_s > 0,
                   "batch_size, link_bytes_per_s and allreduce_bytes_per_s must be positive");
     for (const json& unit : in.at("units")) {

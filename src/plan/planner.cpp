@@ -121,10 +121,7 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double tail =
       profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
       profile.allReduceSeconds(4.0 * elements / ranks, c.dp, c.across_hosts.data_parallel);
-  // On shared cores the actions may run faster than measured, by 1 / core_sharing at most
-  // (Note [Ranks that share cores], stage_costs.h).
-  const double fastest = 1 / std::max(1.0, profile.core_sharing);
-  return {std::max(c.microbatches * work / ranks, path) * fastest + tail, resident / ranks};
+  return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
 ScheduleOptions scheduleOptionsOf(const CostProfile& profile, const PlanCandidate& c,
@@ -162,10 +159,8 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
         }
         starts[k] = moved_to;
         const StageCosts costs = stageCostsOf(profile, starts, size);
-        const ActionCosts action_costs = actionCostsOf(profile, costs, c.across_hosts);
-        const SimulationResult simulation =
-            simulateOnSharedCores(profile, schedule.request, schedule.ranks, action_costs,
-                                  simulateSchedule(schedule.request, schedule.ranks, action_costs));
+        const SimulationResult simulation = simulateSchedule(
+            schedule.request, schedule.ranks, actionCostsOf(profile, costs, c.across_hosts));
         PlanCandidate trial = c;
         trial.stage_starts = starts;
         fillPrediction(profile, costs, pipeline, schedule, simulation, trial);
@@ -206,17 +201,14 @@ enum class Choosing { kCut, kCutAndMemory };
 PlanCandidate simulateAndRefine(const CostProfile& profile, PlanCandidate c,
                                 const StageCosts& costs, const ScheduleRegistry& registry,
                                 double budget, Choosing choosing = Choosing::kCutAndMemory) {
-  const ScheduleOptions options = scheduleOptionsOf(profile, c, costs);
-  const PipelineSchedule schedule = buildSchedule(registry, options);
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(profile, c, costs));
   const Topology pipeline = Topology::forPipeline(c.stages(), c.stages_per_rank, c.placement);
-  const SimulationResult simulation = simulateOnSharedCores(
-      profile, schedule.request, schedule.ranks, options.costs, schedule.simulation);
-  fillPrediction(profile, costs, pipeline, schedule, simulation, c);
+  fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   const bool memory = choosing == Choosing::kCutAndMemory;
   if (memory && c.dp > 1 && !c.shard_optimizer) {
     PlanCandidate sharded = c;
     sharded.shard_optimizer = true;
-    fillPrediction(profile, costs, pipeline, schedule, simulation, sharded);
+    fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, sharded);
     if (shardingWins(sharded, c, budget)) c = sharded;
   }
   if (c.stages() >= 2 && c.stages() <= kMostStagesRefined) {
@@ -511,12 +503,8 @@ PlanCandidate predictCandidate(const CostProfile& profile, PlanCandidate c,
   if (c.stage_starts.empty() && c.stages() > 1)
     c.stage_starts = balancedCut(profile, c.stages(), size);
   const StageCosts costs = stageCostsOf(profile, c.stage_starts, size, &c.recompute);
-  const ScheduleOptions options = scheduleOptionsOf(profile, c, costs);
-  const PipelineSchedule schedule = buildSchedule(registry, options);
-  fillPrediction(profile, costs, pipeline, schedule,
-                 simulateOnSharedCores(profile, schedule.request, schedule.ranks, options.costs,
-                                       schedule.simulation),
-                 c);
+  const PipelineSchedule schedule = buildSchedule(registry, scheduleOptionsOf(profile, c, costs));
+  fillPrediction(profile, costs, pipeline, schedule, schedule.simulation, c);
   return c;
 }
 

@@ -75,12 +75,10 @@ class RecomputeFit {
   PlanCandidate predicted() {
     const StageCosts costs = stageCostsOf(profile_, plain_.stage_starts, size_, &choice_);
     PlanCandidate c = plain_;
-    const ActionCosts action_costs = actionCostsOf(profile_, costs, plain_.across_hosts);
-    fillPrediction(
-        profile_, costs, pipeline_, schedule_,
-        simulateOnSharedCores(profile_, schedule_.request, schedule_.ranks, action_costs,
-                              simulateSchedule(schedule_.request, schedule_.ranks, action_costs)),
-        c);
+    fillPrediction(profile_, costs, pipeline_, schedule_,
+                   simulateSchedule(schedule_.request, schedule_.ranks,
+                                    actionCostsOf(profile_, costs, plain_.across_hosts)),
+                   c);
     c.recompute = choice_;
     c.recompute.blocks = blocksOf(profile_, holders_, choice_.units);
     for (size_t s = 0; s < holders_.size(); ++s) {

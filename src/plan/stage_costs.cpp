@@ -2,7 +2,6 @@
 #include "stage_costs.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -222,37 +221,6 @@ ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
     out.comm = std::max(out.comm, out.boundary_comm.back());
   }
   return out;
-}
-
-SimulationResult simulateOnSharedCores(const CostProfile& profile, const ScheduleRequest& request,
-                                       const std::vector<ActionList>& ranks,
-                                       const ActionCosts& costs, const SimulationResult& first) {
-  if (profile.core_sharing <= 1) return first;
-  constexpr int kMostPasses = 8;
-  constexpr double kSettled = 1e-3;  // a change of the scale below this ends the passes
-  const auto busyShare = [](const SimulationResult& simulation) {
-    if (simulation.makespan <= 0 || simulation.busy.empty()) return 1.0;
-    double busy = 0;
-    for (double b : simulation.busy) busy += b;
-    return busy / (static_cast<double>(simulation.busy.size()) * simulation.makespan);
-  };
-  SimulationResult simulation = first;
-  double scale = 1;
-  for (int pass = 0; pass < kMostPasses; ++pass) {
-    const double next = std::max(1 / profile.core_sharing, std::min(1.0, busyShare(simulation)));
-    if (std::abs(next - scale) < kSettled) break;
-    scale = next;
-    ActionCosts scaled = costs;
-    for (PerCompute<double>& stage : scaled.per_stage) {
-      for (double& seconds : stage) seconds *= scale;
-    }
-    scaled.forward *= scale;
-    scaled.backward *= scale;
-    scaled.input_grad *= scale;
-    scaled.weight_grad *= scale;
-    simulation = simulateSchedule(request, ranks, scaled);
-  }
-  return simulation;
 }
 
 namespace {

@@ -70,28 +70,6 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
 ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
                           const HostCrossings& across);
 
-// Note [Ranks that share cores]
-// The units are measured on every rank of the job at once (measure/unit_costs.h), so where
-// the ranks outnumber a machine's cores their seconds are those of a rank sharing a core:
-// 4 single-threaded ranks on 2 cores measure twice what each would alone
-// (CostProfile::core_sharing, 2). In a run the ranks do not all compute at once: a rank
-// waiting for a message (a pipeline's bubble, a message between hosts) yields its core to
-// the others, whose actions then run faster than measured. One pass of the simulation
-// tells how busy the ranks are: u, the mean of busy / makespan over its ranks. At sharing
-// S as measured, u x S threads a core compete in the run, at least 1, so an action takes
-// max(1, u S) / S = max(1 / S, u) of its measured seconds. The simulation runs again with
-// the compute costs scaled so, and u is taken again, until it settles (u falls as the
-// actions shrink beside the messages, so the scale falls to a fixed point). A data-
-// parallel layout, whose ranks all compute at once, keeps its measured costs (u near 1);
-// one measured on cores of its own (S 1: GPUs, a rank per core) is simulated once. The
-// step's tail (the optimizer, the all-reduce) runs on every rank at once, as measured.
-//
-// `first` (the simulation of `ranks` under `costs`, as measured), or the simulation with
-// compute scaled to the cores `profile`'s ranks share, as above.
-SimulationResult simulateOnSharedCores(const CostProfile& profile, const ScheduleRequest& request,
-                                       const std::vector<ActionList>& ranks,
-                                       const ActionCosts& costs, const SimulationResult& first);
-
 // Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
 // tail (a rank's optimizer and the all-reduce of its gradients, the largest rank's), step,
 // bubble, peak, tokens/s and the micro-batches in flight per stage.

@@ -134,8 +134,7 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world) {
   const bool alone = world == nullptr || world->size() < 2;
-  const int threads = computeThreads(config.train, alone ? ranks : world->size());
-  setComputeThreads(threads);
+  setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
   const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
   return measureCostProfileOnRanks(
       [&] {
@@ -148,7 +147,7 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
         }
         return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
-      world, mpiHostOfRanks(), mpiHostNames(), config.train.device == "cpu" ? threads : 0);
+      world, mpiHostOfRanks(), mpiHostNames());
 }
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "ppstage/config/config.h"
@@ -48,17 +47,13 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
 // would not see), the profiles averaged (which also evens out one process's luck with its
 // memory), and the links measured between the ranks (comm/link_probe.h), inside and between
 // the hosts `host_of_rank` numbers (one per rank of `world`; empty: one host), named
-// `host_names` in the probed pairs. Each rank computing on `compute_threads` threads of its
-// machine's cores (0: elsewhere, a GPU), the profile's core_sharing is the most threads a
-// core of one machine ran (Note [Ranks that share cores], src/plan/stage_costs.h; ranks
-// share a machine where they share a boot id, core/host_name.h). With one rank (or no
-// `world`): `measure` alone, the links as [plan] assumes them. Collective; every rank
-// returns the same profile, and throws the same JobError when one rank cannot measure. The
-// caller sets the compute threads a rank gets first.
+// `host_names` in the probed pairs. With one rank (or no `world`): `measure` alone, the
+// links as [plan] assumes them. Collective; every rank returns the same profile, and throws
+// the same JobError when one rank cannot measure. The caller sets the compute threads a
+// rank gets first.
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world,
                                       const std::vector<int>& host_of_rank = {},
-                                      const std::vector<std::string>& host_names = {},
-                                      int compute_threads = 0);
+                                      const std::vector<std::string>& host_names = {});
 
 }  // namespace ppstage

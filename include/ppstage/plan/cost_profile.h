@@ -87,11 +87,6 @@ struct CostProfile {
   // and bytes are one rank's share, its group's all-reduces included, and a plan lays out
   // groups of this many ranks. Profiles written before it was recorded read it as 1.
   int tp = 1;
-  // How many compute threads shared each core of the busiest machine while the units were
-  // measured, every rank at once (Note [Ranks that share cores], src/plan/stage_costs.h):
-  // 1 where each rank had cores of its own (and on GPUs), 2 for 4 single-threaded ranks on 2
-  // cores. Profiles written before it was recorded read it as 1.
-  double core_sharing = 1;
   // Tokens in one sample (the input's elements for token inputs, 1 otherwise): tokens/s.
   int64_t tokens_per_sample = 1;
   std::vector<int64_t> microbatch_sizes;  // ascending; see Note [Costs per micro-batch size]
