@@ -310,7 +310,6 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"host_allreduce_latency_s", p.host_allreduce_latency_s},
                     {"host_allreduce_bytes_per_s", p.host_allreduce_bytes_per_s},
                     {"probed_links", probed},
-                    {"core_share", p.core_share},
                     {"units", units}};
   return out.dump(2) + "\n";
 }
@@ -345,9 +344,6 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
     readHostLinks(in, p);
-    p.core_share = in.value("core_share", 0.0);  // older profiles: not known
-    PPSTAGE_CHECK(p.core_share >= 0 && p.core_share <= 1, "core_share must be in [0, 1]; got ",
-                  p.core_share);
     PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
                       p.microbatch_sizes.front() >= 1 &&
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),

@@ -211,11 +211,9 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
 }
 
 ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
-                          const PlanCandidate& c) {
-  const HostCrossings& across = c.across_hosts;
+                          const HostCrossings& across) {
   ActionCosts out;
   out.per_stage = costs.compute;
-  out.shared_cores = c.shared_cores;
   for (size_t s = 0; s + 1 < costs.output_bytes.size(); ++s) {
     const bool crosses = std::find(across.boundaries.begin(), across.boundaries.end(),
                                    static_cast<int>(s)) != across.boundaries.end();
@@ -232,42 +230,18 @@ namespace {
 // in the step's all-reduce (over the link between hosts where its group crosses them). A
 // sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
 // what the all-reduce's two halves move.
-struct RankTail {
-  double all_reduce = 0;
-  double optimizer = 0;
-};
-
-RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
-                    const PlanCandidate& c, int rank) {
-  double elements = 0;
-  for (int s : pipeline.stagesOf(rank)) elements += costs.trainable_elements[s];
-  return {profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel),
-          profile.optimizerSeconds(elements, c.dp, c.shard_optimizer)};
-}
-
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
   double tail = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
-    const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
-    tail = std::max(tail, rank.all_reduce + rank.optimizer);
+    double elements = 0;
+    for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
+    const double rank_tail =
+        profile.optimizerSeconds(elements, c.dp, c.shard_optimizer) +
+        profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel);
+    tail = std::max(tail, rank_tail);
   }
   return tail;
-}
-
-// Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each
-// rank's tail inside it, its optimizer computing beside the others' last actions (the
-// first stage's last backward beside the last stage's optimizer) rather than after all.
-double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
-                         const Topology& pipeline, const PipelineSchedule& schedule,
-                         const PlanCandidate& c) {
-  ActionCosts with_tails = actionCostsOf(profile, costs, c);
-  for (int r = 0; r < pipeline.ppSize(); ++r) {
-    const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
-    with_tails.shared_cores.tail_wait.push_back(rank.all_reduce);
-    with_tails.shared_cores.tail_compute.push_back(rank.optimizer);
-  }
-  return simulateSchedule(schedule.request, schedule.ranks, with_tails).makespan;
 }
 
 }  // namespace
@@ -277,9 +251,6 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
                     PlanCandidate& c) {
   c.makespan_s = simulation.makespan;
   c.tail_s = tailOf(profile, costs, pipeline, c);
-  if (!c.shared_cores.empty()) {  // what the tails add, overlapping the others' actions
-    c.tail_s = stepOnSharedCores(profile, costs, pipeline, schedule, c) - c.makespan_s;
-  }
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
   c.inflight = simulation.peak_inflight;

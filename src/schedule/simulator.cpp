@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -42,38 +41,6 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
   const double cost = of(kind, stage);
   if (microbatch_scale.empty()) return cost;
   return cost * microbatch_scale.at(static_cast<size_t>(microbatch));
-}
-
-// Note [Ranks that share cores]
-// On CPUs a rank computes with its intra-op threads, and a machine that runs more of them
-// than it has cores gives each thread a share of one. The planner's costs are measured
-// with every rank of the job computing at once (measure/unit_costs.h), so each holds the
-// share a thread had then; but in a run the ranks do not all compute at once. A rank that
-// waits for a message yields its core (comm's wait spins with sched_yield, then sleeps),
-// and the ranks that compute meanwhile run faster than they were measured: in a pipeline's
-// warm-up and drain, or while a message crosses a slow link. gpt-small at pp 2 x dp 2, 4
-// ranks on 2 cores, stepped in 0.78-0.91 of the prediction that took each rank to compute
-// on cores of its own. So, given SharedCores, the simulator runs in time order and takes
-// each compute action's cost as work: it progresses at min(1, cores / threads computing
-// on the machine) / the share measured, recomputed whenever an action starts or ends. With
-// cores enough for every thread, as on a GPU machine or where --train.threads fits, no
-// SharedCores is given and the costs are the durations. Scaling every cost by the share
-// of the step a rank computes instead (8fefb9f, reverted) credited ranks that all wait at
-// once (a data-parallel all-reduce over a slow link) with cores nobody gave up.
-double SharedCores::speedOf(size_t rank, const std::vector<bool>& computing) const {
-  double speed = 0;
-  bool placed = false;
-  for (size_t m = 0; m < cores.size(); ++m) {
-    if (threads[m].at(rank) <= 0) continue;
-    double load = 0;
-    for (size_t r = 0; r < computing.size(); ++r) {
-      if (computing[r]) load += threads[m][r];
-    }
-    const double here = std::min(1.0, cores[m] / load) / measured_share;
-    speed = placed ? std::min(speed, here) : here;
-    placed = true;
-  }
-  return placed ? speed : 1.0;
 }
 
 double ActionCosts::commOf(int boundary, int microbatch) const {
@@ -274,12 +241,6 @@ class Simulation {
       : req_(req), ranks_(ranks), costs_(costs) {}
 
   SimulationResult run() {
-    return costs_.shared_cores.empty() ? runOnOwnCores() : runOnSharedCores();
-  }
-
- private:
-  // Each rank's actions take their costs.
-  SimulationResult runOnOwnCores() {
     const size_t P = ranks_.size();
     std::vector<size_t> pos(P, 0);
     std::vector<double> clock(P, 0);
@@ -304,106 +265,19 @@ class Simulation {
         }
       }
     }
-    failOnStuck(pos);
-    result.makespan = *std::max_element(clock.begin(), clock.end());
-    return result;
-  }
-
-  // Note [Ranks that share cores]: the same rules in time order. A compute action's cost
-  // is work done at the speed its rank has (SharedCores::speedOf), which changes whenever
-  // some rank starts or ends one; a rank that waits computes nothing.
-  SimulationResult runOnSharedCores() {
-    const size_t P = ranks_.size();
-    const SharedCores& cores = costs_.shared_cores;
-    const bool tails = !cores.tail_compute.empty();
-    // Each rank's items: its actions, then, where given, its tail.
-    const auto items = [&](size_t r) { return ranks_[r].size() + (tails ? 1 : 0); };
-    std::vector<size_t> pos(P, 0);
-    std::vector<bool> computing(P, false);
-    std::vector<double> left(P, 0), began(P, 0), speed(P, 0), ends(P, 0), actions_end(P, 0);
-    const auto readyOf = [&](size_t r) -> std::optional<double> {
-      if (pos[r] < ranks_[r].size()) return readyTime(ranks_[r][pos[r]]);
-      return actions_end[r] + cores.tail_wait.at(r);
-    };
-    const auto costOf = [&](size_t r) {
-      if (pos[r] == ranks_[r].size()) return cores.tail_compute.at(r);
-      const Action& a = ranks_[r][pos[r]];
-      return costs_.of(a.kind, a.stage, a.microbatch);
-    };
-    // Rank r's item ends at `t`.
-    const auto end = [&](size_t r, double t) {
-      if (pos[r] < ranks_[r].size()) finished_[ranks_[r][pos[r]]] = t;
-      if (++pos[r] == ranks_[r].size()) actions_end[r] = t;
-    };
-    SimulationResult result;
-    result.busy.assign(P, 0);
-    result.start.resize(P);
-    double now = 0;
-    for (;;) {
-      // Every item that can start now does; one that takes no time (a message's posting)
-      // ends at once, and may let others start.
-      for (bool progress = true; progress;) {
-        progress = false;
-        for (size_t r = 0; r < P; ++r) {
-          while (!computing[r] && pos[r] < items(r)) {
-            const std::optional<double> ready = readyOf(r);
-            if (!ready || *ready > now) break;
-            const double cost = costOf(r);
-            if (pos[r] < ranks_[r].size()) result.start[r].push_back(now);
-            progress = true;
-            if (cost > 0) {
-              computing[r] = true;
-              left[r] = cost;
-              began[r] = now;
-              break;
-            }
-            end(r, now);
-          }
-        }
-      }
-      // The next moment something changes: a compute ends, or a waiting rank's input
-      // arrives.
-      double next = std::numeric_limits<double>::infinity();
-      for (size_t r = 0; r < P; ++r) {
-        if (computing[r]) {
-          speed[r] = cores.speedOf(r, computing);
-          ends[r] = now + left[r] / speed[r];
-          next = std::min(next, ends[r]);
-        } else if (pos[r] < items(r)) {
-          const std::optional<double> ready = readyOf(r);
-          if (ready) next = std::min(next, *ready);
-        }
-      }
-      if (std::isinf(next)) break;  // every rank is done or waits forever
-      for (size_t r = 0; r < P; ++r) {
-        if (!computing[r]) continue;
-        if (ends[r] <= next) {
-          if (pos[r] < ranks_[r].size()) result.busy[r] += next - began[r];
-          computing[r] = false;
-          end(r, next);
-        } else {
-          left[r] -= speed[r] * (next - now);
-        }
-      }
-      now = next;
-    }
-    failOnStuck(pos);
-    result.makespan = now;
-    return result;
-  }
-
-  void failOnStuck(const std::vector<size_t>& pos) const {
     std::vector<Mark> stuck;
-    for (size_t r = 0; r < pos.size(); ++r) {
+    for (size_t r = 0; r < P; ++r) {
       if (pos[r] < ranks_[r].size()) stuck.push_back({r, pos[r]});
     }
     if (!stuck.empty()) {
       fail(ranks_, stuck,
-           detail::concat("deadlock: ", stuck.size(), " of ", pos.size(),
-                          " ranks wait forever (marked)"));
+           detail::concat("deadlock: ", stuck.size(), " of ", P, " ranks wait forever (marked)"));
     }
+    result.makespan = *std::max_element(clock.begin(), clock.end());
+    return result;
   }
 
+ private:
   std::optional<double> done(const Action& a) const {
     const auto it = finished_.find(a);
     return it == finished_.end() ? std::nullopt : std::optional<double>(it->second);

@@ -12,7 +12,6 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_session.h"
-#include "ppstage/config/device.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
@@ -23,7 +22,6 @@
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/plan/plan_config.h"
-#include "ppstage/plan/shared_cores.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_setup.h"
 
@@ -133,26 +131,12 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 
 }  // namespace
 
-CpuLayout jobCpuLayout(const Config& config, int world) {
-  if (!mpiActive() || mpiWorldSize() != world) return {};
-  try {
-    if (resolveDevice(config.train.device, config.comm.backend, thisHost()).cuda()) return {};
-  } catch (const Error&) {
-    return {};  // the run refuses it with the reason
-  }
-  return mpiCpuLayout(computeThreads(config.train, world));
-}
-
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world) {
   const bool alone = world == nullptr || world->size() < 2;
-  const int threads = computeThreads(config.train, alone ? ranks : world->size());
-  setComputeThreads(threads);
+  setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
   const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
-  // The share of a core each rank's threads had while all of them measured at once.
-  const CpuLayout cpus = alone ? cpuLayoutOf({thisMachineId()}, {coresOfThisMachine()}, threads)
-                               : mpiCpuLayout(threads);
-  CostProfile profile = measureCostProfileOnRanks(
+  return measureCostProfileOnRanks(
       [&] {
         std::optional<CapturedRun> captured;  // where the run passed none
         const CapturedRun& mine = run != nullptr ? *run : captured.emplace(captureRun(config));
@@ -164,8 +148,6 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
         return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
       world, mpiHostOfRanks(), mpiHostNames());
-  profile.core_share = cpus.empty() ? 0 : cpus.meanShare();
-  return profile;
 }
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
@@ -181,7 +163,6 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
     PlanRequest request = planRequestOf(
         config.plan, world.size(), static_cast<int>(config.train.tp), registry, mpiHostOfRanks());
-    if (config.plan.hosts == 0) request.cpus = jobCpuLayout(config, world.size());
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
     hosts = hostCountOf(request.host_of_rank);
@@ -199,8 +180,6 @@ std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ran
   TimeCut cut;
   const Clock::time_point start = Clock::now();
   const CostProfile profile = agreedProfile(config, run, ranks, world);
-  job.shared_cores = sharedCoresOf(jobTopologyOnHosts(config, ranks), jobCpuLayout(config, ranks),
-                                   profile.core_share);
   cut.measure_s = secondsSince(start);
   cut.costs = costsText(config, profile);
   agreed(world, [&] {
