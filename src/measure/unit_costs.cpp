@@ -147,7 +147,10 @@ CompiledUnits compileUnits(const Config& config, const ModelGraph& model,
 // (its live bytes counted around it), then every unit's B from the last; then every F
 // again, every I from the last, and every W (compile/split_backward.h, as zero-bubble
 // schedules run them). Each unit's backward starts from ones on its outputs (the loss in
-// the last unit): the work of the gradient that would arrive.
+// the last unit): the work of the gradient that would arrive. Its B (or W) also adds its
+// weight gradients into a sum kept from run to run, as a run's adds each micro-batch's into
+// .grad: on gpt-small that add was 3-8% of a stage's B in a run, missing from the profile
+// (docs/benchmarks.md, "Across hosts").
 
 // One forward of every unit, in order, each on the previous one's outputs; fills F and the
 // bytes when `samples` is given.
@@ -175,9 +178,28 @@ bool needsBackward(const UnitForward& f) {
   return !f.roots.empty() && !(f.inputs.empty() && f.weights.empty());
 }
 
-// One run of Note [Measuring units as a stage runs them].
+// Adds `grads`' last `sums.size()` entries (a unit's weight gradients) into `sums`, as a run
+// adds each micro-batch's into the parameters' .grad; the first call keeps them.
+void accumulateWeightGradients(const std::vector<at::Tensor>& grads,
+                               std::vector<at::Tensor>& sums) {
+  const size_t first = grads.size() - sums.size();
+  for (size_t k = 0; k < sums.size(); ++k) {
+    const at::Tensor& g = grads[first + k];
+    if (!g.defined()) continue;
+    if (sums[k].defined()) {
+      sums[k].add_(g);
+    } else {
+      sums[k] = g;
+    }
+  }
+}
+
+// One run of Note [Measuring units as a stage runs them]. `grad_sums` holds each unit's
+// weight gradients summed over the runs so far: a run's B (or W) adds its micro-batch's
+// into the step's sum, and that add is part of what it costs.
 std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, CompiledUnits& compiled,
-                                  const std::vector<at::Tensor>& inputs, const UnitLoss& loss) {
+                                  const std::vector<at::Tensor>& inputs, const UnitLoss& loss,
+                                  std::vector<std::vector<at::Tensor>>& grad_sums) {
   std::vector<UnitSample> samples(units.size());
   std::vector<UnitForward> forwards = forwardAll(units, compiled, inputs, loss, &samples);
   for (size_t u = units.size(); u-- > 0;) {
@@ -189,8 +211,11 @@ std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, Compile
     resetTensorBytesPeak();
     const Clock::time_point start = Clock::now();
     if (needsBackward(f)) {
-      torch::autograd::grad(f.roots, wrt, f.root_grads, /*retain_graph=*/false,
-                            /*create_graph=*/false, /*allow_unused=*/true);
+      grad_sums[u].resize(f.weights.size());
+      accumulateWeightGradients(
+          torch::autograd::grad(f.roots, wrt, f.root_grads, /*retain_graph=*/false,
+                                /*create_graph=*/false, /*allow_unused=*/true),
+          grad_sums[u]);
     }
     samples[u].seconds[ActionKind::kBackward] = secondsSince(start);
     samples[u].backward_peak_bytes = static_cast<double>(tensorBytesPeak() - bytes_before);
@@ -219,7 +244,7 @@ std::vector<UnitSample> sampleRun(const std::vector<StageModule>& units, Compile
   for (size_t u = units.size(); u-- > 0;) {
     if (!split[u]) continue;
     const Clock::time_point start = Clock::now();
-    splits[u].weightGradients();
+    accumulateWeightGradients(splits[u].weightGradients(), grad_sums[u]);
     samples[u].seconds[ActionKind::kBackwardWeight] = secondsSince(start);
   }
   return samples;
@@ -231,8 +256,9 @@ std::vector<UnitSample> sampleUnits(const std::vector<StageModule>& units, Compi
                                     const std::vector<at::Tensor>& inputs, const UnitLoss& loss,
                                     int warmups, int runs) {
   std::vector<std::vector<UnitSample>> samples(units.size());
+  std::vector<std::vector<at::Tensor>> grad_sums(units.size());
   for (int run = 0; run < warmups + runs; ++run) {
-    std::vector<UnitSample> sample = sampleRun(units, compiled, inputs, loss);
+    std::vector<UnitSample> sample = sampleRun(units, compiled, inputs, loss, grad_sums);
     if (run < warmups) continue;
     for (size_t u = 0; u < units.size(); ++u) samples[u].push_back(sample[u]);
   }
