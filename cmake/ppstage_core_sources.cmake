@@ -8,6 +8,7 @@ set(PPSTAGE_CORE_SOURCES
   src/core/cpu_features.cpp
   src/core/file.cpp
   src/core/host_name.cpp
+  src/core/cpu_layout.cpp
   src/core/mapped_file.cpp
   src/core/allocator.cpp
   src/core/statistics.cpp

@@ -119,10 +119,12 @@ std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool meas
   std::ostringstream note;
   note << "note: " << here << " ranks share this machine's " << cores << " cores. ";
   if (measured && profile.links.rfind("measured over", 0) == 0) {
-    note << "Their costs were measured with the ranks computing at once, as in the run; "
-            "the simulator still takes each rank to compute on cores of its own, so the "
-            "measured step can differ from the prediction either way (on shared cores a "
-            "rank's idle time goes to the others): try a close call with ppstage train.";
+    char share[64];
+    std::snprintf(share, sizeof share, "%.2f", profile.core_share);
+    note << "Their costs were measured with the ranks computing at once, " << share
+         << " of a core a thread; the simulator gives a rank more of the cores while others "
+            "wait and less while more compute, as a run does (docs/architecture.md, shared "
+            "cores).";
   } else if (measured) {
     note << "One process measured the costs alone, which the run's ranks will not be: plan "
             "under mpirun -np "
@@ -406,9 +408,10 @@ int ranksToPlan(const PlanConfig& plan, int world) {
 int planAndReport(PlanCommand& command, const CostProfile& profile, double measure_s) {
   Config& config = command.config;
   const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
-  const PlanRequest request =
+  PlanRequest request =
       planRequestOf(config.plan, static_cast<int>(config.plan.ranks),
                     static_cast<int>(config.train.tp), registry, mpiHostOfRanks());
+  if (config.plan.hosts == 0) request.cpus = jobCpuLayout(config, request.ranks * request.tp);
   const Clock::time_point start = Clock::now();
   const Plan plan = planPipeline(profile, request, registry);
   const double plan_s = secondsSince(start);

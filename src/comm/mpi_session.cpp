@@ -29,6 +29,17 @@ std::vector<int>& worldHostOfRanks() {
   return hosts;
 }
 
+// Every world rank's machine id and cores (mpiCpuLayout).
+std::vector<std::string>& worldMachines() {
+  static std::vector<std::string> machines;
+  return machines;
+}
+
+std::vector<int>& worldCores() {
+  static std::vector<int> cores;
+  return cores;
+}
+
 // Every world rank's host by the shared-memory split: each rank's host is named by its
 // lowest world rank, then numbered in the order of those.
 std::vector<int> gatherHostOfRanks(int rank, int size) {
@@ -48,19 +59,18 @@ std::vector<int> gatherHostOfRanks(int rank, int size) {
   return hosts;
 }
 
-// Every world rank's host name: one MPI_Allgather of kHostBytes per rank (longer names are
-// cut there).
-std::vector<std::string> gatherWorldHosts(int size) {
-  constexpr int kHostBytes = 64;
-  std::vector<char> mine(kHostBytes, '\0');
-  const std::string host = thisHostName();
-  std::copy_n(host.begin(), std::min<size_t>(host.size(), kHostBytes - 1), mine.begin());
-  std::vector<char> all(static_cast<size_t>(size) * kHostBytes);
-  MPI_Allgather(mine.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR,
+// Every world rank's `text` (its host name, its machine's id): one MPI_Allgather of
+// kTextBytes per rank (longer ones are cut there).
+std::vector<std::string> gatherWorldText(int size, const std::string& text) {
+  constexpr int kTextBytes = 64;
+  std::vector<char> mine(kTextBytes, '\0');
+  std::copy_n(text.begin(), std::min<size_t>(text.size(), kTextBytes - 1), mine.begin());
+  std::vector<char> all(static_cast<size_t>(size) * kTextBytes);
+  MPI_Allgather(mine.data(), kTextBytes, MPI_CHAR, all.data(), kTextBytes, MPI_CHAR,
                 MPI_COMM_WORLD);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<size_t>(r) * kHostBytes]);
-  return hosts;
+  std::vector<std::string> texts;
+  for (int r = 0; r < size; ++r) texts.emplace_back(&all[static_cast<size_t>(r) * kTextBytes]);
+  return texts;
 }
 
 }  // namespace
@@ -94,14 +104,20 @@ MpiSession::MpiSession() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  worldHosts() = gatherWorldHosts(size_);
+  worldHosts() = gatherWorldText(size_, thisHostName());
   worldHostOfRanks() = gatherHostOfRanks(rank_, size_);
+  worldMachines() = gatherWorldText(size_, thisMachineId());
+  int cores = coresOfThisMachine();
+  worldCores().assign(static_cast<size_t>(size_), 0);
+  MPI_Allgather(&cores, 1, MPI_INT, worldCores().data(), 1, MPI_INT, MPI_COMM_WORLD);
   failure_channel_ = std::make_unique<FailureChannel>();
 }
 
 MpiSession::~MpiSession() {
   worldHosts().clear();
   worldHostOfRanks().clear();
+  worldMachines().clear();
+  worldCores().clear();
   if (!mpiActive()) return;
   failure_channel_.reset();
   MPI_Finalize();
@@ -135,6 +151,11 @@ std::string mpiRankName(int rank) {
 const std::vector<std::string>& mpiHostNames() { return worldHosts(); }
 
 const std::vector<int>& mpiHostOfRanks() { return worldHostOfRanks(); }
+
+CpuLayout mpiCpuLayout(int threads_per_rank) {
+  if (worldMachines().empty()) return {};
+  return cpuLayoutOf(worldMachines(), worldCores(), threads_per_rank);
+}
 
 int mpiWorldSize() {
   if (!mpiActive()) return 1;

@@ -119,14 +119,23 @@ HostCrossings hostCrossings(const Topology& job) {
     }
     if (crosses) out.boundaries.push_back(s);
   }
+  const auto pp = static_cast<size_t>(job.ppSize());
+  std::vector<std::vector<bool>> apart(pp, std::vector<bool>(pp, false));
+  bool any_apart = false;
   for (int p = 0; p < job.ppSize(); ++p) {
     for (int d = 0; d < job.dpSize(); ++d) {
       for (int t = 0; t < job.tpSize(); ++t) {
         out.data_parallel = out.data_parallel || host(p, d, t) != host(p, 0, t);
         out.tensor_parallel = out.tensor_parallel || host(p, d, t) != host(p, d, 0);
+        for (int q = 0; q < job.ppSize(); ++q) {
+          if (host(p, d, t) == host(q, d, t)) continue;
+          apart[static_cast<size_t>(p)][static_cast<size_t>(q)] = true;
+          any_apart = true;
+        }
       }
     }
   }
+  if (any_apart) out.pipeline_ranks_apart = std::move(apart);
   return out;
 }
 

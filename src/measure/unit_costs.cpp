@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 
@@ -441,6 +442,18 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
       if (p.value.requires_grad()) unit.trainable_elements += p.value.numel();
     }
   }
+  for (const TiedParameter& tied : findTiedParameters(captured.graph, units)) {
+    const StageParameter& first =
+        units.at(static_cast<size_t>(tied.copies.front().stage))
+            .parameters.at(static_cast<size_t>(tied.copies.front().parameter));
+    if (!first.value.requires_grad()) continue;  // nothing to sum
+    CostProfile::Tie tie;
+    for (const TiedParameter::Copy& copy : tied.copies) {
+      tie.units.push_back(static_cast<size_t>(copy.stage));
+    }
+    tie.gradient_bytes = 4 * first.value.numel();  // fp32
+    profile.ties.push_back(std::move(tie));
+  }
   profile.optimizer_s_per_element = optimizerSecondsPerElement(config.train, units);
   addStateAndLinks(config, bf16, profile);
   return profile;
@@ -452,12 +465,33 @@ namespace ppstage {
 
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world, const std::vector<int>& host_of_rank,
-                                      const std::vector<std::string>& host_names) {
+                                      const std::vector<std::string>& host_names,
+                                      const std::vector<int>& turns) {
   if (world == nullptr || world->size() < 2) return measure();
   const bool hosts_known = static_cast<int>(host_of_rank.size()) == world->size();
   const LinkCosts links = measureLinks(*world, hosts_known ? host_of_rank : std::vector<int>{});
+  PPSTAGE_INTERNAL_ASSERT(turns.empty() || static_cast<int>(turns.size()) == world->size(),
+                          "measuring turns of ", turns.size(), " ranks for ", world->size());
+  const int my_turn = turns.empty() ? 0 : turns[static_cast<size_t>(world->rank())];
+  const int turn_count = turns.empty() ? 1 : *std::max_element(turns.begin(), turns.end()) + 1;
   std::string mine;
-  runAgreed(*world, [&] { mine = costProfileToJson(measure()); });
+  runAgreed(*world, [&] {
+    // Every rank passes every turn's barrier, its own measurement failed or not (the
+    // others would wait for it); a rank waiting for its turn sleeps (MpiCommunicator's
+    // waits), leaving the cores to those measuring.
+    std::exception_ptr failure;
+    for (int turn = 0; turn < turn_count; ++turn) {
+      if (turn == my_turn && !failure) {
+        try {
+          mine = costProfileToJson(measure());
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      if (turn_count > 1) world->barrier();
+    }
+    if (failure) std::rethrow_exception(failure);
+  });
   std::vector<CostProfile> profiles;
   for (const std::string& text : allGatherStrings(*world, mine)) {
     profiles.push_back(readCostProfile(text, "a rank's"));

@@ -254,6 +254,21 @@ UnitCost unitOf(const json& in, size_t sizes) {
   return unit;
 }
 
+// The units that share a tensor (CostProfile::ties); none in older profiles.
+void readTies(const json& in, CostProfile& p) {
+  if (!in.contains("ties")) return;
+  for (const json& entry : in.at("ties")) {
+    CostProfile::Tie tie;
+    for (const json& unit : entry.at("units")) {
+      tie.units.push_back(static_cast<size_t>(jsonInteger(unit, "ties: units", "")));
+    }
+    tie.gradient_bytes = jsonIntegerAt(entry, "gradient_bytes", "");
+    PPSTAGE_CHECK(tie.gradient_bytes >= 0, "a tie's gradient_bytes must not be negative; got ",
+                  tie.gradient_bytes);
+    p.ties.push_back(std::move(tie));
+  }
+}
+
 // The links between hosts and the pairs probed (Note [Probing the links of a job]), which
 // profiles written before them lack: 0 and none.
 void readHostLinks(const json& in, CostProfile& p) {
@@ -282,6 +297,10 @@ void readHostLinks(const json& in, CostProfile& p) {
 std::string costProfileToJson(const CostProfile& p) {
   json units = json::array();
   for (const UnitCost& unit : p.units) units.push_back(unitJson(unit));
+  json ties = json::array();
+  for (const CostProfile::Tie& tie : p.ties) {
+    ties.push_back({{"units", tie.units}, {"gradient_bytes", tie.gradient_bytes}});
+  }
   json probed = json::array();
   for (const CostProfile::ProbedLink& link : p.probed_links) {
     probed.push_back({{"ranks", {link.first_rank, link.second_rank}},
@@ -310,6 +329,8 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"host_allreduce_latency_s", p.host_allreduce_latency_s},
                     {"host_allreduce_bytes_per_s", p.host_allreduce_bytes_per_s},
                     {"probed_links", probed},
+                    {"ties", ties},
+                    {"core_share", p.core_share},
                     {"units", units}};
   return out.dump(2) + "\n";
 }
@@ -344,6 +365,10 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
     readHostLinks(in, p);
+    readTies(in, p);
+    p.core_share = in.value("core_share", 0.0);  // older profiles: not known
+    PPSTAGE_CHECK(p.core_share >= 0 && p.core_share <= 1, "core_share must be in [0, 1]; got ",
+                  p.core_share);
     PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
                       p.microbatch_sizes.front() >= 1 &&
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),
@@ -355,6 +380,11 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
       p.units.push_back(unitOf(unit, p.microbatch_sizes.size()));
     }
     PPSTAGE_CHECK(!p.units.empty(), "it has no units");
+    for (const CostProfile::Tie& tie : p.ties) {
+      for (const size_t u : tie.units) {
+        PPSTAGE_CHECK(u < p.units.size(), "a tie names unit ", u, " of ", p.units.size());
+      }
+    }
   } catch (const json::exception& e) {
     PPSTAGE_FAIL("cost profile '", source, "' cannot be read: ", e.what());
   } catch (const Error& e) {

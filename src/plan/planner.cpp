@@ -13,6 +13,7 @@
 #include "ppstage/core/pipeline_limits.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
+#include "ppstage/plan/shared_cores.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/split/stage_partition.h"
 #include "recompute_fit.h"
@@ -118,10 +119,13 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
                 smallestKeptBytes(profile, u, size);
   }
   const double ranks = c.pp;
+  // Where ranks share cores, a rank computing alone runs up to 1 / the measured share as
+  // fast as measured (Note [Ranks that share cores]).
+  const double fastest = c.shared_cores.empty() ? 1.0 : c.shared_cores.measured_share;
   const double tail =
-      profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
+      fastest * profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
       profile.allReduceSeconds(4.0 * elements / ranks, c.dp, c.across_hosts.data_parallel);
-  return {std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
+  return {fastest * std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
 }
 
 ScheduleOptions scheduleOptionsOf(const CostProfile& profile, const PlanCandidate& c,
@@ -132,7 +136,7 @@ ScheduleOptions scheduleOptionsOf(const CostProfile& profile, const PlanCandidat
   options.microbatches = c.microbatches;
   options.stages_per_rank = c.stages_per_rank;
   options.placement = c.placement;
-  options.costs = actionCostsOf(profile, costs, c.across_hosts);
+  options.costs = actionCostsOf(profile, costs, c);
   return options;
 }
 
@@ -159,8 +163,8 @@ void refineCut(const CostProfile& profile, const PipelineSchedule& schedule,
         }
         starts[k] = moved_to;
         const StageCosts costs = stageCostsOf(profile, starts, size);
-        const SimulationResult simulation = simulateSchedule(
-            schedule.request, schedule.ranks, actionCostsOf(profile, costs, c.across_hosts));
+        const SimulationResult simulation =
+            simulateSchedule(schedule.request, schedule.ranks, actionCostsOf(profile, costs, c));
         PlanCandidate trial = c;
         trial.stage_starts = starts;
         fillPrediction(profile, costs, pipeline, schedule, simulation, trial);
@@ -245,6 +249,15 @@ HostCrossings crossingsOf(const PlanRequest& request, const PlanCandidate& c) {
   return hostCrossings(job.withHosts(request.host_of_rank));
 }
 
+// `c`'s pipeline ranks on the request's machines (Note [Ranks that share cores]).
+SharedCores sharedCoresIn(const CostProfile& profile, const PlanRequest& request,
+                          const PlanCandidate& c) {
+  if (request.cpus.empty()) return {};
+  const Topology job = Topology::forJob(request.ranks * request.tp, c.dp, c.stages(),
+                                        c.stages_per_rank, c.placement, request.tp, c.rank_order);
+  return sharedCoresOf(job, request.cpus, profile.core_share);
+}
+
 // The placements a layout of `stages_per_rank` can take.
 std::vector<Placement> placementsFor(int stages_per_rank) {
   if (stages_per_rank == 2) return {Placement::kLoop, Placement::kV};
@@ -305,6 +318,7 @@ class Enumerator {
         c.microbatches = microbatches;
         c.microbatch_size = local_batch / microbatches;
         c.across_hosts = crossingsOf(request_, c);
+        c.shared_cores = sharedCoresIn(profile_, request_, c);
         p.costs = costsOf(c);
         c.stage_starts = cuts_[{c.stages(), c.microbatch_size}];
         const Bounds bounds = boundsOf(profile_, c);
@@ -460,6 +474,7 @@ PlanCandidate defaultCandidate(const CostProfile& profile, const PlanRequest& re
   }
   c.microbatch_size = profile.batch_size / c.microbatches;
   c.across_hosts = crossingsOf(request, c);
+  c.shared_cores = sharedCoresIn(profile, request, c);
   if (c.pp > 1) c.stage_starts = defaultCut(profile, c.pp);
   try {
     return predictCandidate(profile, c, registry);

@@ -77,7 +77,7 @@ class RecomputeFit {
     PlanCandidate c = plain_;
     fillPrediction(profile_, costs, pipeline_, schedule_,
                    simulateSchedule(schedule_.request, schedule_.ranks,
-                                    actionCostsOf(profile_, costs, plain_.across_hosts)),
+                                    actionCostsOf(profile_, costs, plain_)),
                    c);
     c.recompute = choice_;
     c.recompute.blocks = blocksOf(profile_, holders_, choice_.units);

@@ -211,9 +211,11 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
 }
 
 ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
-                          const HostCrossings& across) {
+                          const PlanCandidate& c) {
+  const HostCrossings& across = c.across_hosts;
   ActionCosts out;
   out.per_stage = costs.compute;
+  out.shared_cores = c.shared_cores;
   for (size_t s = 0; s + 1 < costs.output_bytes.size(); ++s) {
     const bool crosses = std::find(across.boundaries.begin(), across.boundaries.end(),
                                    static_cast<int>(s)) != across.boundaries.end();
@@ -229,19 +231,76 @@ namespace {
 // its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
 // in the step's all-reduce (over the link between hosts where its group crosses them). A
 // sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
-// what the all-reduce's two halves move.
+// what the all-reduce's two halves move. A rank holding a tied weight's copy also sums it
+// with the others' (Note [Tied weights in the plan]).
+struct RankTail {
+  double all_reduce = 0;
+  double optimizer = 0;
+};
+
+// Note [Tied weights in the plan]
+// A tensor several units hold (CostProfile::ties: gpt's token embedding and its LM head)
+// has a copy on each stage holding one of them, and the step sums the copies' gradients:
+// on one pipeline rank in place, across ranks by an all-reduce among the ranks holding a
+// copy, after the data-parallel one (train/gradient_sync.cpp), between hosts where two of
+// them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
+// 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
+double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
+                     int rank) {
+  double seconds = 0;
+  for (const CostProfile::Tie& tie : profile.ties) {
+    std::vector<int> owners;
+    for (const size_t u : tie.units) {
+      const auto stage = std::upper_bound(c.stage_starts.begin(), c.stage_starts.end(), u) -
+                         c.stage_starts.begin();
+      const int owner = pipeline.ppRankOfStage(static_cast<int>(stage));
+      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+    }
+    if (owners.size() < 2 || std::find(owners.begin(), owners.end(), rank) == owners.end()) {
+      continue;
+    }
+    bool across = false;
+    for (const int p : owners) {
+      for (const int q : owners) across = across || c.across_hosts.apart(p, q);
+    }
+    seconds += profile.allReduceSeconds(static_cast<double>(tie.gradient_bytes),
+                                        static_cast<int>(owners.size()), across);
+  }
+  return seconds;
+}
+
+RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
+                    const PlanCandidate& c, int rank) {
+  double elements = 0;
+  for (int s : pipeline.stagesOf(rank)) elements += costs.trainable_elements[s];
+  return {profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel) +
+              tiedSecondsOf(profile, pipeline, c, rank),
+          profile.optimizerSeconds(elements, c.dp, c.shard_optimizer)};
+}
+
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
   double tail = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
-    double elements = 0;
-    for (int s : pipeline.stagesOf(r)) elements += costs.trainable_elements[s];
-    const double rank_tail =
-        profile.optimizerSeconds(elements, c.dp, c.shard_optimizer) +
-        profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel);
-    tail = std::max(tail, rank_tail);
+    const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
+    tail = std::max(tail, rank.all_reduce + rank.optimizer);
   }
   return tail;
+}
+
+// Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each
+// rank's tail inside it, its optimizer computing beside the others' last actions (the
+// first stage's last backward beside the last stage's optimizer) rather than after all.
+double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
+                         const Topology& pipeline, const PipelineSchedule& schedule,
+                         const PlanCandidate& c) {
+  ActionCosts with_tails = actionCostsOf(profile, costs, c);
+  for (int r = 0; r < pipeline.ppSize(); ++r) {
+    const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
+    with_tails.shared_cores.tail_wait.push_back(rank.all_reduce);
+    with_tails.shared_cores.tail_compute.push_back(rank.optimizer);
+  }
+  return simulateSchedule(schedule.request, schedule.ranks, with_tails).makespan;
 }
 
 }  // namespace
@@ -251,6 +310,9 @@ void fillPrediction(const CostProfile& profile, const StageCosts& costs, const T
                     PlanCandidate& c) {
   c.makespan_s = simulation.makespan;
   c.tail_s = tailOf(profile, costs, pipeline, c);
+  if (!c.shared_cores.empty()) {  // what the tails add, overlapping the others' actions
+    c.tail_s = stepOnSharedCores(profile, costs, pipeline, schedule, c) - c.makespan_s;
+  }
   c.step_s = c.makespan_s + c.tail_s;
   c.bubble = simulation.bubble_fraction;
   c.inflight = simulation.peak_inflight;

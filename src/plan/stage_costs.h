@@ -64,11 +64,12 @@ std::vector<double> rankPeakBytes(const CostProfile& profile, const StageCosts& 
                                   const Topology& pipeline, const PipelineSchedule& schedule,
                                   const PlanCandidate& c);
 
-// The simulator's costs of `costs`' stages: their F, B, I, W and each boundary's message,
-// over the link between hosts where `across` says the boundary crosses them (Note [Links in
-// the plan]).
+// The simulator's costs of `costs`' stages, cut as candidate `c`: their F, B, I, W and each
+// boundary's message, over the link between hosts where c.across_hosts says the boundary
+// crosses them (Note [Links in the plan]), and c.shared_cores (Note [Ranks that share
+// cores]).
 ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
-                          const HostCrossings& across);
+                          const PlanCandidate& c);
 
 // Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
 // tail (a rank's optimizer and the all-reduce of its gradients, the largest rank's), step,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -41,6 +42,41 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
   const double cost = of(kind, stage);
   if (microbatch_scale.empty()) return cost;
   return cost * microbatch_scale.at(static_cast<size_t>(microbatch));
+}
+
+// Note [Ranks that share cores]
+// On CPUs a rank computes with its intra-op threads, and a machine that runs more of them
+// than it has cores gives each thread a share of one. The planner's costs are measured
+// by the job's ranks in turns of a core per thread where they outnumber the cores
+// (CpuLayout::measuringTurns; measure/unit_costs.h), each holding the share a thread had
+// then (1 in turns: a rank's costs as alone, where the ranks all measuring at once on 4
+// ranks of 2 cores came to 1.8-2.0x those, from one job to the next, docs/benchmarks.md).
+// In a run the ranks do not all compute at once. A rank that
+// waits for a message yields its core (comm's wait spins with sched_yield, then sleeps),
+// and the ranks that compute meanwhile run faster than they were measured: in a pipeline's
+// warm-up and drain, or while a message crosses a slow link. gpt-small at pp 2 x dp 2, 4
+// ranks on 2 cores, stepped in 0.78-0.91 of the prediction that took each rank to compute
+// on cores of its own. So, given SharedCores, the simulator runs in time order and takes
+// each compute action's cost as work: it progresses at min(1, cores / threads computing
+// on the machine) / the share measured, recomputed whenever an action starts or ends. With
+// cores enough for every thread, as on a GPU machine or where --train.threads fits, no
+// SharedCores is given and the costs are the durations. Scaling every cost by the share
+// of the step a rank computes instead (8fefb9f, reverted) credited ranks that all wait at
+// once (a data-parallel all-reduce over a slow link) with cores nobody gave up.
+double SharedCores::speedOf(size_t rank, const std::vector<bool>& computing) const {
+  double speed = 0;
+  bool placed = false;
+  for (size_t m = 0; m < cores.size(); ++m) {
+    if (threads[m].at(rank) <= 0) continue;
+    double load = 0;
+    for (size_t r = 0; r < computing.size(); ++r) {
+      if (computing[r]) load += threads[m][r];
+    }
+    const double here = std::min(1.0, cores[m] / load) / measured_share;
+    speed = placed ? std::min(speed, here) : here;
+    placed = true;
+  }
+  return placed ? speed : 1.0;
 }
 
 double ActionCosts::commOf(int boundary, int microbatch) const {
@@ -241,6 +277,12 @@ class Simulation {
       : req_(req), ranks_(ranks), costs_(costs) {}
 
   SimulationResult run() {
+    return costs_.shared_cores.empty() ? runOnOwnCores() : runOnSharedCores();
+  }
+
+ private:
+  // Each rank's actions take their costs.
+  SimulationResult runOnOwnCores() {
     const size_t P = ranks_.size();
     std::vector<size_t> pos(P, 0);
     std::vector<double> clock(P, 0);
@@ -265,19 +307,139 @@ class Simulation {
         }
       }
     }
-    std::vector<Mark> stuck;
-    for (size_t r = 0; r < P; ++r) {
-      if (pos[r] < ranks_[r].size()) stuck.push_back({r, pos[r]});
-    }
-    if (!stuck.empty()) {
-      fail(ranks_, stuck,
-           detail::concat("deadlock: ", stuck.size(), " of ", P, " ranks wait forever (marked)"));
-    }
+    failOnStuck(pos);
     result.makespan = *std::max_element(clock.begin(), clock.end());
     return result;
   }
 
- private:
+  // Note [Ranks that share cores]: the same rules in time order. A compute action's cost
+  // is work done at the speed its rank has (SharedCores::speedOf), which changes whenever
+  // some rank starts or ends one; a rank that waits computes nothing.
+  SimulationResult runOnSharedCores() {
+    SharedRun run(ranks_.size());
+    for (;;) {
+      startReadyItems(run);
+      const double next = nextChange(run);
+      if (std::isinf(next)) break;  // every rank is done or waits forever
+      advanceTo(run, next);
+    }
+    failOnStuck(run.pos);
+    run.result.makespan = run.now;
+    return std::move(run.result);
+  }
+
+  // What runOnSharedCores tracks: per rank, its position among its items (its actions,
+  // then, where SharedCores gives tails, its tail), whether it computes one, the work it
+  // has left, when it began, its speed and end at the last change, and when its actions
+  // ended.
+  struct SharedRun {
+    explicit SharedRun(size_t ranks)
+        : pos(ranks, 0),
+          computing(ranks, false),
+          left(ranks, 0),
+          began(ranks, 0),
+          speed(ranks, 0),
+          ends(ranks, 0),
+          actions_end(ranks, 0) {
+      result.busy.assign(ranks, 0);
+      result.start.resize(ranks);
+    }
+    std::vector<size_t> pos;
+    std::vector<bool> computing;
+    std::vector<double> left, began, speed, ends, actions_end;
+    double now = 0;
+    SimulationResult result;
+  };
+
+  size_t itemsOf(size_t r) const {
+    return ranks_[r].size() + (costs_.shared_cores.tail_compute.empty() ? 0 : 1);
+  }
+
+  std::optional<double> readyOf(const SharedRun& run, size_t r) const {
+    if (run.pos[r] < ranks_[r].size()) return readyTime(ranks_[r][run.pos[r]]);
+    return run.actions_end[r] + costs_.shared_cores.tail_wait.at(r);
+  }
+
+  double costOf(const SharedRun& run, size_t r) const {
+    if (run.pos[r] == ranks_[r].size()) return costs_.shared_cores.tail_compute.at(r);
+    const Action& a = ranks_[r][run.pos[r]];
+    return costs_.of(a.kind, a.stage, a.microbatch);
+  }
+
+  // Rank r's item ends at `t`.
+  void endItem(SharedRun& run, size_t r, double t) {
+    if (run.pos[r] < ranks_[r].size()) finished_[ranks_[r][run.pos[r]]] = t;
+    if (++run.pos[r] == ranks_[r].size()) run.actions_end[r] = t;
+  }
+
+  // Every item that can start now does; one that takes no time (a message's posting) ends
+  // at once, and may let others start.
+  void startReadyItems(SharedRun& run) {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        while (!run.computing[r] && run.pos[r] < itemsOf(r)) {
+          const std::optional<double> ready = readyOf(run, r);
+          if (!ready || *ready > run.now) break;
+          const double cost = costOf(run, r);
+          if (run.pos[r] < ranks_[r].size()) run.result.start[r].push_back(run.now);
+          progress = true;
+          if (cost > 0) {
+            run.computing[r] = true;
+            run.left[r] = cost;
+            run.began[r] = run.now;
+            break;
+          }
+          endItem(run, r, run.now);
+        }
+      }
+    }
+  }
+
+  // The next moment something changes: a compute ends, or a waiting rank's input arrives
+  // (infinity where nothing will); each computing rank's speed until then.
+  double nextChange(SharedRun& run) const {
+    double next = std::numeric_limits<double>::infinity();
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (run.computing[r]) {
+        run.speed[r] = costs_.shared_cores.speedOf(r, run.computing);
+        run.ends[r] = run.now + run.left[r] / run.speed[r];
+        next = std::min(next, run.ends[r]);
+      } else if (run.pos[r] < itemsOf(r)) {
+        const std::optional<double> ready = readyOf(run, r);
+        if (ready) next = std::min(next, *ready);
+      }
+    }
+    return next;
+  }
+
+  // The computes that end by `next` end; the others do their work until then.
+  void advanceTo(SharedRun& run, double next) {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (!run.computing[r]) continue;
+      if (run.ends[r] <= next) {
+        if (run.pos[r] < ranks_[r].size()) run.result.busy[r] += next - run.began[r];
+        run.computing[r] = false;
+        endItem(run, r, next);
+      } else {
+        run.left[r] -= run.speed[r] * (next - run.now);
+      }
+    }
+    run.now = next;
+  }
+
+  void failOnStuck(const std::vector<size_t>& pos) const {
+    std::vector<Mark> stuck;
+    for (size_t r = 0; r < pos.size(); ++r) {
+      if (pos[r] < ranks_[r].size()) stuck.push_back({r, pos[r]});
+    }
+    if (!stuck.empty()) {
+      fail(ranks_, stuck,
+           detail::concat("deadlock: ", stuck.size(), " of ", pos.size(),
+                          " ranks wait forever (marked)"));
+    }
+  }
+
   std::optional<double> done(const Action& a) const {
     const auto it = finished_.find(a);
     return it == finished_.end() ? std::nullopt : std::optional<double>(it->second);

@@ -12,6 +12,7 @@
 #include "ppstage/comm/agreement.h"
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_session.h"
+#include "ppstage/config/device.h"
 #include "ppstage/core/clock.h"
 #include "ppstage/core/compute_threads.h"
 #include "ppstage/core/error.h"
@@ -22,6 +23,7 @@
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
 #include "ppstage/plan/plan_config.h"
+#include "ppstage/plan/shared_cores.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "ppstage/train/job_setup.h"
 
@@ -131,12 +133,30 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 
 }  // namespace
 
+CpuLayout jobCpuLayout(const Config& config, int world) {
+  if (!mpiActive() || mpiWorldSize() != world) return {};
+  try {
+    if (resolveDevice(config.train.device, config.comm.backend, thisHost()).cuda()) return {};
+  } catch (const Error&) {
+    return {};  // the run refuses it with the reason
+  }
+  return mpiCpuLayout(computeThreads(config.train, world));
+}
+
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world) {
   const bool alone = world == nullptr || world->size() < 2;
-  setComputeThreads(computeThreads(config.train, alone ? ranks : world->size()));
+  const int threads = computeThreads(config.train, alone ? ranks : world->size());
+  setComputeThreads(threads);
   const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
-  return measureCostProfileOnRanks(
+  // Ranks that outnumber their machine's cores measure in turns; the share of a core each
+  // rank's threads had while measuring goes with the profile.
+  const CpuLayout cpus = alone ? cpuLayoutOf({thisMachineId()}, {coresOfThisMachine()}, threads)
+                               : mpiCpuLayout(threads);
+  const std::vector<int> turns = alone || cpus.empty()
+                                     ? std::vector<int>{}
+                                     : cpus.measuringTurns(static_cast<int>(config.train.tp));
+  CostProfile profile = measureCostProfileOnRanks(
       [&] {
         std::optional<CapturedRun> captured;  // where the run passed none
         const CapturedRun& mine = run != nullptr ? *run : captured.emplace(captureRun(config));
@@ -147,7 +167,11 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
         }
         return measureCostProfile(config, mine.model, mine.loss, ranks, sharding);
       },
-      world, mpiHostOfRanks(), mpiHostNames());
+      world, mpiHostOfRanks(), mpiHostNames(), turns);
+  profile.core_share = cpus.empty()    ? 0
+                       : turns.empty() ? cpus.meanShare()
+                                       : cpus.measuringShare(turns);
+  return profile;
 }
 
 void planAutomatically(Config& config, const CapturedRun& run, Communicator& world,
@@ -163,6 +187,7 @@ void planAutomatically(Config& config, const CapturedRun& run, Communicator& wor
     const ScheduleRegistry registry = makeScheduleRegistry(config.pipeline.schedule_plugin);
     PlanRequest request = planRequestOf(
         config.plan, world.size(), static_cast<int>(config.train.tp), registry, mpiHostOfRanks());
+    if (config.plan.hosts == 0) request.cpus = jobCpuLayout(config, world.size());
     request.keep = 1;
     plan = planPipeline(profile, request, registry);
     hosts = hostCountOf(request.host_of_rank);
@@ -180,6 +205,8 @@ std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ran
   TimeCut cut;
   const Clock::time_point start = Clock::now();
   const CostProfile profile = agreedProfile(config, run, ranks, world);
+  job.shared_cores = sharedCoresOf(jobTopologyOnHosts(config, ranks), jobCpuLayout(config, ranks),
+                                   profile.core_share);
   cut.measure_s = secondsSince(start);
   cut.costs = costsText(config, profile);
   agreed(world, [&] {

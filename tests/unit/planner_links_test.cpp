@@ -10,10 +10,12 @@
 #include <fstream>
 #include <string>
 
+#include "ppstage/core/cpu_layout.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/plan/plan_config.h"
 #include "ppstage/plan/planner.h"
+#include "ppstage/plan/shared_cores.h"
 #include "ppstage/schedule/pipeline_schedule.h"
 #include "support/plan_profiles.h"
 
@@ -79,6 +81,41 @@ TEST(PlannerLinks, EachOrderPaysItsLinkByTheFormula) {
   // 1F1B's critical path crosses the boundary twice per micro-batch at most.
   EXPECT_LE(pipeline_major.makespan_s - replica_major.makespan_s, 2 * 4 * (between - inside));
   EXPECT_LT(pipeline_major.step_s, replica_major.step_s);
+}
+
+// A weight tied between the first and last units (gpt's embedding and LM head), 1 MB of
+// gradient: at pp 2 both pipeline ranks sum it after the data-parallel all-reduce, between
+// the hosts in pp-dp-tp (1 ms + 1 MB / 25 MB/s), inside them in dp-pp-tp (5 us + 1 MB / 1
+// GB/s); on one pipeline rank, or where a V puts both units on rank 0, nothing crosses.
+TEST(PlannerLinks, TiedWeightsOnTwoPipelineRanksPayTheirSum) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile plain = profileOf(true);
+  CostProfile tied = plain;
+  tied.ties.push_back({{0, 7}, 1000000});
+  for (const RankOrder order : {RankOrder::kPipelineMajor, RankOrder::kReplicaMajor}) {
+    const double sum = order == RankOrder::kPipelineMajor ? 1e-3 + 1e6 / 25e6 : 5e-6 + 1e6 / 1e9;
+    EXPECT_NEAR(pp2dp2(tied, order, registry).tail_s - pp2dp2(plain, order, registry).tail_s, sum,
+                1e-12);
+  }
+  PlanCandidate one = test::oneFOneB(4, 1, 4, 1, {});
+  EXPECT_DOUBLE_EQ(predictCandidate(tied, one, registry).step_s,
+                   predictCandidate(plain, one, registry).step_s);
+  PlanCandidate v = test::oneFOneB(1, 2, 4, 4, {2, 4, 6});
+  v.schedule = "zb-v";
+  v.stages_per_rank = 2;
+  v.placement = Placement::kV;
+  EXPECT_DOUBLE_EQ(predictCandidate(tied, v, registry).step_s,
+                   predictCandidate(plain, v, registry).step_s);
+  // The profile keeps its ties; one naming a unit it lacks is refused.
+  const CostProfile back = readCostProfile(costProfileToJson(tied), "test");
+  ASSERT_EQ(back.ties.size(), 1u);
+  EXPECT_EQ(back.ties[0].units, (std::vector<size_t>{0, 7}));
+  EXPECT_EQ(back.ties[0].gradient_bytes, 1000000);
+  nlohmann::json json = nlohmann::json::parse(costProfileToJson(tied));
+  json["ties"][0]["units"][1] = 8;
+  EXPECT_THROW(readCostProfile(json.dump(), "bad"), Error);
+  json.erase("ties");
+  EXPECT_TRUE(readCostProfile(json.dump(), "old").ties.empty());
 }
 
 // The plan over the slow link: the chosen layout keeps its all-reduces inside the hosts, and
@@ -189,6 +226,121 @@ TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
   EXPECT_FALSE(before.hasHostLinks());
   EXPECT_TRUE(before.probed_links.empty());
   EXPECT_DOUBLE_EQ(before.messageSeconds(25e6, true), before.messageSeconds(25e6, false));
+}
+
+// Machines are numbered by their first rank; a thread's share is its machine's cores over
+// the threads of its ranks, at most 1.
+TEST(SharedCores, CpuLayoutNumbersMachinesAndSharesTheirCores) {
+  const CpuLayout cpus = cpuLayoutOf({"b", "b", "a", "a", "a"}, {2, 2, 8, 8, 8}, 2);
+  EXPECT_EQ(cpus.machine_of_rank, (std::vector<int>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(cpus.cores, (std::vector<int>{2, 8}));
+  EXPECT_DOUBLE_EQ(cpus.shareOf(0), 0.5);  // 4 threads on 2 cores
+  EXPECT_DOUBLE_EQ(cpus.shareOf(4), 1.0);  // 6 threads on 8 cores
+  EXPECT_DOUBLE_EQ(cpus.meanShare(), (2 * 0.5 + 3 * 1.0) / 5);
+  EXPECT_DOUBLE_EQ(CpuLayout{}.meanShare(), 1.0);
+  EXPECT_FALSE(thisMachineId().empty());
+  EXPECT_GE(coresOfThisMachine(), 1);
+}
+
+// Ranks measure the costs in turns that give each thread a core of its machine: 4 ranks of
+// one thread on 2 cores take 2 turns of 2, with a share of 1; a machine with cores enough
+// measures in one turn; tensor-parallel pairs keep together, one pair a turn where a pair
+// fills the cores; a group wider than the cores still measures, alone, at the share it has.
+TEST(SharedCores, RanksMeasureInTurnsOfACorePerThread) {
+  const CpuLayout one = cpuLayoutOf({"m", "m", "m", "m"}, {2, 2, 2, 2}, 1);
+  EXPECT_EQ(one.measuringTurns(1), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_DOUBLE_EQ(one.measuringShare(one.measuringTurns(1)), 1.0);
+  EXPECT_DOUBLE_EQ(one.measuringShare({0, 0, 0, 0}), 0.5);  // all at once
+  EXPECT_EQ(one.measuringTurns(2), (std::vector<int>{0, 0, 1, 1}));
+  const CpuLayout two = cpuLayoutOf({"a", "a", "b", "b", "b"}, {2, 2, 1, 1, 1}, 1);
+  EXPECT_EQ(two.measuringTurns(1), (std::vector<int>{0, 0, 0, 1, 2}));
+  EXPECT_DOUBLE_EQ(two.measuringShare(two.measuringTurns(1)), 1.0);
+  const CpuLayout roomy = cpuLayoutOf({"m", "m", "m", "m"}, {8, 8, 8, 8}, 2);
+  EXPECT_EQ(roomy.measuringTurns(1), (std::vector<int>{0, 0, 0, 0}));
+  const CpuLayout narrow = cpuLayoutOf({"m", "m", "m", "m"}, {1, 1, 1, 1}, 1);
+  EXPECT_EQ(narrow.measuringTurns(2), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_DOUBLE_EQ(narrow.measuringShare(narrow.measuringTurns(2)), 0.5);
+  EXPECT_THROW(narrow.measuringShare({0}), Error);
+}
+
+// pp 2 x dp 2 on 4 ranks: each pipeline rank's threads land on the machines its world
+// ranks run on, in either rank order; where every machine has a core per thread, now and
+// when measured, nothing is shared.
+TEST(SharedCores, EachPipelineRankCountsItsThreadsOnEachMachine) {
+  const auto job = [](RankOrder order) {
+    return Topology::forJob(4, 2, 2, 1, Placement::kLoop, 1, order);
+  };
+  const CpuLayout one_machine = cpuLayoutOf({"m", "m", "m", "m"}, {2, 2, 2, 2}, 1);
+  SharedCores shared = sharedCoresOf(job(RankOrder::kReplicaMajor), one_machine, 0.5);
+  EXPECT_EQ(shared.cores, (std::vector<double>{2}));
+  EXPECT_EQ(shared.threads, (std::vector<std::vector<double>>{{2, 2}}));
+  EXPECT_DOUBLE_EQ(shared.measured_share, 0.5);
+  // Two machines of one core each (network namespaces would be two hosts of one machine).
+  const CpuLayout two = cpuLayoutOf({"a", "a", "b", "b"}, {1, 1, 1, 1}, 1);
+  EXPECT_EQ(sharedCoresOf(job(RankOrder::kPipelineMajor), two, 0.5).threads,
+            (std::vector<std::vector<double>>{{2, 0}, {0, 2}}));
+  EXPECT_EQ(sharedCoresOf(job(RankOrder::kReplicaMajor), two, 0.5).threads,
+            (std::vector<std::vector<double>>{{1, 1}, {1, 1}}));
+  // Cores enough: empty; a share not known, or machines of another job: empty.
+  const CpuLayout roomy = cpuLayoutOf({"a", "a", "b", "b"}, {2, 2, 2, 2}, 1);
+  EXPECT_TRUE(sharedCoresOf(job(RankOrder::kPipelineMajor), roomy, 1.0).empty());
+  EXPECT_FALSE(sharedCoresOf(job(RankOrder::kPipelineMajor), roomy, 0.5).empty());
+  EXPECT_TRUE(sharedCoresOf(job(RankOrder::kPipelineMajor), two, 0).empty());
+  EXPECT_TRUE(sharedCoresOf(job(RankOrder::kPipelineMajor), CpuLayout{}, 0.5).empty());
+  EXPECT_TRUE(sharedCoresOf(Topology::forJob(2, 1, 2, 1), cpuLayoutOf({"m"}, {1}, 1), 0.5).empty());
+}
+
+// A plan for 4 ranks on one machine of 2 cores, costs measured at half a core a thread:
+// each candidate is simulated with its ranks sharing the cores, so pp 2 x dp 2 predicts a
+// shorter step than on cores of its own (its warm-up and drain, and the last stage's
+// optimizer beside the first stage's last backward, run at twice the speed), but not below
+// half of it (the speed a whole core gives).
+TEST(SharedCores, ThePlannerSimulatesCandidatesOnTheJobsCores) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  CostProfile profile = profileOf(false);
+  profile.core_share = 0.5;
+  PlanCandidate c = test::oneFOneB(2, 2, 4, 2, {4});
+  const PlanCandidate own = predictCandidate(profile, c, registry);
+  c.shared_cores = sharedCoresOf(Topology::forJob(4, 2, 2, 1),
+                                 cpuLayoutOf({"m", "m", "m", "m"}, {2, 2, 2, 2}, 1), 0.5);
+  const PlanCandidate shared = predictCandidate(profile, c, registry);
+  EXPECT_LT(shared.makespan_s, own.makespan_s);
+  EXPECT_GT(shared.makespan_s, own.makespan_s / 2);
+  EXPECT_LT(shared.step_s, own.step_s);
+  EXPECT_GT(shared.step_s, own.step_s / 2);
+  EXPECT_DOUBLE_EQ(shared.makespan_s + shared.tail_s, shared.step_s);
+  EXPECT_GT(shared.tail_s, 0);
+  // Through a request: the plan's pp 2 x dp 2 M4 predicts what that candidate predicts on
+  // the shared cores, not on cores of its own.
+  PlanRequest request;
+  request.ranks = 4;
+  request.schedules = {"1f1b"};
+  request.keep = 100000;
+  request.cpus = cpuLayoutOf({"m", "m", "m", "m"}, {2, 2, 2, 2}, 1);
+  bool found = false;
+  for (const PlanCandidate& p : planPipeline(profile, request, registry).best) {
+    if (p.dp != 2 || p.pp != 2 || p.stages_per_rank != 1 || p.microbatches != 4) continue;
+    EXPECT_FALSE(p.shared_cores.empty());
+    PlanCandidate again = p;
+    EXPECT_DOUBLE_EQ(predictCandidate(profile, again, registry).step_s, p.step_s);
+    again.shared_cores = {};
+    EXPECT_GT(predictCandidate(profile, again, registry).step_s, p.step_s);
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+// core_share survives the profile's JSON; one written before it reads as not known (0),
+// and one outside [0, 1] is refused.
+TEST(SharedCores, ProfilesKeepTheirCoreShare) {
+  CostProfile profile = profileOf(false);
+  profile.core_share = 0.5;
+  EXPECT_DOUBLE_EQ(readCostProfile(costProfileToJson(profile), "test").core_share, 0.5);
+  nlohmann::json json = nlohmann::json::parse(costProfileToJson(profile));
+  json.erase("core_share");
+  EXPECT_DOUBLE_EQ(readCostProfile(json.dump(), "old").core_share, 0.0);
+  json["core_share"] = 1.5;
+  EXPECT_THROW(readCostProfile(json.dump(), "bad"), Error);
 }
 
 }  // namespace

@@ -328,6 +328,107 @@ TEST(EarlyReceives, TheLastStageOf1f1bReceivesOneMicroBatchAhead) {
                                       "0B0", "0RECV_B2", "0F2", "0SEND_F2", "0B1", "0B2"}));
 }
 
+// Shared cores (Note [Ranks that share cores]) where every thread has a core now and had
+// one when measured: the time-ordered run gives what the plain one gives, start by start.
+TEST(SharedCores, ACoreForEveryThreadChangesNothing) {
+  const std::vector<std::pair<std::string, int>> schedules = {
+      {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}};
+  for (const auto& [name, per_rank] : schedules) {
+    for (int P : {2, 3, 4}) {
+      const int S = P * per_rank;
+      ActionCosts costs;
+      costs.per_stage.assign(S, {1, 2, 1, 1});
+      costs.per_stage[1] = {1.5, 2.5, 1.25, 1.25};
+      costs.comm = 0.125;
+      const PipelineSchedule s = build(name, S, 2 * P, per_rank, costs);
+      ActionCosts shared = costs;
+      shared.shared_cores.cores = {static_cast<double>(P)};
+      shared.shared_cores.threads = {std::vector<double>(P, 1.0)};
+      const SimulationResult plain = simulateSchedule(s.request, s.ranks, costs);
+      const SimulationResult timed = simulateSchedule(s.request, s.ranks, shared);
+      EXPECT_DOUBLE_EQ(timed.makespan, plain.makespan) << name << " P=" << P;
+      EXPECT_EQ(timed.start, plain.start) << name << " P=" << P;
+      EXPECT_EQ(timed.busy, plain.busy) << name << " P=" << P;
+    }
+  }
+}
+
+// P ranks of one thread on one core, their costs measured with all P computing (a share
+// of 1 / P): without messages' time some rank always computes, so the core never idles and
+// the step is the measured work over P, whatever the schedule; with a tail of compute per
+// rank (its optimizer) and none of waiting, the tails' work too. The plain simulator takes
+// the measured costs as durations, as if each rank had its own core the whole step.
+TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
+  const std::vector<std::pair<std::string, int>> schedules = {
+      {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}};
+  for (const auto& [name, per_rank] : schedules) {
+    for (int P : {2, 4}) {
+      for (int M : {P, 2 * P}) {
+        const int S = P * per_rank;
+        ActionCosts costs;
+        costs.per_stage.assign(S, {1, 2, 1, 1});
+        costs.per_stage[0] = {2, 3, 1.5, 1.5};
+        const PipelineSchedule s = build(name, S, M, per_rank, costs);
+        double work = 0;
+        for (const ActionList& rank : s.ranks) {
+          for (const Action& a : rank) work += costs.of(a.kind, a.stage, a.microbatch);
+        }
+        costs.shared_cores.cores = {1};
+        costs.shared_cores.threads = {std::vector<double>(P, 1.0)};
+        costs.shared_cores.measured_share = 1.0 / P;
+        const SimulationResult timed = simulateSchedule(s.request, s.ranks, costs);
+        EXPECT_NEAR(timed.makespan, work / P, 1e-9 * work) << name << " P=" << P << " M=" << M;
+        EXPECT_LT(timed.makespan, s.simulation.makespan) << name << " P=" << P << " M=" << M;
+        costs.shared_cores.tail_wait.assign(P, 0);
+        costs.shared_cores.tail_compute.assign(P, 0);
+        for (int r = 0; r < P; ++r) costs.shared_cores.tail_compute[r] = 0.5 * (r + 1);
+        const double tails = 0.5 * P * (P + 1) / 2;
+        EXPECT_NEAR(simulateSchedule(s.request, s.ranks, costs).makespan, (work + tails) / P,
+                    1e-9 * work)
+            << name << " P=" << P << " M=" << M;
+      }
+    }
+  }
+}
+
+// GPipe, 2 stages of F 1 and B 2 with replicas: each pipeline rank is 2 threads (dp 2)
+// on one machine of 2 cores, measured with all 4 computing (a share of 1/2). Alone, a rank
+// computes twice as fast as measured; beside the other, as measured. One micro-batch:
+// F0 and B0 of each stage alone, so 3 x 2 / 2. Two on 4 cores (a share of 1 now): the plain
+// step at twice the speed, 3 x 3 / 2.
+TEST(SharedCores, ARankAloneGetsTheCoresTheOthersLeave) {
+  for (int M : {1, 2}) {
+    const PipelineSchedule s = build("gpipe", 2, M);
+    ActionCosts costs;
+    costs.shared_cores.cores = {2};
+    costs.shared_cores.threads = {{2, 2}};
+    costs.shared_cores.measured_share = 0.5;
+    const SimulationResult timed = simulateSchedule(s.request, s.ranks, costs);
+    // M = 2: F0 alone (0.5), F1 | F0 together (1), F1 alone (0.5), B alone (1), B | B
+    // together (2), B alone (1).
+    EXPECT_DOUBLE_EQ(timed.makespan, M == 1 ? 3.0 : 6.0) << "M=" << M;
+    costs.shared_cores.cores = {4};
+    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan,
+                     s.simulation.makespan / 2)
+        << "M=" << M;
+  }
+  // Two machines of a core each, one rank on each, measured sharing a core: each rank runs
+  // at twice the measured speed all the time, while messages take what they take; the plain
+  // simulator with half the costs.
+  const PipelineSchedule s = build("1f1b", 2, 4);
+  ActionCosts apart;
+  apart.comm = 0.25;
+  apart.shared_cores.cores = {1, 1};
+  apart.shared_cores.threads = {{1, 0}, {0, 1}};
+  apart.shared_cores.measured_share = 0.5;
+  ActionCosts halved;
+  halved.forward = 0.5;
+  halved.backward = 1;
+  halved.comm = 0.25;
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, apart).makespan,
+                   simulateSchedule(s.request, s.ranks, halved).makespan);
+}
+
 TEST(Schedules, DeadlockIsRejectedWithTheStuckActionsMarked) {
   ScheduleOptions o;
   o.schedule = std::string(PPSTAGE_FIXTURES_DIR) + "/deadlock.csv";

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/core/cpu_layout.h"
+
 namespace ppstage {
 
 class FailureChannel;
@@ -52,6 +54,9 @@ const std::vector<std::string>& mpiHostNames();
 // ranks that share memory (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), as mpirun places
 // them on nodes). Empty outside a session.
 const std::vector<int>& mpiHostOfRanks();
+// Every world rank's machine and that machine's cores (core/cpu_layout.h), each rank
+// computing with `threads_per_rank` threads. Empty outside a session.
+CpuLayout mpiCpuLayout(int threads_per_rank);
 // The number of processes in MPI_COMM_WORLD; 1 when MPI is not active.
 int mpiWorldSize();
 

@@ -126,11 +126,18 @@ int hostCountOf(const std::vector<int>& host_of_rank);
 // What of a job's traffic crosses between hosts (Topology::withHosts): the stage boundaries
 // s -> s + 1 whose two stages run on different hosts in some replica and tensor-parallel
 // rank, and whether some data-parallel or tensor-parallel group spans hosts (its
-// all-reduces cross them).
+// all-reduces cross them), and which pairs of pipeline ranks run on different hosts in
+// some replica and tensor-parallel rank (the sum of tied weights' copies crosses them).
 struct HostCrossings {
   std::vector<int> boundaries;  // s, for s -> s + 1
   bool data_parallel = false;
   bool tensor_parallel = false;
+  std::vector<std::vector<bool>> pipeline_ranks_apart;  // [p][q]; empty: none apart
+
+  bool apart(int p, int q) const {
+    return !pipeline_ranks_apart.empty() &&
+           pipeline_ranks_apart.at(static_cast<size_t>(p)).at(static_cast<size_t>(q));
+  }
 };
 HostCrossings hostCrossings(const Topology& job);
 

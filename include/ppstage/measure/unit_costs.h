@@ -42,18 +42,21 @@ std::vector<int64_t> measuredMicrobatchSizes(int64_t batch_size, int ranks);
 CostProfile measureCostProfile(const Config& config, const CapturedModel& captured, LossKind loss,
                                int ranks, const UnitSharding& sharding = {});
 
-// `measure` (this rank's measureCostProfile) on every rank of `world` at once, as a run
-// computes (each rank then shares the machine with the others, which a measurement alone
-// would not see), the profiles averaged (which also evens out one process's luck with its
-// memory), and the links measured between the ranks (comm/link_probe.h), inside and between
-// the hosts `host_of_rank` numbers (one per rank of `world`; empty: one host), named
-// `host_names` in the probed pairs. With one rank (or no `world`): `measure` alone, the
-// links as [plan] assumes them. Collective; every rank returns the same profile, and throws
-// the same JobError when one rank cannot measure. The caller sets the compute threads a
-// rank gets first.
+// `measure` (this rank's measureCostProfile) on every rank of `world`, in the turns
+// `turns` gives (one per rank of `world`, from 0; empty: all at once): ranks that
+// outnumber their machine's cores measure a few at a time, each on a core of its own, and
+// the planner shares the cores among them where the run computes (Note [Ranks that share
+// cores], src/schedule/simulator.cpp). The profiles averaged (which also evens out one
+// process's luck with its memory), and the links measured between the ranks
+// (comm/link_probe.h), inside and between the hosts `host_of_rank` numbers (one per rank of
+// `world`; empty: one host), named `host_names` in the probed pairs. With one rank (or no
+// `world`): `measure` alone, the links as [plan] assumes them. Collective; every rank
+// returns the same profile, and throws the same JobError when one rank cannot measure. The
+// caller sets the compute threads a rank gets first.
 CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measure,
                                       Communicator* world,
                                       const std::vector<int>& host_of_rank = {},
-                                      const std::vector<std::string>& host_names = {});
+                                      const std::vector<std::string>& host_names = {},
+                                      const std::vector<int>& turns = {});
 
 }  // namespace ppstage

@@ -124,6 +124,20 @@ struct CostProfile {
     double bytes_per_s = 0;
   };
   std::vector<ProbedLink> probed_links;
+  // Tensors several units hold (an embedding tied to the LM head): the units, in order,
+  // and the bytes of its gradient (fp32, as summed). Where a cut puts them on different
+  // pipeline ranks, the step sums the copies' gradients across those ranks
+  // (train/gradient_sync.h). Empty in profiles written before it was recorded.
+  struct Tie {
+    std::vector<size_t> units;
+    int64_t gradient_bytes = 0;
+  };
+  std::vector<Tie> ties;
+  // The share of a core each compute thread had while the units were measured (CPU ranks
+  // that outnumber the cores share them: core/cpu_layout.h), which the simulator needs
+  // to run ranks at other shares (Note [Ranks that share cores]); 0 where not known (a
+  // GPU, profiles written before it), and a plan then takes the seconds as they are.
+  double core_share = 0;
 
   // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
   // micro-batch size]), with its blocks recomputed under `policy` where measured so.

@@ -91,11 +91,13 @@
 #include <string>
 #include <vector>
 
+#include "ppstage/core/cpu_layout.h"
 #include "ppstage/core/placement.h"
 #include "ppstage/core/topology.h"
 #include "ppstage/core/units.h"
 #include "ppstage/plan/cost_profile.h"
 #include "ppstage/schedule/schedule_api.h"
+#include "ppstage/schedule/simulator.h"
 
 namespace ppstage {
 
@@ -115,6 +117,10 @@ struct PlanRequest {
   // empty: one host. On several, the planner places traffic by link (Note [Links in the
   // plan]).
   std::vector<int> host_of_rank;
+  // The machines of those ranks and their cores (empty: not known, or a core for every
+  // thread); where they share cores, each candidate is simulated so (Note [Ranks that share
+  // cores]).
+  CpuLayout cpus;
 };
 
 // What a candidate recomputes (Note [Recomputation in the plan]): one policy, and per
@@ -156,6 +162,9 @@ struct PlanCandidate {
   // request's; Note [Links in the plan]): charged at the profile's links between hosts.
   RankOrder rank_order = RankOrder::kReplicaMajor;
   HostCrossings across_hosts;
+  // Where the request's CPU ranks share cores (Note [Ranks that share cores]): its
+  // pipeline ranks' threads on each machine; empty where every thread has a core.
+  SharedCores shared_cores;
 
   int stages() const { return pp * stages_per_rank; }
   // "zb-v dp1 pp2x2 v M4", "1f1b dp2 pp2 M8", "1f1b dp1 pp2 tp2 M4", "1f1b dp1 pp2 M8

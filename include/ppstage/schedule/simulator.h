@@ -19,6 +19,29 @@
 
 namespace ppstage {
 
+// Ranks that compute on fewer cores than they run threads (Note [Ranks that share cores] in
+// src/schedule/simulator.cpp): per machine, its cores and the compute threads each
+// pipeline rank runs there (those of its replicas and tensor-parallel ranks), and the share
+// of a core each thread had while the costs were measured. Empty: every rank computes at
+// the speed its costs were measured at.
+struct SharedCores {
+  std::vector<double> cores;                 // per machine
+  std::vector<std::vector<double>> threads;  // per machine, per pipeline rank
+  double measured_share = 1;                 // in (0, 1]
+  // Where not empty (one per pipeline rank), what each rank does after its actions in a
+  // step, inside the makespan: waits (its gradients' all-reduce), then computes (its
+  // optimizer step, at the measured speed as its actions) while the others still run
+  // theirs.
+  std::vector<double> tail_wait;
+  std::vector<double> tail_compute;
+
+  bool empty() const { return cores.empty(); }
+  // How many times faster than measured pipeline rank `rank` computes while the ranks
+  // marked in `computing` (its own among them) compute: the smallest over its machines of
+  // min(1, cores / the threads computing there) / measured_share.
+  double speedOf(size_t rank, const std::vector<bool>& computing) const;
+};
+
 struct ActionCosts {
   double forward = 1;
   double backward = 2;
@@ -42,6 +65,9 @@ struct ActionCosts {
   // times message_scale[m].
   std::vector<double> microbatch_scale;
   std::vector<double> message_scale;
+  // When not empty, a compute action's cost is the work it does at the speed it was
+  // measured at, and it takes longer or shorter as the ranks beside it compute or wait.
+  SharedCores shared_cores;
 
   double of(ActionKind kind) const;             // communication actions take no rank time
   double of(ActionKind kind, int stage) const;  // per_stage's when set
@@ -90,7 +116,7 @@ SimulationResult simulateSchedule(const ScheduleRequest& request,
                                   const ActionCosts& costs = {});
 
 // One row per rank, one column per time unit (the cheapest compute cost), each action's
-// label repeated over its duration; idle units are '.'.
+// label repeated over its cost (not what shared cores make of it); idle units are '.'.
 std::string renderTimeline(const ScheduleRequest& request, const std::vector<ActionList>& ranks,
                            const SimulationResult& result, const ActionCosts& costs);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ppstage/config/config.h"
+#include "ppstage/core/cpu_layout.h"
 #include "ppstage/plan/planner.h"
 #include "ppstage/train/captured_run.h"
 
@@ -30,6 +31,12 @@ class Communicator;
 // model; null: captured here (captureRun). Collective.
 CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ranks,
                             Communicator* world);
+
+// The CPUs of a job of `world` ranks as a plan sees them (core/cpu_layout.h, Note [Ranks
+// that share cores]): every rank's machine, each rank computing with the threads the run
+// gives it (computeThreads). Empty outside an MPI job of `world` ranks and where the ranks
+// compute on GPUs (--train.device), whose CPU cores the plan need not share out.
+CpuLayout jobCpuLayout(const Config& config, int world);
 
 // Collective over `world`. Sets in `config` what the plan chose (plan_config.h,
 // applyCandidate), and rank 0 writes to `log` what it chose and why. Every rank throws
