@@ -22,6 +22,8 @@ TEST(HostCrossings, OneHostCrossesNothing) {
   EXPECT_TRUE(c.boundaries.empty());
   EXPECT_FALSE(c.data_parallel);
   EXPECT_FALSE(c.tensor_parallel);
+  EXPECT_TRUE(c.pipeline_ranks_apart.empty());
+  EXPECT_FALSE(c.apart(0, 1));
 }
 
 // pp 2 x dp 2: ranks 0, 1 are replica 0's stages 0 and 1, ranks 2, 3 replica 1's.
@@ -32,12 +34,16 @@ TEST(HostCrossings, ByNodeThePipelineCrossesAndTheAllReducesStay) {
   const HostCrossings c = hostCrossings(job);
   EXPECT_EQ(c.boundaries, std::vector<int>{0});
   EXPECT_FALSE(c.data_parallel);
+  EXPECT_TRUE(c.apart(0, 1));  // a tie between the stages crosses too
+  EXPECT_TRUE(c.apart(1, 0));
+  EXPECT_FALSE(c.apart(0, 0));
 }
 
 TEST(HostCrossings, BySlotTheAllReducesCrossAndThePipelineStays) {
   const HostCrossings c = hostCrossings(Topology::forJob(4, 2, 2, 1).withHosts(kBySlot));
   EXPECT_TRUE(c.boundaries.empty());
   EXPECT_TRUE(c.data_parallel);
+  EXPECT_FALSE(c.apart(0, 1));
 }
 
 // pp 2 x tp 2 by slot: each tensor-parallel pair on one host, the pipeline across them; by
