@@ -14,7 +14,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/comm/mpi_communicator.h"
@@ -107,28 +106,28 @@ void writeConfig(const std::string& path, std::map<std::string, std::string> giv
                 path, "': ", std::strerror(errno));
 }
 
-// This machine's cores.
-int coresHere() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
 // A note where the planned ranks outnumber this machine's cores (empty where they do not):
 // how the costs were measured, and what the prediction does not see.
 std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool measured) {
   const int64_t here = environment::localRanks().value_or(ranks);
-  const int cores = coresHere();
+  const int cores = coresOfThisMachine();
   if (here <= cores) return "";
   std::ostringstream note;
   note << "note: " << here << " ranks share this machine's " << cores << " cores. ";
   if (measured && profile.links.rfind("measured over", 0) == 0) {
     char share[64];
     std::snprintf(share, sizeof share, "%.2f", profile.core_share);
-    note << "Their costs were measured with the ranks computing at once, " << share
+    note << "Their costs were measured in turns, " << share
          << " of a core a thread; the simulator gives a rank more of the cores while others "
             "wait and less while more compute, as a run does (docs/architecture.md, shared "
             "cores).";
   } else if (measured) {
-    note << "One process measured the costs alone, which the run's ranks will not be: plan "
-            "under mpirun -np "
-         << ranks << " to measure them computing at once.";
+    note << "One process measured the costs alone; the prediction takes each rank to compute "
+            "on cores of its own: plan under mpirun -np "
+         << ranks << " to simulate the ranks sharing them.";
+  } else if (profile.core_share > 0) {
+    note << "The costs were read from --plan.costs (" << profile.links
+         << "); the prediction shares the cores as the job that measured them did.";
   } else {
     note << "The costs were read from --plan.costs (" << profile.links
          << "); the prediction takes each rank to compute on cores of its own.";
@@ -202,7 +201,7 @@ nlohmann::json planJson(const Plan& plan, const CostProfile& profile, const Plan
   for (const PlanCandidate& c : plan.best) best.push_back(candidateJson(c, profile));
   return {{"ranks", config.ranks},
           {"tp", profile.tp},
-          {"cores", coresHere()},
+          {"cores", coresOfThisMachine()},
           {"shared_cores_note", sharedCoresNote(profile, config.ranks, config.costs.empty())},
           {"memory_mb", config.memory_mb},
           {"model", profile.model},

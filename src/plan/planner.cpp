@@ -125,7 +125,13 @@ Bounds boundsOf(const CostProfile& profile, const PlanCandidate& c) {
   const double tail =
       fastest * profile.optimizerSeconds(elements / ranks, c.dp, /*shard_optimizer=*/true) +
       profile.allReduceSeconds(4.0 * elements / ranks, c.dp, c.across_hosts.data_parallel);
-  return {fastest * std::max(c.microbatches * work / ranks, path) + tail, resident / ranks};
+  // The mean rank's work and tail; where the tails run inside the step, the first stage's
+  // tail after the path may be below the mean.
+  const double step =
+      c.shared_cores.empty()
+          ? std::max(c.microbatches * work / ranks, path) + tail
+          : std::max(fastest * c.microbatches * work / ranks + tail, fastest * path);
+  return {step, resident / ranks};
 }
 
 ScheduleOptions scheduleOptionsOf(const CostProfile& profile, const PlanCandidate& c,
@@ -292,7 +298,8 @@ class Enumerator {
  private:
   // Both rank orders where the ranks are on several hosts, the profile knows the links
   // between them and the layout has replicas and a pipeline (Note [Links in the plan]);
-  // elsewhere both predict the same.
+  // elsewhere both predict the same links (where hosts are one machine's namespaces, the
+  // orders' shared cores could differ; the plan tries one).
   std::vector<RankOrder> ordersFor(int dp, int pp) const {
     if (hosts_ > 1 && profile_.hasHostLinks() && dp > 1 && pp > 1) {
       return {RankOrder::kReplicaMajor, RankOrder::kPipelineMajor};

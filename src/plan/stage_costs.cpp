@@ -227,12 +227,8 @@ ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
 
 namespace {
 
-// The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
-// its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
-// in the step's all-reduce (over the link between hosts where its group crosses them). A
-// sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
-// what the all-reduce's two halves move. A rank holding a tied weight's copy also sums it
-// with the others' (Note [Tied weights in the plan]).
+// What one pipeline rank does after its actions in a step: waits for its gradients' sums,
+// then steps its optimizer.
 struct RankTail {
   double all_reduce = 0;
   double optimizer = 0;
@@ -245,17 +241,24 @@ struct RankTail {
 // copy, after the data-parallel one (train/gradient_sync.cpp), between hosts where two of
 // them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
 // 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
+// The pipeline ranks holding a copy of `tie` under `c`'s cut.
+std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
+                          const PlanCandidate& c) {
+  std::vector<int> owners;
+  for (const size_t u : tie.units) {
+    const auto stage =
+        std::upper_bound(c.stage_starts.begin(), c.stage_starts.end(), u) - c.stage_starts.begin();
+    const int owner = pipeline.ppRankOfStage(static_cast<int>(stage));
+    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+  }
+  return owners;
+}
+
 double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
                      int rank) {
   double seconds = 0;
   for (const CostProfile::Tie& tie : profile.ties) {
-    std::vector<int> owners;
-    for (const size_t u : tie.units) {
-      const auto stage = std::upper_bound(c.stage_starts.begin(), c.stage_starts.end(), u) -
-                         c.stage_starts.begin();
-      const int owner = pipeline.ppRankOfStage(static_cast<int>(stage));
-      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
-    }
+    const std::vector<int> owners = ownersOf(tie, pipeline, c);
     if (owners.size() < 2 || std::find(owners.begin(), owners.end(), rank) == owners.end()) {
       continue;
     }
@@ -278,6 +281,12 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
           profile.optimizerSeconds(elements, c.dp, c.shard_optimizer)};
 }
 
+// The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
+// its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
+// in the step's all-reduce (over the link between hosts where its group crosses them). A
+// sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
+// what the all-reduce's two halves move. A rank holding a tied weight's copy also sums it
+// with the others' (Note [Tied weights in the plan]).
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
   double tail = 0;
@@ -290,7 +299,8 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
 
 // Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each
 // rank's tail inside it, its optimizer computing beside the others' last actions (the
-// first stage's last backward beside the last stage's optimizer) rather than after all.
+// first stage's last backward beside the last stage's optimizer, unless a tied weight's sum
+// makes the last wait for the first) rather than after all.
 double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
                          const Topology& pipeline, const PipelineSchedule& schedule,
                          const PlanCandidate& c) {
@@ -299,6 +309,20 @@ double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
     const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
     with_tails.shared_cores.tail_wait.push_back(rank.all_reduce);
     with_tails.shared_cores.tail_compute.push_back(rank.optimizer);
+  }
+  // A tied weight's sum waits for every rank holding a copy.
+  std::vector<std::vector<size_t>>& after = with_tails.shared_cores.tail_after;
+  after.assign(static_cast<size_t>(pipeline.ppSize()), {});
+  for (const CostProfile::Tie& tie : profile.ties) {
+    const std::vector<int> owners = ownersOf(tie, pipeline, c);
+    for (const int r : owners) {
+      for (const int q : owners) {
+        std::vector<size_t>& mine = after[static_cast<size_t>(r)];
+        if (q != r && std::find(mine.begin(), mine.end(), static_cast<size_t>(q)) == mine.end()) {
+          mine.push_back(static_cast<size_t>(q));
+        }
+      }
+    }
   }
   return simulateSchedule(schedule.request, schedule.ranks, with_tails).makespan;
 }

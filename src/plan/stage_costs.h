@@ -72,7 +72,9 @@ ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
                           const PlanCandidate& c);
 
 // Fills `c`'s prediction from `simulation`, of `schedule` under `costs`: its makespan, the
-// tail (a rank's optimizer and the all-reduce of its gradients, the largest rank's), step,
+// tail (a rank's optimizer, the all-reduce of its gradients and the sum of its tied
+// weights' copies, the largest rank's; on shared cores what the ranks' tails, simulated
+// inside the step, add to the makespan), step,
 // bubble, peak, tokens/s and the micro-batches in flight per stage.
 void fillPrediction(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
                     const PipelineSchedule& schedule, const SimulationResult& simulation,

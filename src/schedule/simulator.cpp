@@ -49,9 +49,8 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
 // than it has cores gives each thread a share of one. The planner's costs are measured
 // by the job's ranks in turns of a core per thread where they outnumber the cores
 // (CpuLayout::measuringTurns; measure/unit_costs.h), each holding the share a thread had
-// then (1 in turns: a rank's costs as alone, where the ranks all measuring at once on 4
-// ranks of 2 cores came to 1.8-2.0x those, from one job to the next, docs/benchmarks.md).
-// In a run the ranks do not all compute at once. A rank that
+// then (1 in turns; 4 ranks on 2 cores all measuring at once measured 1.8-2.1x a rank
+// alone, docs/benchmarks.md). In a run the ranks do not all compute at once. A rank that
 // waits for a message yields its core (comm's wait spins with sched_yield, then sleeps),
 // and the ranks that compute meanwhile run faster than they were measured: in a pipeline's
 // warm-up and drain, or while a message crosses a slow link. gpt-small at pp 2 x dp 2, 4
@@ -62,7 +61,8 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
 // cores enough for every thread, as on a GPU machine or where --train.threads fits, no
 // SharedCores is given and the costs are the durations. Scaling every cost by the share
 // of the step a rank computes instead (8fefb9f, reverted) credited ranks that all wait at
-// once (a data-parallel all-reduce over a slow link) with cores nobody gave up.
+// once (a data-parallel all-reduce over a slow link) with cores nobody gave up. Runs on
+// 2 cores took 1.0-1.2x this prediction, the most across hosts (docs/benchmarks.md).
 double SharedCores::speedOf(size_t rank, const std::vector<bool>& computing) const {
   double speed = 0;
   bool placed = false;
@@ -328,10 +328,9 @@ class Simulation {
     return std::move(run.result);
   }
 
-  // What runOnSharedCores tracks: per rank, its position among its items (its actions,
-  // then, where SharedCores gives tails, its tail), whether it computes one, the work it
-  // has left, when it began, its speed and end at the last change, and when its actions
-  // ended.
+  // What runOnSharedCores tracks: per rank, its position among its items (its actions, then
+  // any tail), whether it computes one, the work it has left, when it began, its speed and
+  // end at the last change, and when its actions ended.
   struct SharedRun {
     explicit SharedRun(size_t ranks)
         : pos(ranks, 0),
@@ -357,7 +356,13 @@ class Simulation {
 
   std::optional<double> readyOf(const SharedRun& run, size_t r) const {
     if (run.pos[r] < ranks_[r].size()) return readyTime(ranks_[r][run.pos[r]]);
-    return run.actions_end[r] + costs_.shared_cores.tail_wait.at(r);
+    const SharedCores& cores = costs_.shared_cores;
+    double from = run.actions_end[r];
+    for (const size_t q : cores.tail_after.empty() ? std::vector<size_t>{} : cores.tail_after[r]) {
+      if (run.pos[q] < ranks_[q].size()) return std::nullopt;  // q still runs its actions
+      from = std::max(from, run.actions_end[q]);
+    }
+    return from + cores.tail_wait.at(r);
   }
 
   double costOf(const SharedRun& run, size_t r) const {

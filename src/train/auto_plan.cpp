@@ -133,13 +133,22 @@ std::string costsText(const Config& config, const CostProfile& profile) {
 
 }  // namespace
 
-CpuLayout jobCpuLayout(const Config& config, int world) {
-  if (!mpiActive() || mpiWorldSize() != world) return {};
+namespace {
+
+// Whether `config`'s ranks compute on GPUs (and where the device is refused: the run says
+// why), whose cores nothing shares.
+bool computesOffTheCpu(const Config& config) {
   try {
-    if (resolveDevice(config.train.device, config.comm.backend, thisHost()).cuda()) return {};
+    return resolveDevice(config.train.device, config.comm.backend, thisHost()).cuda();
   } catch (const Error&) {
-    return {};  // the run refuses it with the reason
+    return true;
   }
+}
+
+}  // namespace
+
+CpuLayout jobCpuLayout(const Config& config, int world) {
+  if (!mpiActive() || mpiWorldSize() != world || computesOffTheCpu(config)) return {};
   return mpiCpuLayout(computeThreads(config.train, world));
 }
 
@@ -151,8 +160,9 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
   const std::unique_ptr<TpGroup> group = measuringGroup(static_cast<int>(config.train.tp), world);
   // Ranks that outnumber their machine's cores measure in turns; the share of a core each
   // rank's threads had while measuring goes with the profile.
-  const CpuLayout cpus = alone ? cpuLayoutOf({thisMachineId()}, {coresOfThisMachine()}, threads)
-                               : mpiCpuLayout(threads);
+  const CpuLayout cpus = computesOffTheCpu(config) ? CpuLayout{}
+                         : alone ? cpuLayoutOf({thisMachineId()}, {coresOfThisMachine()}, threads)
+                                 : mpiCpuLayout(threads);
   const std::vector<int> turns = alone || cpus.empty()
                                      ? std::vector<int>{}
                                      : cpus.measuringTurns(static_cast<int>(config.train.tp));

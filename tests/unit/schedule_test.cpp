@@ -391,6 +391,23 @@ TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
   }
 }
 
+// A tied weight's sum waits for every rank holding a copy: GPipe, 2 stages of F 1 and B 2,
+// one micro-batch, each rank on a core of its own. The last stage's actions end at 4 (F at
+// 1-2, B at 2-4), the first's at 6. Tails of waiting 0.5, then computing 0.25 and 1: alone,
+// the last rank's ends at 5.5 and the step at 6.75; summing a tie with the first, it waits
+// from 6 and ends at 7.5.
+TEST(SharedCores, ATiedWeightsSumWaitsForEveryRankHoldingACopy) {
+  const PipelineSchedule s = build("gpipe", 2, 1);
+  ActionCosts costs;
+  costs.shared_cores.cores = {2};
+  costs.shared_cores.threads = {{1, 1}};
+  costs.shared_cores.tail_wait = {0.5, 0.5};
+  costs.shared_cores.tail_compute = {0.25, 1};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 6.75);
+  costs.shared_cores.tail_after = {{1}, {0}};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7.5);
+}
+
 // GPipe, 2 stages of F 1 and B 2 with replicas: each pipeline rank is 2 threads (dp 2)
 // on one machine of 2 cores, measured with all 4 computing (a share of 1/2). Alone, a rank
 // computes twice as fast as measured; beside the other, as measured. One micro-batch:

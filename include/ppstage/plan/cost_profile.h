@@ -172,9 +172,9 @@ struct CostProfile {
 double costAtSize(const std::vector<int64_t>& sizes, const std::vector<double>& values,
                   double size);
 
-// The mean of `profiles` (the same model measured on every rank of a job at once, so that
-// each saw the others computing beside it, as in a run): seconds and bytes averaged unit by
-// unit; the rest is the first's. Throws ppstage::Error for profiles of different units.
+// The mean of `profiles` (the same model measured on every rank of a job, at once or in
+// turns: measureCostProfileOnRanks): seconds and bytes averaged unit by unit; the rest is
+// the first's. Throws ppstage::Error for profiles of different units.
 CostProfile averageProfiles(const std::vector<CostProfile>& profiles);
 
 // JSON text of `profile`, and back. readCostProfile throws ppstage::Error naming `source`

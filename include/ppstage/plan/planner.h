@@ -148,7 +148,7 @@ struct PlanCandidate {
   int64_t microbatch_size = 1;
   std::vector<size_t> stage_starts;  // the first unit of every stage after the first
   double makespan_s = 0;             // the simulator's, for the actions
-  double tail_s = 0;                 // optimizer and gradient all-reduce
+  double tail_s = 0;                 // optimizer and gradient sums (stage_costs.h)
   double step_s = 0;                 // makespan + tail
   double bubble = 0;                 // the simulation's bubble fraction
   double peak_bytes = 0;             // the largest rank's predicted peak tensor memory

@@ -34,6 +34,9 @@ struct SharedCores {
   // theirs.
   std::vector<double> tail_wait;
   std::vector<double> tail_compute;
+  // Where not empty (one per pipeline rank), the other ranks whose actions must end before
+  // that rank's tail waits: those it sums a tied weight's copies with.
+  std::vector<std::vector<size_t>> tail_after;
 
   bool empty() const { return cores.empty(); }
   // How many times faster than measured pipeline rank `rank` computes while the ranks
