@@ -477,8 +477,8 @@ CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measur
   std::string mine;
   runAgreed(*world, [&] {
     // Every rank passes every turn's barrier, its own measurement failed or not (the
-    // others would wait for it); a rank waiting for its turn sleeps (MpiCommunicator's
-    // waits), leaving the cores to those measuring.
+    // others would wait for it); a rank waiting for its turn sleeps after its first 100 ms
+    // (MpiCommunicator's barrier), leaving the cores to those measuring.
     std::exception_ptr failure;
     for (int turn = 0; turn < turn_count; ++turn) {
       if (turn == my_turn && !failure) {

@@ -234,13 +234,6 @@ struct RankTail {
   double optimizer = 0;
 };
 
-// Note [Tied weights in the plan]
-// A tensor several units hold (CostProfile::ties: gpt's token embedding and its LM head)
-// has a copy on each stage holding one of them, and the step sums the copies' gradients:
-// on one pipeline rank in place, across ranks by an all-reduce among the ranks holding a
-// copy, after the data-parallel one (train/gradient_sync.cpp), between hosts where two of
-// them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
-// 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
 // The pipeline ranks holding a copy of `tie` under `c`'s cut.
 std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
                           const PlanCandidate& c) {
@@ -254,6 +247,14 @@ std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
   return owners;
 }
 
+// Note [Tied weights in the plan]
+// A tensor several units hold (CostProfile::ties: gpt's token embedding and its LM head)
+// has a copy on each stage holding one of them, and the step sums the copies' gradients:
+// on one pipeline rank in place, across ranks by an all-reduce among the ranks holding a
+// copy, after the data-parallel one (train/gradient_sync.cpp), between hosts where two of
+// them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
+// 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
+// tiedSecondsOf: what those sums take pipeline rank `rank` in a step.
 double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
                      int rank) {
   double seconds = 0;
