@@ -18,6 +18,7 @@ set(PPSTAGE_CORE_SOURCES
   src/schedule/early_receives.cpp
   src/schedule/send_order.cpp
   src/schedule/forward_only.cpp
+  src/schedule/action_costs.cpp
   src/schedule/simulator.cpp
   src/schedule/schedule_csv.cpp
   src/schedule/plugin_loader.cpp

@@ -228,9 +228,14 @@ ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
 namespace {
 
 // What one pipeline rank does after its actions in a step: waits for its gradients' sums,
-// then steps its optimizer.
+// then steps its optimizer. Of the sums' seconds over the links they cross, `on_cores` is
+// what they take inside a host: there they copy and add on the rank's cores (Note [A
+// step's tail on shared cores] in src/schedule/simulator.cpp). A sharded optimizer's
+// all-gather, `gathered` of those, follows its step.
 struct RankTail {
   double all_reduce = 0;
+  double on_cores = 0;
+  double gathered = 0;
   double optimizer = 0;
 };
 
@@ -255,8 +260,9 @@ std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
 // them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
 // 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
 // tiedSecondsOf: what those sums take pipeline rank `rank` in a step.
+// Inside a host where `inside`, whatever the links.
 double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
-                     int rank) {
+                     int rank, bool inside = false) {
   double seconds = 0;
   for (const CostProfile::Tie& tie : profile.ties) {
     const std::vector<int> owners = ownersOf(tie, pipeline, c);
@@ -265,7 +271,7 @@ double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const
     }
     bool across = false;
     for (const int p : owners) {
-      for (const int q : owners) across = across || c.across_hosts.apart(p, q);
+      for (const int q : owners) across = across || (!inside && c.across_hosts.apart(p, q));
     }
     seconds += profile.allReduceSeconds(static_cast<double>(tie.gradient_bytes),
                                         static_cast<int>(owners.size()), across);
@@ -277,9 +283,15 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
                     const PlanCandidate& c, int rank) {
   double elements = 0;
   for (int s : pipeline.stagesOf(rank)) elements += costs.trainable_elements[s];
-  return {profile.allReduceSeconds(4.0 * elements, c.dp, c.across_hosts.data_parallel) +
-              tiedSecondsOf(profile, pipeline, c, rank),
-          profile.optimizerSeconds(elements, c.dp, c.shard_optimizer)};
+  const double bytes = 4.0 * elements;  // fp32
+  RankTail tail;
+  tail.all_reduce = profile.allReduceSeconds(bytes, c.dp, c.across_hosts.data_parallel) +
+                    tiedSecondsOf(profile, pipeline, c, rank);
+  const double replicas = profile.allReduceSeconds(bytes, c.dp, false);
+  tail.on_cores = replicas + tiedSecondsOf(profile, pipeline, c, rank, true);
+  tail.gathered = c.shard_optimizer ? replicas / 2 : 0;
+  tail.optimizer = profile.optimizerSeconds(elements, c.dp, c.shard_optimizer);
+  return tail;
 }
 
 // The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
@@ -299,17 +311,18 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
 }
 
 // Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each
-// rank's tail inside it, its optimizer computing beside the others' last actions (the
-// first stage's last backward beside the last stage's optimizer, unless a tied weight's sum
-// makes the last wait for the first) rather than after all.
+// rank's tail inside it (Note [A step's tail on shared cores]), its sums computing beside
+// the others' last actions (the last stage's beside the first stage's last backward,
+// unless a tied weight's sum makes the last wait for the first) rather than after all.
 double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
                          const Topology& pipeline, const PipelineSchedule& schedule,
                          const PlanCandidate& c) {
   ActionCosts with_tails = actionCostsOf(profile, costs, c);
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
-    with_tails.shared_cores.tail_wait.push_back(rank.all_reduce);
-    with_tails.shared_cores.tail_compute.push_back(rank.optimizer);
+    with_tails.shared_cores.tail_wait.push_back(std::max(0.0, rank.all_reduce - rank.on_cores));
+    with_tails.shared_cores.tail_sum.push_back(rank.on_cores - rank.gathered);
+    with_tails.shared_cores.tail_compute.push_back(rank.optimizer + rank.gathered);
   }
   // A tied weight's sum waits for every rank holding a copy.
   std::vector<std::vector<size_t>>& after = with_tails.shared_cores.tail_after;

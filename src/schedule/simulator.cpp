@@ -13,121 +13,6 @@
 
 namespace ppstage {
 
-double ActionCosts::of(ActionKind kind) const {
-  switch (kind) {
-    case ActionKind::kForward: return forward;
-    case ActionKind::kBackward: return backward;
-    case ActionKind::kBackwardInput: return input_grad;
-    case ActionKind::kBackwardWeight: return weight_grad;
-    default: return 0;
-  }
-}
-
-// per_stage's entries are F, B, I, W in ActionKind's order.
-static_assert(static_cast<int>(ActionKind::kForward) == 0 &&
-              static_cast<int>(ActionKind::kBackward) == 1 &&
-              static_cast<int>(ActionKind::kBackwardInput) == 2 &&
-              static_cast<int>(ActionKind::kBackwardWeight) == 3);
-
-double ActionCosts::of(ActionKind kind, int stage) const {
-  const double tp = kind == ActionKind::kForward ? tp_forward
-                    : kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput
-                        ? tp_backward
-                        : 0;
-  if (per_stage.empty() || kind > ActionKind::kBackwardWeight) return of(kind) + tp;
-  return per_stage.at(static_cast<size_t>(stage))[kind] + tp;
-}
-
-double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
-  const double cost = of(kind, stage);
-  if (microbatch_scale.empty()) return cost;
-  return cost * microbatch_scale.at(static_cast<size_t>(microbatch));
-}
-
-// Note [Ranks that share cores]
-// On CPUs a rank computes with its intra-op threads, and a machine that runs more of them
-// than it has cores gives each thread a share of one. The planner's costs are measured
-// by the job's ranks in turns of a core per thread where they outnumber the cores
-// (CpuLayout::measuringTurns; measure/unit_costs.h), each holding the share a thread had
-// then (1 in turns; 4 ranks on 2 cores all measuring at once measured 1.8-2.1x a rank
-// alone, docs/benchmarks.md). In a run the ranks do not all compute at once. A rank that
-// waits for a message yields its core (comm's wait spins with sched_yield, then sleeps),
-// and the ranks that compute meanwhile run faster than they were measured: in a pipeline's
-// warm-up and drain, or while a message crosses a slow link. gpt-small at pp 2 x dp 2, 4
-// ranks on 2 cores, stepped in 0.78-0.91 of the prediction that took each rank to compute
-// on cores of its own. So, given SharedCores, the simulator runs in time order and takes
-// each compute action's cost as work: it progresses at min(1, cores / threads computing
-// on the machine) / the share measured, recomputed whenever an action starts or ends. With
-// cores enough for every thread, as on a GPU machine or where --train.threads fits, no
-// SharedCores is given and the costs are the durations. Scaling every cost by the share
-// of the step a rank computes instead (8fefb9f, reverted) credited ranks that all wait at
-// once (a data-parallel all-reduce over a slow link) with cores nobody gave up. Runs on
-// 2 cores took 1.0-1.2x this prediction, the most across hosts (docs/benchmarks.md).
-double SharedCores::speedOf(size_t rank, const std::vector<bool>& computing) const {
-  double speed = 0;
-  bool placed = false;
-  for (size_t m = 0; m < cores.size(); ++m) {
-    if (threads[m].at(rank) <= 0) continue;
-    double load = 0;
-    for (size_t r = 0; r < computing.size(); ++r) {
-      if (computing[r]) load += threads[m][r];
-    }
-    const double here = std::min(1.0, cores[m] / load) / measured_share;
-    speed = placed ? std::min(speed, here) : here;
-    placed = true;
-  }
-  return placed ? speed : 1.0;
-}
-
-double ActionCosts::commOf(int boundary, int microbatch) const {
-  const double seconds =
-      boundary_comm.empty() ? comm : boundary_comm.at(static_cast<size_t>(boundary));
-  if (message_scale.empty()) return seconds;
-  return seconds * message_scale.at(static_cast<size_t>(microbatch));
-}
-
-namespace {
-
-// Non-negative numbers, comma-separated, one per name of `names` ("F,B,I,W"), for `option`
-// ("--costs takes four numbers F,B,I,W (such as 1,2,1,1)").
-std::vector<double> parseCosts(const std::string& text, const char* option, const char* count,
-                               const char* names, const char* example) {
-  const std::vector<std::string> items = splitList(text);
-  const size_t wanted = splitList(names).size();
-  PPSTAGE_CHECK(items.size() == wanted, option, " takes ", count, " numbers ", names, " (such as ",
-                example, "); got '", text, "'");
-  std::vector<double> values(wanted);
-  for (size_t i = 0; i < wanted; ++i) {
-    size_t used = 0;
-    try {
-      values[i] = std::stod(items[i], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    PPSTAGE_CHECK(used == items[i].size() && values[i] >= 0 && std::isfinite(values[i]), option,
-                  ": '", items[i], "' is not a non-negative number");
-  }
-  return values;
-}
-
-}  // namespace
-
-void ActionCosts::parseTensorParallel(const std::string& text) {
-  const std::vector<double> values = parseCosts(text, "--tp_costs", "two", "F,B", "0.1,0.1");
-  tp_forward = values[0];
-  tp_backward = values[1];
-}
-
-ActionCosts ActionCosts::parse(const std::string& text) {
-  const std::vector<double> values = parseCosts(text, "--costs", "four", "F,B,I,W", "1,2,1,1");
-  ActionCosts costs;
-  costs.forward = values[0];
-  costs.backward = values[1];
-  costs.input_grad = values[2];
-  costs.weight_grad = values[3];
-  return costs;
-}
-
 namespace {
 
 using Mark = std::pair<size_t, size_t>;  // (rank, position)
@@ -328,9 +213,10 @@ class Simulation {
     return std::move(run.result);
   }
 
-  // What runOnSharedCores tracks: per rank, its position among its items (its actions, then
-  // any tail), whether it computes one, the work it has left, when it began, its speed and
-  // end at the last change, and when its actions ended.
+  // What runOnSharedCores tracks: per rank, its position among its items (its actions,
+  // then any tail's two: its sums and its optimizer), whether it computes one, the work it
+  // has left, when it began, its speed and end at the last change, and when its actions
+  // and its sums ended.
   struct SharedRun {
     explicit SharedRun(size_t ranks)
         : pos(ranks, 0),
@@ -339,24 +225,43 @@ class Simulation {
           began(ranks, 0),
           speed(ranks, 0),
           ends(ranks, 0),
-          actions_end(ranks, 0) {
+          actions_end(ranks, 0),
+          sums_end(ranks, 0) {
       result.busy.assign(ranks, 0);
       result.start.resize(ranks);
     }
     std::vector<size_t> pos;
     std::vector<bool> computing;
-    std::vector<double> left, began, speed, ends, actions_end;
+    std::vector<double> left, began, speed, ends, actions_end, sums_end;
     double now = 0;
     SimulationResult result;
   };
 
-  size_t itemsOf(size_t r) const {
-    return ranks_[r].size() + (costs_.shared_cores.tail_compute.empty() ? 0 : 1);
-  }
+  bool hasTail() const { return !costs_.shared_cores.tail_compute.empty(); }
+  size_t itemsOf(size_t r) const { return ranks_[r].size() + (hasTail() ? 2 : 0); }
 
+  // Note [A step's tail on shared cores]
+  // After its actions a rank sums its gradients with the ranks that hold copies of them:
+  // its replicas' (train/gradient_sync.cpp), which run its actions at its times, and the
+  // other stages' holding a tied weight (SharedCores::tail_after), whose actions end when
+  // theirs do. On CPUs those sums copy and add on the rank's cores, so they share them
+  // like an action. Then the step's all-reduce of losses and gradient norms
+  // (train/step_runner.cpp) waits for every rank, so no optimizer steps before the last
+  // rank has summed. gpt-small at pp 2 x dp 2 on 2 cores, traced: the cores were busy the
+  // whole step, and the four optimizers stepped together after the sums, which took
+  // twice their probed time beside the first stage's last backward (docs/benchmarks.md).
   std::optional<double> readyOf(const SharedRun& run, size_t r) const {
-    if (run.pos[r] < ranks_[r].size()) return readyTime(ranks_[r][run.pos[r]]);
+    const size_t actions = ranks_[r].size();
+    if (run.pos[r] < actions) return readyTime(ranks_[r][run.pos[r]]);
     const SharedCores& cores = costs_.shared_cores;
+    if (run.pos[r] > actions) {  // the optimizer, once every rank has summed
+      double from = 0;
+      for (size_t q = 0; q < ranks_.size(); ++q) {
+        if (run.pos[q] <= ranks_[q].size()) return std::nullopt;  // q has not summed
+        from = std::max(from, run.sums_end[q]);
+      }
+      return from;
+    }
     double from = run.actions_end[r];
     for (const size_t q : cores.tail_after.empty() ? std::vector<size_t>{} : cores.tail_after[r]) {
       if (run.pos[q] < ranks_[q].size()) return std::nullopt;  // q still runs its actions
@@ -366,15 +271,20 @@ class Simulation {
   }
 
   double costOf(const SharedRun& run, size_t r) const {
-    if (run.pos[r] == ranks_[r].size()) return costs_.shared_cores.tail_compute.at(r);
+    const SharedCores& cores = costs_.shared_cores;
+    const size_t actions = ranks_[r].size();
+    if (run.pos[r] == actions) return cores.tail_sum.empty() ? 0 : cores.tail_sum.at(r);
+    if (run.pos[r] > actions) return cores.tail_compute.at(r);
     const Action& a = ranks_[r][run.pos[r]];
     return costs_.of(a.kind, a.stage, a.microbatch);
   }
 
   // Rank r's item ends at `t`.
   void endItem(SharedRun& run, size_t r, double t) {
-    if (run.pos[r] < ranks_[r].size()) finished_[ranks_[r][run.pos[r]]] = t;
-    if (++run.pos[r] == ranks_[r].size()) run.actions_end[r] = t;
+    const size_t actions = ranks_[r].size();
+    if (run.pos[r] < actions) finished_[ranks_[r][run.pos[r]]] = t;
+    if (run.pos[r] == actions) run.sums_end[r] = t;
+    if (++run.pos[r] == actions) run.actions_end[r] = t;
   }
 
   // Every item that can start now does; one that takes no time (a message's posting) ends

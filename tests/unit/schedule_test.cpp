@@ -355,8 +355,8 @@ TEST(SharedCores, ACoreForEveryThreadChangesNothing) {
 
 // P ranks of one thread on one core, their costs measured with all P computing (a share
 // of 1 / P): without messages' time some rank always computes, so the core never idles and
-// the step is the measured work over P, whatever the schedule; with a tail of compute per
-// rank (its optimizer) and none of waiting, the tails' work too. The plain simulator takes
+// the step is the measured work over P, whatever the schedule; with a tail per rank of
+// sums and optimizer and none of waiting, the tails' work too. The plain simulator takes
 // the measured costs as durations, as if each rank had its own core the whole step.
 TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
   const std::vector<std::pair<std::string, int>> schedules = {
@@ -380,9 +380,13 @@ TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
         EXPECT_NEAR(timed.makespan, work / P, 1e-9 * work) << name << " P=" << P << " M=" << M;
         EXPECT_LT(timed.makespan, s.simulation.makespan) << name << " P=" << P << " M=" << M;
         costs.shared_cores.tail_wait.assign(P, 0);
+        costs.shared_cores.tail_sum.assign(P, 0);
         costs.shared_cores.tail_compute.assign(P, 0);
-        for (int r = 0; r < P; ++r) costs.shared_cores.tail_compute[r] = 0.5 * (r + 1);
-        const double tails = 0.5 * P * (P + 1) / 2;
+        for (int r = 0; r < P; ++r) {
+          costs.shared_cores.tail_sum[r] = 0.25 * (P - r);
+          costs.shared_cores.tail_compute[r] = 0.5 * (r + 1);
+        }
+        const double tails = 0.75 * P * (P + 1) / 2;
         EXPECT_NEAR(simulateSchedule(s.request, s.ranks, costs).makespan, (work + tails) / P,
                     1e-9 * work)
             << name << " P=" << P << " M=" << M;
@@ -393,19 +397,44 @@ TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
 
 // A tied weight's sum waits for every rank holding a copy: GPipe, 2 stages of F 1 and B 2,
 // one micro-batch, each rank on a core of its own. The last stage's actions end at 4 (F at
-// 1-2, B at 2-4), the first's at 6. Tails of waiting 0.5, then computing 0.25 and 1: alone,
-// the last rank's ends at 5.5 and the step at 6.75; summing a tie with the first, it waits
-// from 6 and ends at 7.5.
+// 1-2, B at 2-4), the first's at 6. Sums that wait 0.5 and 1.5 end at 6.5 and 5.5; the
+// optimizers, 0.25 and 1, start once both have summed: the step ends at 7.5. Summing a tie
+// with the first, the last rank waits from 6 and sums until 7.5, and the step ends at 8.5.
 TEST(SharedCores, ATiedWeightsSumWaitsForEveryRankHoldingACopy) {
   const PipelineSchedule s = build("gpipe", 2, 1);
   ActionCosts costs;
   costs.shared_cores.cores = {2};
   costs.shared_cores.threads = {{1, 1}};
-  costs.shared_cores.tail_wait = {0.5, 0.5};
+  costs.shared_cores.tail_wait = {0.5, 1.5};
   costs.shared_cores.tail_compute = {0.25, 1};
-  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 6.75);
-  costs.shared_cores.tail_after = {{1}, {0}};
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7.5);
+  costs.shared_cores.tail_after = {{1}, {0}};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 8.5);
+}
+
+// Note [A step's tail on shared cores]: no optimizer steps before every rank has summed,
+// and the sums compute on the cores like actions. GPipe, 2 stages of F 1 and B 2, one
+// micro-batch, the last stage's actions ending at 4 and the first's at 6. Optimizers of 0.25
+// and 1 on cores of their own, with no sums: both start at 6, and the step ends at 7 (not at
+// 6.25, the last rank's optimizer stepping at 4-5). On one core, measured alone, with sums
+// of 1 each: the last rank's sum shares the core with the first's last backward from 4 to
+// 6, the backward ends alone at 7, its sum at 8, and the optimizers at 9.25: the core
+// never idles. Sums that waited 1 instead would leave the core idle from 6 to 7, and the
+// optimizers would end at 8.25.
+TEST(SharedCores, OptimizersStepAfterEveryRankSummedAndTheSumsTakeCores) {
+  const PipelineSchedule s = build("gpipe", 2, 1);
+  ActionCosts costs;
+  costs.shared_cores.cores = {2};
+  costs.shared_cores.threads = {{1, 1}};
+  costs.shared_cores.tail_wait = {0, 0};
+  costs.shared_cores.tail_compute = {0.25, 1};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7);
+  costs.shared_cores.cores = {1};
+  costs.shared_cores.tail_sum = {1, 1};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 9.25);
+  costs.shared_cores.tail_sum = {0, 0};
+  costs.shared_cores.tail_wait = {1, 1};
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 8.25);
 }
 
 // GPipe, 2 stages of F 1 and B 2 with replicas: each pipeline rank is 2 threads (dp 2)

@@ -1,5 +1,5 @@
 // The machines a job's ranks run on and the cores they share there (Note [Ranks that share
-// cores] in src/schedule/simulator.cpp). A machine is one kernel: ranks in network
+// cores] in src/schedule/action_costs.cpp). A machine is one kernel: ranks in network
 // namespaces or containers of one machine share its cores though they are different
 // hosts to MPI (Topology's hosts).
 #pragma once

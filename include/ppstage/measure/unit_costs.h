@@ -46,7 +46,7 @@ CostProfile measureCostProfile(const Config& config, const CapturedModel& captur
 // `turns` gives (one per rank of `world`, from 0; empty: all at once): ranks that
 // outnumber their machine's cores measure a few at a time, each on a core of its own, and
 // the planner shares the cores among them where the run computes (Note [Ranks that share
-// cores], src/schedule/simulator.cpp). The profiles averaged (which also evens out one
+// cores], src/schedule/action_costs.cpp). The profiles averaged (which also evens out one
 // process's luck with its memory), and the links measured between the ranks
 // (comm/link_probe.h), inside and between the hosts `host_of_rank` numbers (one per rank of
 // `world`; empty: one host), named `host_names` in the probed pairs. With one rank (or no

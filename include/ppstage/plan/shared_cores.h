@@ -1,5 +1,5 @@
 // What the simulator needs of a job whose CPU ranks share cores (Note [Ranks that share
-// cores] in src/schedule/simulator.cpp): the threads each pipeline rank computes with on
+// cores] in src/schedule/action_costs.cpp): the threads each pipeline rank computes with on
 // each machine, from the job's layout and its ranks' machines.
 #pragma once
 

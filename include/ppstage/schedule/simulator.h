@@ -20,7 +20,7 @@
 namespace ppstage {
 
 // Ranks that compute on fewer cores than they run threads (Note [Ranks that share cores] in
-// src/schedule/simulator.cpp): per machine, its cores and the compute threads each
+// src/schedule/action_costs.cpp): per machine, its cores and the compute threads each
 // pipeline rank runs there (those of its replicas and tensor-parallel ranks), and the share
 // of a core each thread had while the costs were measured. Empty: every rank computes at
 // the speed its costs were measured at.
@@ -29,13 +29,19 @@ struct SharedCores {
   std::vector<std::vector<double>> threads;  // per machine, per pipeline rank
   double measured_share = 1;                 // in (0, 1]
   // Where not empty (one per pipeline rank), what each rank does after its actions in a
-  // step, inside the makespan: waits (its gradients' all-reduce), then computes (its
-  // optimizer step, at the measured speed as its actions) while the others still run
-  // theirs.
+  // step, inside the makespan (Note [A step's tail on shared cores] in
+  // src/schedule/simulator.cpp), while the others may still run theirs:
+  //   - sums its gradients with the ranks holding copies of them (the data-parallel
+  //     all-reduce, tied weights' sums): waits tail_wait (what slow links add), then
+  //     computes tail_sum (the sums' copying and adding on its cores; empty: none);
+  //   - once every rank has summed (the step's all-reduce of losses and norms joins them
+  //     all), steps its optimizer: computes tail_compute.
+  // What a rank computes is work at the speed it measured, as its actions.
   std::vector<double> tail_wait;
+  std::vector<double> tail_sum;
   std::vector<double> tail_compute;
   // Where not empty (one per pipeline rank), the other ranks whose actions must end before
-  // that rank's tail waits: those it sums a tied weight's copies with.
+  // that rank's sums begin: those it sums a tied weight's copies with.
   std::vector<std::vector<size_t>> tail_after;
 
   bool empty() const { return cores.empty(); }
