@@ -294,12 +294,25 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
   return tail;
 }
 
+// The step's all-reduce of losses, norms and figures (train/step_reduce.h: 14 doubles and 6
+// per rank) over every rank, which joins them all before any optimizer steps; between
+// hosts where the job's groups cross them (one of them does where the job spans hosts).
+double joinSecondsOf(const CostProfile& profile, const Topology& pipeline,
+                     const PlanCandidate& c) {
+  const HostCrossings& across = c.across_hosts;
+  const bool spans = !across.boundaries.empty() || across.data_parallel ||
+                     across.tensor_parallel || !across.pipeline_ranks_apart.empty();
+  const int world = pipeline.ppSize() * c.dp * c.tp;
+  if (profile.allreduce_bytes_per_s <= 0) return 0;  // a profile without its links
+  return profile.allReduceSeconds(8.0 * (14 + 6 * world), world, spans);
+}
+
 // The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of
 // its gradients (fp32) over its replicas; the largest rank's, as every rank waits for it
 // in the step's all-reduce (over the link between hosts where its group crosses them). A
 // sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
 // what the all-reduce's two halves move. A rank holding a tied weight's copy also sums it
-// with the others' (Note [Tied weights in the plan]).
+// with the others' (Note [Tied weights in the plan]). Then all join (joinSecondsOf).
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
   double tail = 0;
@@ -307,7 +320,7 @@ double tailOf(const CostProfile& profile, const StageCosts& costs, const Topolog
     const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
     tail = std::max(tail, rank.all_reduce + rank.optimizer);
   }
-  return tail;
+  return tail + joinSecondsOf(profile, pipeline, c);
 }
 
 // Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each
@@ -324,6 +337,7 @@ double stepOnSharedCores(const CostProfile& profile, const StageCosts& costs,
     with_tails.shared_cores.tail_sum.push_back(rank.on_cores - rank.gathered);
     with_tails.shared_cores.tail_compute.push_back(rank.optimizer + rank.gathered);
   }
+  with_tails.shared_cores.tail_join = joinSecondsOf(profile, pipeline, c);
   // A tied weight's sum waits for every rank holding a copy.
   std::vector<std::vector<size_t>>& after = with_tails.shared_cores.tail_after;
   after.assign(static_cast<size_t>(pipeline.ppSize()), {});

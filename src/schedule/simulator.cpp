@@ -247,7 +247,7 @@ class Simulation {
   // theirs do. On CPUs those sums copy and add on the rank's cores, so they share them
   // like an action. Then the step's all-reduce of losses and gradient norms
   // (train/step_runner.cpp) waits for every rank, so no optimizer steps before the last
-  // rank has summed. gpt-small at pp 2 x dp 2 on 2 cores, traced: the cores were busy the
+  // rank has summed and that all-reduce has ended (SharedCores::tail_join). gpt-small at pp 2 x dp 2 on 2 cores, traced: the cores were busy the
   // whole step, and the four optimizers stepped together after the sums, which took
   // twice their probed time beside the first stage's last backward (docs/benchmarks.md).
   std::optional<double> readyOf(const SharedRun& run, size_t r) const {
@@ -260,7 +260,7 @@ class Simulation {
         if (run.pos[q] <= ranks_[q].size()) return std::nullopt;  // q has not summed
         from = std::max(from, run.sums_end[q]);
       }
-      return from;
+      return from + cores.tail_join;
     }
     double from = run.actions_end[r];
     for (const size_t q : cores.tail_after.empty() ? std::vector<size_t>{} : cores.tail_after[r]) {

@@ -34,12 +34,13 @@ struct SharedCores {
   //   - sums its gradients with the ranks holding copies of them (the data-parallel
   //     all-reduce, tied weights' sums): waits tail_wait (what slow links add), then
   //     computes tail_sum (the sums' copying and adding on its cores; empty: none);
-  //   - once every rank has summed (the step's all-reduce of losses and norms joins them
-  //     all), steps its optimizer: computes tail_compute.
+  //   - once every rank has summed and the step's all-reduce of losses and norms has
+  //     joined them all (tail_join, a wait), steps its optimizer: computes tail_compute.
   // What a rank computes is work at the speed it measured, as its actions.
   std::vector<double> tail_wait;
   std::vector<double> tail_sum;
   std::vector<double> tail_compute;
+  double tail_join = 0;
   // Where not empty (one per pipeline rank), the other ranks whose actions must end before
   // that rank's sums begin: those it sums a tied weight's copies with.
   std::vector<std::vector<size_t>> tail_after;
