@@ -108,6 +108,8 @@ double allReduceSeconds(Communicator& group, int64_t bytes) {
 }
 
 // The all-reduce line of `group` (at least two ranks); its rank 0 picks the larger size.
+// Its latency is that of 2 ranks: the ring's 2 (n - 1) steps each pay a message's, so a
+// group of n pays n - 1 times as much (CostProfile::allReduceSeconds).
 LinkLine allReduceLine(Communicator& group) {
   const double ring = 2.0 * (group.size() - 1) / group.size();
   const double small_s = allReduceSeconds(group, kSmallAllReduceBytes);
@@ -117,8 +119,10 @@ LinkLine allReduceLine(Communicator& group) {
   std::string large = std::to_string(static_cast<int64_t>(moved / ring) / 64 * 64);
   group.broadcast(large, 0);
   const int64_t large_bytes = std::max<int64_t>(std::stoll(large), 2 * kSmallAllReduceBytes);
-  return fitLine(kSmallAllReduceBytes, small_s, large_bytes, allReduceSeconds(group, large_bytes),
-                 ring);
+  LinkLine line = fitLine(kSmallAllReduceBytes, small_s, large_bytes,
+                          allReduceSeconds(group, large_bytes), ring);
+  line.latency_s /= group.size() - 1;
+  return line;
 }
 
 // The slowest of `lines`: the most latency and the least bandwidth of those measured.

@@ -82,7 +82,7 @@ double CostProfile::allReduceSeconds(double bytes, int ranks, bool across_hosts)
   const bool between = across_hosts && hasHostLinks();
   const double latency = between ? host_allreduce_latency_s : allreduce_latency_s;
   const double bandwidth = between ? host_allreduce_bytes_per_s : allreduce_bytes_per_s;
-  return latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
+  return (ranks - 1) * latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
 }
 
 double CostProfile::backwardPeakBytesOf(size_t u, double size, RecomputePolicy policy) const {

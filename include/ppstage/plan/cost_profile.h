@@ -102,7 +102,9 @@ struct CostProfile {
   // (Note [Sharded optimizer state]). Profiles written before it read it from the above.
   double optimizer_state_bytes_per_element = 0;
   // Messages between ranks: seconds = latency + bytes / bandwidth; and a sum over n ranks
-  // (gradients of data parallelism): latency + 2 (n - 1) / n x bytes / bandwidth.
+  // (gradients of data parallelism), which goes around a ring in 2 (n - 1) steps, each
+  // paying a message's latency: (n - 1) x latency + 2 (n - 1) / n x bytes / bandwidth, the
+  // latency that of 2 ranks (comm/link_probe.cpp divides a larger group's by n - 1).
   // `links`: "measured over N ranks", or what they were assumed from ([plan]'s options).
   double link_latency_s = 0;
   double link_bytes_per_s = 0;
