@@ -247,9 +247,10 @@ class Simulation {
   // theirs do. On CPUs those sums copy and add on the rank's cores, so they share them
   // like an action. Then the step's all-reduce of losses and gradient norms
   // (train/step_runner.cpp) waits for every rank, so no optimizer steps before the last
-  // rank has summed and that all-reduce has ended (SharedCores::tail_join). gpt-small at pp 2 x dp 2 on 2 cores, traced: the cores were busy the
-  // whole step, and the four optimizers stepped together after the sums, which took
-  // twice their probed time beside the first stage's last backward (docs/benchmarks.md).
+  // rank has summed and that all-reduce has ended (SharedCores::tail_join). gpt-small at pp 2 x dp
+  // 2 on 2 cores, traced: the cores were busy the whole step, and the four optimizers stepped
+  // together after the sums, which took twice their probed time beside the first stage's last
+  // backward (docs/benchmarks.md).
   std::optional<double> readyOf(const SharedRun& run, size_t r) const {
     const size_t actions = ranks_[r].size();
     if (run.pos[r] < actions) return readyTime(ranks_[r][run.pos[r]]);
