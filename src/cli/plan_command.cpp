@@ -189,6 +189,7 @@ nlohmann::json linksJson(const CostProfile& profile) {
           {"host_message", line(profile.host_link_latency_s, profile.host_link_bytes_per_s)},
           {"host_all_reduce",
            line(profile.host_allreduce_latency_s, profile.host_allreduce_bytes_per_s)},
+          {"step_reduce_s", profile.step_reduce_s},
           {"probed", pairs}};
 }
 

@@ -186,6 +186,16 @@ LinkLine groupAllReduceLine(Communicator& world, int color) {
   return group->size() >= 2 ? allReduceLine(*group) : LinkLine{};
 }
 
+// LinkCosts::step_reduce_s: rank 0's median, on every rank.
+double stepReduceSeconds(Communicator& world) {
+  const int64_t bytes = 8 * (14 + 6 * static_cast<int64_t>(world.size()));
+  std::ostringstream text;
+  text << std::setprecision(17) << allReduceSeconds(world, (bytes + 15) / 16 * 16);
+  std::string seconds = text.str();
+  world.broadcast(seconds, 0);
+  return std::stod(seconds);
+}
+
 }  // namespace
 
 LinkCosts measureLinks(Communicator& world, const std::vector<int>& host_of_rank) {
@@ -222,6 +232,7 @@ LinkCosts measureLinks(Communicator& world, const std::vector<int>& host_of_rank
   // With one rank on every host nothing moves inside one: the lines between stand in.
   if (!costs.message.measured()) costs.message = costs.host_message;
   if (!costs.all_reduce.measured()) costs.all_reduce = costs.host_all_reduce;
+  costs.step_reduce_s = stepReduceSeconds(world);
   return costs;
 }
 

@@ -505,6 +505,8 @@ CostProfile measureCostProfileOnRanks(const std::function<CostProfile()>& measur
   profile.host_link_bytes_per_s = links.host_message.bytes_per_s;
   profile.host_allreduce_latency_s = links.host_all_reduce.latency_s;
   profile.host_allreduce_bytes_per_s = links.host_all_reduce.bytes_per_s;
+  profile.step_reduce_s = links.step_reduce_s;
+  profile.step_reduce_ranks = world->size();
   const auto nameOf = [&](int rank, int host) {
     return static_cast<int>(host_names.size()) == world->size()
                ? host_names[static_cast<size_t>(rank)]

@@ -279,6 +279,10 @@ void readHostLinks(const json& in, CostProfile& p) {
   PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
                     p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
                 "the links between hosts must not be negative");
+  p.step_reduce_s = in.value("step_reduce_s", 0.0);
+  p.step_reduce_ranks = in.value("step_reduce_ranks", 0);
+  PPSTAGE_CHECK(p.step_reduce_s >= 0 && p.step_reduce_ranks >= 0,
+                "step_reduce_s and step_reduce_ranks must not be negative");
   if (!in.contains("probed_links")) return;
   for (const json& link : in.at("probed_links")) {
     CostProfile::ProbedLink probed;
@@ -328,6 +332,8 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"host_link_bytes_per_s", p.host_link_bytes_per_s},
                     {"host_allreduce_latency_s", p.host_allreduce_latency_s},
                     {"host_allreduce_bytes_per_s", p.host_allreduce_bytes_per_s},
+                    {"step_reduce_s", p.step_reduce_s},
+                    {"step_reduce_ranks", p.step_reduce_ranks},
                     {"probed_links", probed},
                     {"ties", ties},
                     {"core_share", p.core_share},

@@ -295,13 +295,15 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
 }
 
 // The step's all-reduce of losses, norms and figures (train/step_reduce.h: 14 doubles and 6
-// per rank) over every rank, which joins them all before any optimizer steps; between
-// hosts where the job's groups cross them (one of them does where the job spans hosts).
+// per rank) over every rank, which joins them all before any optimizer steps: as the job's
+// probe measured it over as many ranks, else by the all-reduce line, between hosts where
+// the job's groups cross them (one of them does where the job spans hosts).
 double joinSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c) {
   const HostCrossings& across = c.across_hosts;
   const bool spans = !across.boundaries.empty() || across.data_parallel || across.tensor_parallel ||
                      !across.pipeline_ranks_apart.empty();
   const int world = pipeline.ppSize() * c.dp * c.tp;
+  if (profile.step_reduce_ranks == world) return profile.step_reduce_s;
   if (profile.allreduce_bytes_per_s <= 0) return 0;  // a profile without its links
   return profile.allReduceSeconds(8.0 * (14 + 6 * world), world, spans);
 }

@@ -41,13 +41,19 @@ struct ProbedPair {
 
 struct LinkCosts {
   // Inside a host: one message between two ranks; a sum over n ranks of `bytes` each, as a
-  // ring moves it: latency + 2 (n - 1) / n x bytes / bandwidth.
+  // ring moves it: (n - 1) x latency + 2 (n - 1) / n x bytes / bandwidth (the latency of
+  // 2 ranks; the ring's 2 (n - 1) steps each pay a message's).
   LinkLine message;
   LinkLine all_reduce;
   // Between hosts, the same two; not measured on one host.
   LinkLine host_message;
   LinkLine host_all_reduce;
   std::vector<ProbedPair> pairs;  // every pair measured, in the order measured
+  // The median all-reduce over every rank, started together, of what a training step's
+  // all-reduce of its losses and norms moves (train/step_reduce.h: 14 doubles and 6 per
+  // rank): what joins the ranks at the end of each step. The lines above, fitted at 64 KiB
+  // and more, overstate so small a sum where TCP's slow start lifts their latency.
+  double step_reduce_s = 0;
 };
 
 // Collective over `world`, which has at least two ranks, on hosts `host_of_rank` (one per

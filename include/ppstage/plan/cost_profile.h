@@ -118,6 +118,10 @@ struct CostProfile {
   double host_link_bytes_per_s = 0;
   double host_allreduce_latency_s = 0;
   double host_allreduce_bytes_per_s = 0;
+  // The job's all-reduce of a step's losses and norms over its step_reduce_ranks ranks, as
+  // the probe measured it (LinkCosts::step_reduce_s); 0 where not measured.
+  double step_reduce_s = 0;
+  int step_reduce_ranks = 0;
   // Every pair of ranks the probe measured, with their hosts (names where known).
   struct ProbedLink {
     int first_rank = 0, second_rank = 0;
