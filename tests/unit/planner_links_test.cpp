@@ -228,6 +228,29 @@ TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
   EXPECT_DOUBLE_EQ(before.messageSeconds(25e6, true), before.messageSeconds(25e6, false));
 }
 
+// The step's all-reduce of losses and norms joins every rank before the optimizers: the
+// probe's measure of it where the probe ran over the plan's ranks, else the all-reduce
+// line's (3 ring latencies of 2 ranks over 4, between the hosts the job spans). It
+// survives the profile's JSON.
+TEST(PlannerLinks, TheStepsJoinIsTheProbedOneOverAsManyRanks) {
+  const ScheduleRegistry registry = makeScheduleRegistry();
+  const CostProfile line = profileOf(true);
+  CostProfile probed = line;
+  probed.step_reduce_s = 0.25;
+  probed.step_reduce_ranks = 4;
+  const double by_line = 3 * 1e-3 + 2.0 * 3 / 4 * 8 * (14 + 6 * 4) / 25e6;
+  for (const RankOrder order : {RankOrder::kPipelineMajor, RankOrder::kReplicaMajor}) {
+    EXPECT_NEAR(pp2dp2(probed, order, registry).tail_s - pp2dp2(line, order, registry).tail_s,
+                0.25 - by_line, 1e-12);
+  }
+  probed.step_reduce_ranks = 8;  // another job's
+  EXPECT_DOUBLE_EQ(pp2dp2(probed, RankOrder::kPipelineMajor, registry).tail_s,
+                   pp2dp2(line, RankOrder::kPipelineMajor, registry).tail_s);
+  const CostProfile back = readCostProfile(costProfileToJson(probed), "test");
+  EXPECT_DOUBLE_EQ(back.step_reduce_s, 0.25);
+  EXPECT_EQ(back.step_reduce_ranks, 8);
+}
+
 // Machines are numbered by their first rank; a thread's share is its machine's cores over
 // the threads of its ranks, at most 1.
 TEST(SharedCores, CpuLayoutNumbersMachinesAndSharesTheirCores) {

@@ -416,10 +416,10 @@ TEST(SharedCores, ATiedWeightsSumWaitsForEveryRankHoldingACopy) {
 // and the sums compute on the cores like actions. GPipe, 2 stages of F 1 and B 2, one
 // micro-batch, the last stage's actions ending at 4 and the first's at 6. Optimizers of 0.25
 // and 1 on cores of their own, with no sums: both start at 6, and the step ends at 7 (not at
-// 6.25, the last rank's optimizer stepping at 4-5). On one core, measured alone, with sums
-// of 1 each: the last rank's sum shares the core with the first's last backward from 4 to
-// 6, the backward ends alone at 7, its sum at 8, and the optimizers at 9.25: the core
-// never idles. Sums that waited 1 instead would leave the core idle from 6 to 7, and the
+// 6.25, the last rank's optimizer stepping at 4-5), or 7.5 where the join takes 0.5. On one core,
+// measured alone, with sums of 1 each: the last rank's sum shares the core with the first's last
+// backward from 4 to 6, the backward ends alone at 7, its sum at 8, and the optimizers at 9.25: the
+// core never idles. Sums that waited 1 instead would leave the core idle from 6 to 7, and the
 // optimizers would end at 8.25.
 TEST(SharedCores, OptimizersStepAfterEveryRankSummedAndTheSumsTakeCores) {
   const PipelineSchedule s = build("gpipe", 2, 1);
@@ -429,6 +429,9 @@ TEST(SharedCores, OptimizersStepAfterEveryRankSummedAndTheSumsTakeCores) {
   costs.shared_cores.tail_wait = {0, 0};
   costs.shared_cores.tail_compute = {0.25, 1};
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7);
+  costs.shared_cores.tail_join = 0.5;  // the step's all-reduce, after every rank's sums
+  EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7.5);
+  costs.shared_cores.tail_join = 0;
   costs.shared_cores.cores = {1};
   costs.shared_cores.tail_sum = {1, 1};
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 9.25);
