@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <utility>
 
 #include "ppstage/schedule/early_receives.h"
 #include "ppstage/schedule/lowering.h"
@@ -395,6 +396,17 @@ TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
   }
 }
 
+// 2 pipeline ranks of one thread on 2 cores, with optimizers of 0.25 and 1 after their
+// sums, which wait `wait` each.
+ActionCosts twoRanksWithTails(std::vector<double> wait) {
+  ActionCosts costs;
+  costs.shared_cores.cores = {2};
+  costs.shared_cores.threads = {{1, 1}};
+  costs.shared_cores.tail_wait = std::move(wait);
+  costs.shared_cores.tail_compute = {0.25, 1};
+  return costs;
+}
+
 // A tied weight's sum waits for every rank holding a copy: GPipe, 2 stages of F 1 and B 2,
 // one micro-batch, each rank on a core of its own. The last stage's actions end at 4 (F at
 // 1-2, B at 2-4), the first's at 6. Sums that wait 0.5 and 1.5 end at 6.5 and 5.5; the
@@ -402,11 +414,7 @@ TEST(SharedCores, OneCoreIsNeverIdleSoTheStepIsTheWorkOverTheRanks) {
 // with the first, the last rank waits from 6 and sums until 7.5, and the step ends at 8.5.
 TEST(SharedCores, ATiedWeightsSumWaitsForEveryRankHoldingACopy) {
   const PipelineSchedule s = build("gpipe", 2, 1);
-  ActionCosts costs;
-  costs.shared_cores.cores = {2};
-  costs.shared_cores.threads = {{1, 1}};
-  costs.shared_cores.tail_wait = {0.5, 1.5};
-  costs.shared_cores.tail_compute = {0.25, 1};
+  ActionCosts costs = twoRanksWithTails({0.5, 1.5});
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7.5);
   costs.shared_cores.tail_after = {{1}, {0}};
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 8.5);
@@ -423,11 +431,7 @@ TEST(SharedCores, ATiedWeightsSumWaitsForEveryRankHoldingACopy) {
 // optimizers would end at 8.25.
 TEST(SharedCores, OptimizersStepAfterEveryRankSummedAndTheSumsTakeCores) {
   const PipelineSchedule s = build("gpipe", 2, 1);
-  ActionCosts costs;
-  costs.shared_cores.cores = {2};
-  costs.shared_cores.threads = {{1, 1}};
-  costs.shared_cores.tail_wait = {0, 0};
-  costs.shared_cores.tail_compute = {0.25, 1};
+  ActionCosts costs = twoRanksWithTails({0, 0});
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7);
   costs.shared_cores.tail_join = 0.5;  // the step's all-reduce, after every rank's sums
   EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, 7.5);
