@@ -386,7 +386,7 @@ void addStateAndLinks(const Config& config, bool bf16, CostProfile& profile) {
       4.0 + profile.optimizer_state_bytes_per_element + (bf16 ? 4.0 : 0.0);
   profile.link_latency_s = config.plan.link_latency_us * 1e-6;
   profile.link_bytes_per_s = config.plan.link_gbps * 1e9;
-  profile.allreduce_latency_s = profile.link_latency_s;
+  profile.allreduce_latency_s = 2 * profile.link_latency_s;  // a 2-rank ring's 2 steps
   profile.allreduce_bytes_per_s = config.plan.allreduce_gbps * 1e9;
   profile.links = "assumed: --plan.link_latency_us, --plan.link_gbps, --plan.allreduce_gbps";
 }

@@ -269,6 +269,17 @@ void readTies(const json& in, CostProfile& p) {
   }
 }
 
+// The step's all-reduce over every rank as the probe measured it (LinkCosts::step_reduce_s),
+// which profiles written before it lack: 0.
+void readStepReduce(const json& in, CostProfile& p) {
+  p.step_reduce_s = in.value("step_reduce_s", 0.0);
+  p.step_reduce_ranks = in.contains("step_reduce_ranks")
+                            ? static_cast<int>(jsonIntegerAt(in, "step_reduce_ranks", ""))
+                            : 0;
+  PPSTAGE_CHECK(p.step_reduce_s >= 0 && p.step_reduce_ranks >= 0,
+                "step_reduce_s and step_reduce_ranks must not be negative");
+}
+
 // The links between hosts and the pairs probed (Note [Probing the links of a job]), which
 // profiles written before them lack: 0 and none.
 void readHostLinks(const json& in, CostProfile& p) {
@@ -279,10 +290,6 @@ void readHostLinks(const json& in, CostProfile& p) {
   PPSTAGE_CHECK(p.host_link_bytes_per_s >= 0 && p.host_allreduce_bytes_per_s >= 0 &&
                     p.host_link_latency_s >= 0 && p.host_allreduce_latency_s >= 0,
                 "the links between hosts must not be negative");
-  p.step_reduce_s = in.value("step_reduce_s", 0.0);
-  p.step_reduce_ranks = in.value("step_reduce_ranks", 0);
-  PPSTAGE_CHECK(p.step_reduce_s >= 0 && p.step_reduce_ranks >= 0,
-                "step_reduce_s and step_reduce_ranks must not be negative");
   if (!in.contains("probed_links")) return;
   for (const json& link : in.at("probed_links")) {
     CostProfile::ProbedLink probed;
@@ -371,6 +378,7 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     p.allreduce_bytes_per_s = in.at("allreduce_bytes_per_s").get<double>();
     p.links = in.at("links").get<std::string>();
     readHostLinks(in, p);
+    readStepReduce(in, p);
     readTies(in, p);
     p.core_share = in.value("core_share", 0.0);  // older profiles: not known
     PPSTAGE_CHECK(p.core_share >= 0 && p.core_share <= 1, "core_share must be in [0, 1]; got ",

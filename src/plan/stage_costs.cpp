@@ -227,9 +227,10 @@ ActionCosts actionCostsOf(const CostProfile& profile, const StageCosts& costs,
 
 namespace {
 
-// What one pipeline rank does after its actions in a step: waits for its gradients' sums,
-// then steps its optimizer. Of the sums' seconds over the links they cross, `on_cores` is
-// what they take inside a host: there they copy and add on the rank's cores (Note [A
+// What one pipeline rank does after its actions in a step: sums its gradients with its
+// replicas and a tied weight's other holders, and, once the step's all-reduce has joined
+// every rank (joinSecondsOf), steps its optimizer. Of the sums' seconds over the links they cross,
+// `on_cores` is what they take inside a host: there they copy and add on the rank's cores (Note [A
 // step's tail on shared cores] in src/schedule/simulator.cpp). A sharded optimizer's
 // all-gather, `gathered` of those, follows its step.
 struct RankTail {
@@ -260,9 +261,12 @@ std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
 // them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
 // 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
 // tiedSecondsOf: what those sums take pipeline rank `rank` in a step.
-// Inside a host where `inside`, whatever the links.
+// Which links a sum is charged: those its ranks cross, or a host's whatever they cross
+// (what it takes the cores, RankTail::on_cores).
+enum class SumLinks { kCrossed, kInsideHost };
+
 double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
-                     int rank, bool inside = false) {
+                     int rank, SumLinks links) {
   double seconds = 0;
   for (const CostProfile::Tie& tie : profile.ties) {
     const std::vector<int> owners = ownersOf(tie, pipeline, c);
@@ -271,10 +275,11 @@ double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const
     }
     bool across = false;
     for (const int p : owners) {
-      for (const int q : owners) across = across || (!inside && c.across_hosts.apart(p, q));
+      for (const int q : owners) across = across || c.across_hosts.apart(p, q);
     }
     seconds += profile.allReduceSeconds(static_cast<double>(tie.gradient_bytes),
-                                        static_cast<int>(owners.size()), across);
+                                        static_cast<int>(owners.size()),
+                                        across && links == SumLinks::kCrossed);
   }
   return seconds;
 }
@@ -286,9 +291,9 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
   const double bytes = 4.0 * elements;  // fp32
   RankTail tail;
   tail.all_reduce = profile.allReduceSeconds(bytes, c.dp, c.across_hosts.data_parallel) +
-                    tiedSecondsOf(profile, pipeline, c, rank);
+                    tiedSecondsOf(profile, pipeline, c, rank, SumLinks::kCrossed);
   const double replicas = profile.allReduceSeconds(bytes, c.dp, false);
-  tail.on_cores = replicas + tiedSecondsOf(profile, pipeline, c, rank, true);
+  tail.on_cores = replicas + tiedSecondsOf(profile, pipeline, c, rank, SumLinks::kInsideHost);
   tail.gathered = c.shard_optimizer ? replicas / 2 : 0;
   tail.optimizer = profile.optimizerSeconds(elements, c.dp, c.shard_optimizer);
   return tail;
@@ -313,15 +318,18 @@ double joinSecondsOf(const CostProfile& profile, const Topology& pipeline, const
 // in the step's all-reduce (over the link between hosts where its group crosses them). A
 // sharded optimizer steps 1/dp of the elements, and its reduce-scatter and all-gather move
 // what the all-reduce's two halves move. A rank holding a tied weight's copy also sums it
-// with the others' (Note [Tied weights in the plan]). Then all join (joinSecondsOf).
+// with the others' (Note [Tied weights in the plan]). No optimizer steps before the step's
+// all-reduce has joined every rank after its sums (joinSecondsOf): the largest sums, the
+// join, then the largest optimizer.
 double tailOf(const CostProfile& profile, const StageCosts& costs, const Topology& pipeline,
               const PlanCandidate& c) {
-  double tail = 0;
+  double sums = 0, optimizer = 0;
   for (int r = 0; r < pipeline.ppSize(); ++r) {
     const RankTail rank = rankTailOf(profile, costs, pipeline, c, r);
-    tail = std::max(tail, rank.all_reduce + rank.optimizer);
+    sums = std::max(sums, rank.all_reduce);
+    optimizer = std::max(optimizer, rank.optimizer);
   }
-  return tail + joinSecondsOf(profile, pipeline, c);
+  return sums + joinSecondsOf(profile, pipeline, c) + optimizer;
 }
 
 // Where the ranks share cores (Note [Ranks that share cores]): the step simulated with each

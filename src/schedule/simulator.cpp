@@ -197,9 +197,9 @@ class Simulation {
     return result;
   }
 
-  // Note [Ranks that share cores]: the same rules in time order. A compute action's cost
-  // is work done at the speed its rank has (SharedCores::speedOf), which changes whenever
-  // some rank starts or ends one; a rank that waits computes nothing.
+  // Note [Ranks that share cores] (action_costs.cpp): the same rules in time order. A compute
+  // action's cost is work done at the speed its rank has (SharedCores::speedOf), which changes
+  // whenever some rank starts or ends one; a rank that waits computes nothing.
   SimulationResult runOnSharedCores() {
     SharedRun run(ranks_.size());
     for (;;) {
@@ -268,7 +268,7 @@ class Simulation {
       if (run.pos[q] < ranks_[q].size()) return std::nullopt;  // q still runs its actions
       from = std::max(from, run.actions_end[q]);
     }
-    return from + cores.tail_wait.at(r);
+    return from + (cores.tail_wait.empty() ? 0 : cores.tail_wait.at(r));
   }
 
   double costOf(const SharedRun& run, size_t r) const {

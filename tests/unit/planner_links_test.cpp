@@ -202,7 +202,7 @@ TEST(PlannerLinks, TheRankOrderReachesTheConfigFileAndBack) {
 }
 
 // The profile's links between hosts and the pairs probed survive its JSON; a profile
-// written before them reads as measured on one host.
+// written before them reads as measured on one host, its step's all-reduce not measured.
 TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
   CostProfile profile = profileOf(true);
   profile.probed_links.push_back({0, 2, "h0", "h1", 1e-3, 25e6});
@@ -218,13 +218,14 @@ TEST(PlannerLinks, ProfilesKeepTheirLinksBetweenHosts) {
   nlohmann::json json = nlohmann::json::parse(costProfileToJson(profile));
   for (const char* key :
        {"host_link_latency_s", "host_link_bytes_per_s", "host_allreduce_latency_s",
-        "host_allreduce_bytes_per_s", "probed_links"}) {
+        "host_allreduce_bytes_per_s", "probed_links", "step_reduce_s", "step_reduce_ranks"}) {
     json.erase(key);
   }
   const std::string old = json.dump();
   const CostProfile before = readCostProfile(old, "old");
   EXPECT_FALSE(before.hasHostLinks());
   EXPECT_TRUE(before.probed_links.empty());
+  EXPECT_EQ(before.step_reduce_ranks, 0);
   EXPECT_DOUBLE_EQ(before.messageSeconds(25e6, true), before.messageSeconds(25e6, false));
 }
 
@@ -316,7 +317,7 @@ TEST(SharedCores, EachPipelineRankCountsItsThreadsOnEachMachine) {
 // A plan for 4 ranks on one machine of 2 cores, costs measured at half a core a thread:
 // each candidate is simulated with its ranks sharing the cores, so pp 2 x dp 2 predicts a
 // shorter step than on cores of its own (its warm-up and drain, and the last stage's
-// optimizer beside the first stage's last backward, run at twice the speed), but not below
+// gradient sums beside the first stage's last backward, run at twice the speed), but not below
 // half of it (the speed a whole core gives).
 TEST(SharedCores, ThePlannerSimulatesCandidatesOnTheJobsCores) {
   const ScheduleRegistry registry = makeScheduleRegistry();

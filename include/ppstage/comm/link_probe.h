@@ -1,7 +1,8 @@
 // What the planner (plan/cost_profile.h) charges for communication, measured on the job's
 // own ranks: a message between two ranks and an all-reduce over several, each as a line
-// through two sizes (seconds = latency + bytes / bandwidth), inside a host and between
-// hosts.
+// through two sizes (seconds = latency + bytes / bandwidth; an all-reduce's latency that
+// of 2 ranks, LinkCosts), inside a host and between hosts, and the step's all-reduce over
+// every rank (LinkCosts::step_reduce_s).
 //
 // Note [Probing the links of a job]
 // Ranks on one host share its memory, and ranks on two hosts the network between them, so
@@ -24,7 +25,7 @@ namespace ppstage {
 
 class Communicator;
 
-// seconds = latency_s + bytes / bytes_per_s.
+// seconds = latency_s + bytes / bytes_per_s (an all-reduce's: LinkCosts).
 struct LinkLine {
   double latency_s = 0;
   double bytes_per_s = 0;  // 0: not measured

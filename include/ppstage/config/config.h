@@ -332,7 +332,8 @@ struct PlanConfig {
   int64_t hosts = 0;
   // What a plan assumes for communication when it is not run under mpirun (which measures
   // it, comm/link_probe.h): a message between ranks takes latency + bytes / bandwidth, an
-  // all-reduce moves 2 (n - 1) / n of its bytes at allreduce_gbps.
+  // all-reduce over n ranks 2 (n - 1) messages' latency and 2 (n - 1) / n of its bytes at
+  // allreduce_gbps.
   double link_latency_us = 5;
   double link_gbps = 5;
   double allreduce_gbps = 2.5;

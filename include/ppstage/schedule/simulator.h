@@ -33,7 +33,7 @@ struct SharedCores {
   // src/schedule/simulator.cpp), while the others may still run theirs:
   //   - sums its gradients with the ranks holding copies of them (the data-parallel
   //     all-reduce, tied weights' sums): waits tail_wait (what slow links add), then
-  //     computes tail_sum (the sums' copying and adding on its cores; empty: none);
+  //     computes tail_sum (the sums' copying and adding on its cores); either empty: none;
   //   - once every rank has summed and the step's all-reduce of losses and norms has
   //     joined them all (tail_join, a wait), steps its optimizer: computes tail_compute.
   // What a rank computes is work at the speed it measured, as its actions.
