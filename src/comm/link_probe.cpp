@@ -19,6 +19,7 @@
 #include "ppstage/core/clock.h"
 #include "ppstage/core/error.h"
 #include "ppstage/core/statistics.h"
+#include "ppstage/core/step_reduce_size.h"
 
 namespace ppstage {
 namespace {
@@ -188,7 +189,7 @@ LinkLine groupAllReduceLine(Communicator& world, int color) {
 
 // LinkCosts::step_reduce_s: rank 0's median, on every rank.
 double stepReduceSeconds(Communicator& world) {
-  const int64_t bytes = 8 * (14 + 6 * static_cast<int64_t>(world.size()));
+  const int64_t bytes = stepReduceBytes(world.size());
   std::ostringstream text;
   text << std::setprecision(17) << allReduceSeconds(world, (bytes + 15) / 16 * 16);
   std::string seconds = text.str();

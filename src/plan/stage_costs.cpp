@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ppstage/core/all_reduce_buckets.h"
+#include "ppstage/core/step_reduce_size.h"
 #include "ppstage/schedule/early_receives.h"
 
 namespace ppstage {
@@ -253,6 +254,10 @@ std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
   return owners;
 }
 
+// Which links a sum is charged: those its ranks cross, or a host's whatever they cross
+// (what it takes the cores, RankTail::on_cores).
+enum class SumLinks { kCrossed, kInsideHost };
+
 // Note [Tied weights in the plan]
 // A tensor several units hold (CostProfile::ties: gpt's token embedding and its LM head)
 // has a copy on each stage holding one of them, and the step sums the copies' gradients:
@@ -261,10 +266,6 @@ std::vector<int> ownersOf(const CostProfile::Tie& tie, const Topology& pipeline,
 // them are. On gpt-small with the first and last stages on hosts 5 ms apart, that sum of
 // 256 KiB took tens of milliseconds a step, which the plan left out (docs/benchmarks.md).
 // tiedSecondsOf: what those sums take pipeline rank `rank` in a step.
-// Which links a sum is charged: those its ranks cross, or a host's whatever they cross
-// (what it takes the cores, RankTail::on_cores).
-enum class SumLinks { kCrossed, kInsideHost };
-
 double tiedSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c,
                      int rank, SumLinks links) {
   double seconds = 0;
@@ -299,10 +300,10 @@ RankTail rankTailOf(const CostProfile& profile, const StageCosts& costs, const T
   return tail;
 }
 
-// The step's all-reduce of losses, norms and figures (train/step_reduce.h: 14 doubles and 6
-// per rank) over every rank, which joins them all before any optimizer steps: as the job's
-// probe measured it over as many ranks, else by the all-reduce line, between hosts where
-// the job's groups cross them (one of them does where the job spans hosts).
+// The step's all-reduce of losses, norms and figures (stepReduceBytes) over every rank, which joins
+// them all before any optimizer steps: as the job's probe measured it over as many ranks, else by
+// the all-reduce line, between hosts where the job's groups cross them (one of them does where the
+// job spans hosts).
 double joinSecondsOf(const CostProfile& profile, const Topology& pipeline, const PlanCandidate& c) {
   const HostCrossings& across = c.across_hosts;
   const bool spans = !across.boundaries.empty() || across.data_parallel || across.tensor_parallel ||
@@ -310,7 +311,7 @@ double joinSecondsOf(const CostProfile& profile, const Topology& pipeline, const
   const int world = pipeline.ppSize() * c.dp * c.tp;
   if (profile.step_reduce_ranks == world) return profile.step_reduce_s;
   if (profile.allreduce_bytes_per_s <= 0) return 0;  // a profile without its links
-  return profile.allReduceSeconds(8.0 * (14 + 6 * world), world, spans);
+  return profile.allReduceSeconds(static_cast<double>(stepReduceBytes(world)), world, spans);
 }
 
 // The tail after a step's actions: a rank's optimizer and, with dp > 1, the all-reduce of

@@ -7,6 +7,7 @@
 
 #include "ppstage/comm/communicator.h"
 #include "ppstage/core/error.h"
+#include "ppstage/core/step_reduce_size.h"
 
 namespace ppstage {
 namespace {
@@ -80,6 +81,10 @@ at::Tensor StepReduce::pack() const {
     PPSTAGE_INTERNAL_ASSERT(v.size() == busy_s.size(), "per-rank slots of different sizes");
     flat.insert(flat.end(), v.begin(), v.end());
   });
+  PPSTAGE_INTERNAL_ASSERT(
+      static_cast<int64_t>(8 * flat.size()) == stepReduceBytes(static_cast<int64_t>(busy_s.size())),
+      "a step's all-reduce of ", flat.size(), " doubles; the planner and the ",
+      "link probe count stepReduceBytes");
   return at::tensor(flat, at::kDouble);
 }
 
