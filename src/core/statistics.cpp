@@ -12,4 +12,13 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double medianOfSlowest(const std::vector<std::vector<double>>& times) {
+  std::vector<double> slowest;
+  for (const std::vector<double>& rank : times) {
+    if (slowest.size() < rank.size()) slowest.resize(rank.size(), 0.0);
+    for (size_t i = 0; i < rank.size(); ++i) slowest[i] = std::max(slowest[i], rank[i]);
+  }
+  return median(slowest);
+}
+
 }  // namespace ppstage

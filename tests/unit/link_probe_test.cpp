@@ -1,7 +1,8 @@
 // The link probe over ranks on hosts (comm/link_probe.h, Note [Probing the links of a
 // job]), ranks as threads: which pairs it measures (two ranks of each host with two, host
 // 0's first rank with each other host's), that every rank gets the same figures, and that
-// the lines between hosts exist only where there are several hosts.
+// the lines between hosts exist only where there are several hosts; and that an
+// all-reduce's time is its slowest rank's, repetition by repetition.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ppstage/comm/link_probe.h"
+#include "ppstage/core/statistics.h"
 #include "support/local_ranks.h"
 
 namespace ppstage {
@@ -75,6 +77,16 @@ TEST(LinkProbe, OneRankAHostChargesTheLinksBetweenThem) {
   EXPECT_EQ(pairsOf(costs), (std::vector<Pair>{{0, 1, 0, 1}}));
   EXPECT_EQ(costs.message.bytes_per_s, costs.host_message.bytes_per_s);
   EXPECT_EQ(costs.all_reduce.bytes_per_s, costs.host_all_reduce.bytes_per_s);
+}
+
+// Each rank slow in a different repetition: a step, which waits for every rank, waits 5 s
+// every time, where every rank's own median is 1 s.
+TEST(LinkProbe, AnAllReduceTakesItsSlowestRankEachTime) {
+  const std::vector<std::vector<double>> times = {{1, 5, 1}, {5, 1, 1}, {1, 1, 5}};
+  for (const std::vector<double>& rank : times) EXPECT_DOUBLE_EQ(median(rank), 1.0);
+  EXPECT_DOUBLE_EQ(medianOfSlowest(times), 5.0);
+  EXPECT_DOUBLE_EQ(medianOfSlowest({{0.2, 0.4}, {0.3, 0.1}}), 0.35);
+  EXPECT_DOUBLE_EQ(medianOfSlowest({}), 0.0);
 }
 
 }  // namespace
