@@ -14,9 +14,10 @@
 // run's do, every group at once: over each host's ranks (inside), and over the ranks with
 // the same place on their hosts (between); on one host, over all the ranks. Each line is
 // the slowest of its kind (the least bandwidth, the most latency): the ranks of a step wait
-// for the slowest. The larger size of each line is what moves in about 0.1 s at the
-// bandwidth the smaller one shows, from 1 to 32 MiB: 32 MiB over 200 Mbit/s would take 1.3 s
-// a trip.
+// for the slowest. For the same reason an all-reduce's time at one size is the median over
+// repetitions of its group's slowest rank, not a rank's own. The larger size of each line is what
+// moves in about 0.1 s at the bandwidth the smaller one shows, from 1 to 32 MiB: 32 MiB over 200
+// Mbit/s would take 1.3 s a trip.
 #pragma once
 
 #include <vector>
