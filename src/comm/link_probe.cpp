@@ -98,9 +98,8 @@ LinkLine messageLine(Communicator& world, int peer) {
 // An all-reduce of `bytes` over `group`, in four tensors (gradients come as many): the
 // median over repetitions of the time its slowest rank took, on every rank of `group`. A
 // step waits for its slowest rank, and over a shared link a different rank is the slowest
-// each time. Over 2 hosts' 200 Mbit/s, 2 groups' 12.9 MB at once: the slowest rank's own
-// median 1.36 s, the median of the slowest 1.43 s; the step's all-reduce over 4 ranks:
-// 13.7 ms by rank 0's median, 20-21 ms so, and 20-22 ms for the last rank in a run.
+// each time: over 2 hosts' 200 Mbit/s, 2 groups summing 12.9 MB at once, the slowest
+// rank's own median was 1.36 s and the median of the slowest 1.43 s (docs/benchmarks.md).
 double allReduceSeconds(Communicator& group, int64_t bytes) {
   std::vector<at::Tensor> tensors;
   for (int i = 0; i < 4; ++i) tensors.push_back(at::zeros({bytes / 16}, at::kFloat));
