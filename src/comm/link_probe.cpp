@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iomanip>
 #include <iterator>
 #include <memory>
@@ -119,7 +118,8 @@ double allReduceSeconds(Communicator& group, int64_t bytes) {
   return medianOfSlowest(times);
 }
 
-// The all-reduce line of `group` (at least two ranks), the same on its every rank. Its latency is
+// The all-reduce line of `group` (at least two ranks), the same on every rank of it: each
+// computes it from the same gathered times, so all agree on the larger size. Its latency is
 // that of 2 ranks: the ring's 2 (n - 1) steps each pay a message's, so a group of n pays n - 1
 // times as much (CostProfile::allReduceSeconds).
 LinkLine allReduceLine(Communicator& group) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "ppstage/core/error.h"
+
 namespace ppstage {
 
 double median(std::vector<double> values) {
@@ -13,10 +15,12 @@ double median(std::vector<double> values) {
 }
 
 double medianOfSlowest(const std::vector<std::vector<double>>& times) {
-  std::vector<double> slowest;
-  for (const std::vector<double>& rank : times) {
-    if (slowest.size() < rank.size()) slowest.resize(rank.size(), 0.0);
-    for (size_t i = 0; i < rank.size(); ++i) slowest[i] = std::max(slowest[i], rank[i]);
+  if (times.empty()) return 0;
+  std::vector<double> slowest = times.front();
+  for (size_t r = 1; r < times.size(); ++r) {
+    PPSTAGE_INTERNAL_ASSERT(times[r].size() == slowest.size(), "rank ", r, " timed ",
+                            times[r].size(), " repetitions where rank 0 timed ", slowest.size());
+    for (size_t i = 0; i < slowest.size(); ++i) slowest[i] = std::max(slowest[i], times[r][i]);
   }
   return median(slowest);
 }

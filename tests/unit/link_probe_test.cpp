@@ -28,6 +28,9 @@ LinkCosts probed(const std::vector<int>& hosts, int ranks) {
     EXPECT_EQ(c.message.latency_s, costs[0].message.latency_s);
     EXPECT_EQ(c.message.bytes_per_s, costs[0].message.bytes_per_s);
     EXPECT_EQ(c.all_reduce.bytes_per_s, costs[0].all_reduce.bytes_per_s);
+    EXPECT_EQ(c.all_reduce.latency_s, costs[0].all_reduce.latency_s);
+    EXPECT_EQ(c.host_all_reduce.latency_s, costs[0].host_all_reduce.latency_s);
+    EXPECT_EQ(c.step_reduce_s, costs[0].step_reduce_s);
     EXPECT_EQ(c.host_message.bytes_per_s, costs[0].host_message.bytes_per_s);
     EXPECT_EQ(c.host_all_reduce.bytes_per_s, costs[0].host_all_reduce.bytes_per_s);
     EXPECT_EQ(c.pairs.size(), costs[0].pairs.size());
