@@ -54,8 +54,8 @@ struct LinkCosts {
   // The median over repetitions of the slowest rank's all-reduce over every rank, started
   // together, of what a training step's all-reduce of its losses and norms moves
   // (train/step_reduce.h: 14 doubles and 6 per rank): what joins the ranks at the end of
-  // each step. The lines above, fitted at 64 KiB
-  // and more, overstate so small a sum where TCP's slow start lifts their latency.
+  // each step. The lines above, fitted at 64 KiB and more, overstate so small a sum where
+  // TCP's slow start lifts their latency.
   double step_reduce_s = 0;
 };
 
