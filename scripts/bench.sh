@@ -25,7 +25,9 @@
 #                              links between them (none; 1 ms / 1 Gbit/s; 5 ms / 200
 #                              Mbit/s): the planner's choice, and pp 2 and pp 2 x dp 2 in
 #                              both rank orders, each predicted step against the measured
-#                              one (scripts/hosts_bench.py; gpt-small, 12 steps a run)
+#                              one (scripts/hosts_bench.py; gpt-small, 12 steps a run), in
+#                              PPSTAGE_BENCH_PASSES (3) passes of 8.5 minutes, and each
+#                              row's median over them
 #   scripts/bench.sh trace     the cost of --output.trace: gpt-small at pp 2 (1F1B, M 8), the
 #                              median step with the trace on against off, in interleaved
 #                              rounds (median of the rounds' ratios), and the file's size
@@ -326,9 +328,11 @@ bench_plan_shard() {
 
 # Across hosts (scripts/hosts_bench.py): gpt-small on 2 hosts of namespaces, each link
 # setting's plan, its choice trained, and pp 2 and pp 2 x dp 2 (both rank orders) trained with
-# --pipeline.balance time, predicted against measured.
+# --pipeline.balance time, predicted against measured; the sweep in PPSTAGE_BENCH_PASSES
+# passes, then each row's median.
 bench_hosts() {
-  scripts/hosts_bench.py "$ppstage" "${PPSTAGE_BENCH_STEPS:-12}" none,1/1gbit,5/200mbit -- \
+  scripts/hosts_bench.py "$ppstage" "${PPSTAGE_BENCH_STEPS:-12}" none,1/1gbit,5/200mbit \
+    --passes "${PPSTAGE_BENCH_PASSES:-3}" -- \
     --config configs/gpt-small.ini
 }
 

@@ -10,9 +10,11 @@ each inter-host link setting, 2 hosts made of network namespaces (scripts/hosts_
 Measured is the median step of a run (measured_step_s); beside it, the run's own actions
 and messages replayed through the simulator (predicted_step_s of its metrics: what the
 prediction would be with the run's costs in place of the profile's). Prints one markdown
-row per run.
+row per run; with --passes N, the whole sweep N times over (each pass after the last, so
+that a slow spell of the machine falls on one pass, not on one row's every run), then each
+row's measured / predicted in every pass and their median.
 
-usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] -- MODEL OPTIONS...
+usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] [--passes N] -- MODEL OPTIONS...
   SETTING: none | DELAY_MS/RATE, e.g. 1/1gbit: each host's link limited to RATE (tc tbf)
   and delayed DELAY_MS / 2 (tests/integration/link_emulator.c), so a frame between the
   two hosts is delayed DELAY_MS one way.
@@ -20,6 +22,7 @@ usage: hosts_bench.py PPSTAGE STEPS SETTING[,SETTING...] -- MODEL OPTIONS...
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,13 +57,12 @@ def train(ppstage, setting, hosts, args, steps, work):
 def row(setting, what, label, predicted, measured, replayed):
     print(f"| {setting} | {what} | {label} | {predicted:.4f} | {measured:.4f} | "
           f"{measured / predicted:.3f} | {replayed:.4f} |", flush=True)
+    return measured / predicted
 
 
-def main():
-    ppstage, steps = os.path.abspath(sys.argv[1]), int(sys.argv[2])
-    settings = sys.argv[3].split(",")
-    model = sys.argv[sys.argv.index("--") + 1:]
-    work = tempfile.mkdtemp(prefix="ppstage_hosts_bench_")
+def sweep(ppstage, steps, settings, model, work):
+    """One pass: its rows printed; returns {(setting, run): (configuration, ratio)}."""
+    ratios = {}
     print("| link between hosts | run | configuration | predicted step s | measured step s | "
           "measured / predicted | the run's own actions replayed, s |")
     print("|---|---|---|---|---|---|---|")
@@ -83,18 +85,52 @@ def main():
                  f"{' shard_optimizer' if chosen['shard_optimizer'] else ''}")
         _, measured, replayed = train(ppstage, setting, "h0:2,h1:2", ["--config", chosen_ini],
                                       steps, work)
-        row(setting, "planner's choice", label, chosen["predicted_step_s"], measured, replayed)
+        ratios[(setting, "planner's choice")] = (label, row(
+            setting, "planner's choice", label, chosen["predicted_step_s"], measured, replayed))
         for what, hosts, layout in [
                 ("pp 2", "h0:1,h1:1", ["--train.dp", "1"]),
-                ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "dp-pp-tp"]),
-                ("pp 2 x dp 2", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "pp-dp-tp"])]:
+                ("pp 2 x dp 2 dp-pp-tp", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "dp-pp-tp"]),
+                ("pp 2 x dp 2 pp-dp-tp", "h0:2,h1:2", ["--train.dp", "2", "--pipeline.rank_order", "pp-dp-tp"])]:
             log, measured, replayed = train(ppstage, setting, hosts,
                                   model + layout + ["--pipeline.schedule", "1f1b",
                                                     "--pipeline.balance", "time"], steps, work)
             found = re.search(r"pipeline\.balance time: (.*?) cut at .*?predicted step ([0-9.]+) s", log)
             if not found:
                 sys.exit(f"hosts_bench.py: no predicted step in the log:\n{log[-3000:]}")
-            row(setting, what, found.group(1), float(found.group(2)), measured, replayed)
+            ratios[(setting, what)] = (found.group(1), row(
+                setting, what, found.group(1), float(found.group(2)), measured, replayed))
+    return ratios
+
+
+def summary(passes):
+    """Each row's measured / predicted in every pass, and their median."""
+    print()
+    print("| link between hosts | run | configurations | measured / predicted, each pass | median |")
+    print("|---|---|---|---|---|")
+    for setting, what in passes[0]:
+        labels = sorted({p[(setting, what)][0] for p in passes})
+        ratios = [p[(setting, what)][1] for p in passes]
+        print(f"| {setting} | {what} | {'; '.join(labels)} | "
+              f"{', '.join(f'{r:.3f}' for r in ratios)} | {statistics.median(ratios):.3f} |",
+              flush=True)
+
+
+def main():
+    ppstage, steps = os.path.abspath(sys.argv[1]), int(sys.argv[2])
+    settings = sys.argv[3].split(",")
+    split = sys.argv.index("--")
+    options, model = sys.argv[4:split], sys.argv[split + 1:]
+    count = int(options[1]) if options[:1] == ["--passes"] and len(options) == 2 else None
+    if options and count is None or count is not None and count < 1:
+        sys.exit(f"hosts_bench.py: error: expected [--passes N] before --, not {' '.join(options)}")
+    work = tempfile.mkdtemp(prefix="ppstage_hosts_bench_")
+    passes = []
+    for number in range(count or 1):
+        if count:
+            print(f"\n#### Pass {number + 1} of {count}\n", flush=True)
+        passes.append(sweep(ppstage, steps, settings, model, work))
+    if count:
+        summary(passes)
 
 
 if __name__ == "__main__":
