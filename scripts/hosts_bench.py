@@ -120,9 +120,12 @@ def main():
     settings = sys.argv[3].split(",")
     split = sys.argv.index("--")
     options, model = sys.argv[4:split], sys.argv[split + 1:]
-    count = int(options[1]) if options[:1] == ["--passes"] and len(options) == 2 else None
-    if options and count is None or count is not None and count < 1:
-        sys.exit(f"hosts_bench.py: error: expected [--passes N] before --, not {' '.join(options)}")
+    count = None  # no --passes: one pass, no summary
+    if options:
+        if len(options) != 2 or options[0] != "--passes" or not options[1].isdigit() \
+                or int(options[1]) < 1:
+            sys.exit(f"hosts_bench.py: error: expected [--passes N] before --, not {' '.join(options)}")
+        count = int(options[1])
     work = tempfile.mkdtemp(prefix="ppstage_hosts_bench_")
     passes = []
     for number in range(count or 1):
