@@ -68,10 +68,13 @@ def sweep(ppstage, steps, settings, model, work):
     print("|---|---|---|---|---|---|---|")
     for setting in settings:
         chosen_ini = os.path.join(work, "chosen.ini")
-        plan = json.loads(run(setting, "h0:2,h1:2", ppstage,
-                              ["plan"] + model + ["--plan.schedules", "1f1b", "--json",
-                                                  "--train.threads", "1",
-                                                  "--write-config", chosen_ini]))
+        out = run(setting, "h0:2,h1:2", ppstage,
+                  ["plan"] + model + ["--plan.schedules", "1f1b", "--json", "--train.threads", "1",
+                                      "--write-config", chosen_ini])
+        try:
+            plan = json.loads(out)
+        except json.JSONDecodeError:
+            sys.exit(f"hosts_bench.py: {setting}: the plan printed more than its JSON:\n{out[-3000:]}")
         links = plan["link_costs"]
         between, inside = links["host_message"], links["message"]
         print(f"<!-- {setting}: probed between hosts {between['latency_s'] * 1e3:.2f} ms, "
