@@ -115,14 +115,12 @@ std::string sharedCoresNote(const CostProfile& profile, int64_t ranks, bool meas
   std::ostringstream note;
   note << "note: " << here << " ranks share this machine's " << cores << " cores. ";
   if (measured && profile.links.rfind("measured over", 0) == 0) {
-    char share[64], slowdown[64];
+    char share[64];
     std::snprintf(share, sizeof share, "%.2f", profile.core_share);
-    std::snprintf(slowdown, sizeof slowdown, "%.2f", profile.time_sharing_slowdown);
     note << "Their costs were measured in turns, " << share
-         << " of a core a thread, and a thread time-sharing a core took " << slowdown
-         << "x the time its share gives; the simulator gives a rank more of the cores while "
-            "others wait and less while more compute, as a run does (docs/architecture.md, "
-            "shared cores).";
+         << " of a core a thread; the simulator gives a rank more of the cores while others "
+            "wait and less while more compute, as a run does (docs/architecture.md, shared "
+            "cores).";
   } else if (measured) {
     note << "One process measured the costs alone; the prediction takes each rank to compute "
             "on cores of its own: plan under mpirun -np "

@@ -254,16 +254,6 @@ UnitCost unitOf(const json& in, size_t sizes) {
   return unit;
 }
 
-// core_share and time_sharing_slowdown; older profiles: not known (0) and not measured (1).
-void readSharedCores(const json& in, CostProfile& p) {
-  p.core_share = in.value("core_share", 0.0);
-  PPSTAGE_CHECK(p.core_share >= 0 && p.core_share <= 1, "core_share must be in [0, 1]; got ",
-                p.core_share);
-  p.time_sharing_slowdown = in.value("time_sharing_slowdown", 1.0);
-  PPSTAGE_CHECK(p.time_sharing_slowdown >= 1, "time_sharing_slowdown must be at least 1; got ",
-                p.time_sharing_slowdown);
-}
-
 // The units that share a tensor (CostProfile::ties); none in older profiles.
 void readTies(const json& in, CostProfile& p) {
   if (!in.contains("ties")) return;
@@ -354,7 +344,6 @@ std::string costProfileToJson(const CostProfile& p) {
                     {"probed_links", probed},
                     {"ties", ties},
                     {"core_share", p.core_share},
-                    {"time_sharing_slowdown", p.time_sharing_slowdown},
                     {"units", units}};
   return out.dump(2) + "\n";
 }
@@ -391,7 +380,9 @@ CostProfile readCostProfile(const std::string& text, const std::string& source) 
     readHostLinks(in, p);
     readStepReduce(in, p);
     readTies(in, p);
-    readSharedCores(in, p);
+    p.core_share = in.value("core_share", 0.0);  // older profiles: not known
+    PPSTAGE_CHECK(p.core_share >= 0 && p.core_share <= 1, "core_share must be in [0, 1]; got ",
+                  p.core_share);
     PPSTAGE_CHECK(!p.microbatch_sizes.empty() && p.microbatch_sizes.size() <= 2 &&
                       p.microbatch_sizes.front() >= 1 &&
                       std::is_sorted(p.microbatch_sizes.begin(), p.microbatch_sizes.end()),

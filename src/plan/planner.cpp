@@ -261,7 +261,7 @@ SharedCores sharedCoresIn(const CostProfile& profile, const PlanRequest& request
   if (request.cpus.empty()) return {};
   const Topology job = Topology::forJob(request.ranks * request.tp, c.dp, c.stages(),
                                         c.stages_per_rank, c.placement, request.tp, c.rank_order);
-  return sharedCoresOf(job, request.cpus, profile.core_share, profile.time_sharing_slowdown);
+  return sharedCoresOf(job, request.cpus, profile.core_share);
 }
 
 // The placements a layout of `stages_per_rank` can take.

@@ -1,20 +1,17 @@
 // See include/ppstage/plan/shared_cores.h.
 #include "ppstage/plan/shared_cores.h"
 
-#include <algorithm>
 #include <numeric>
 
 namespace ppstage {
 
-SharedCores sharedCoresOf(const Topology& job, const CpuLayout& cpus, double measured_share,
-                          double time_sharing_slowdown) {
+SharedCores sharedCoresOf(const Topology& job, const CpuLayout& cpus, double measured_share) {
   if (cpus.empty() || measured_share <= 0 ||
       static_cast<int>(cpus.machine_of_rank.size()) != job.worldSize()) {
     return {};
   }
   SharedCores out;
   out.measured_share = measured_share;
-  out.time_sharing_slowdown = std::max(1.0, time_sharing_slowdown);
   out.cores.assign(cpus.cores.begin(), cpus.cores.end());
   out.threads.assign(cpus.cores.size(), std::vector<double>(static_cast<size_t>(job.ppSize()), 0));
   for (int w = 0; w < job.worldSize(); ++w) {

@@ -55,9 +55,7 @@ double ActionCosts::of(ActionKind kind, int stage, int microbatch) const {
 // ranks on 2 cores, stepped in 0.78-0.91 of the prediction that took each rank to compute
 // on cores of its own. So, given SharedCores, the simulator runs in time order and takes
 // each compute action's cost as work: it progresses at min(1, cores / threads computing
-// on the machine) / the share measured, recomputed whenever an action starts or ends, and
-// where the threads outnumber the cores, slower by what time-sharing a core was measured
-// to cost beyond the share (Note [Measuring the cost of time-sharing]). With
+// on the machine) / the share measured, recomputed whenever an action starts or ends. With
 // cores enough for every thread, as on a GPU machine or where --train.threads fits, no
 // SharedCores is given and the costs are the durations. Scaling every cost by the share
 // of the step a rank computes instead (8fefb9f, reverted) credited ranks that all wait at
@@ -72,8 +70,7 @@ double SharedCores::speedOf(size_t rank, const std::vector<bool>& computing) con
     for (size_t r = 0; r < computing.size(); ++r) {
       if (computing[r]) load += threads[m][r];
     }
-    const double share = load > cores[m] ? cores[m] / load / time_sharing_slowdown : 1.0;
-    const double here = share / measured_share;
+    const double here = std::min(1.0, cores[m] / load) / measured_share;
     speed = placed ? std::min(speed, here) : here;
     placed = true;
   }

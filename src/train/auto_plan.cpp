@@ -19,7 +19,6 @@
 #include "ppstage/core/file.h"
 #include "ppstage/core/text.h"
 #include "ppstage/core/units.h"
-#include "ppstage/measure/time_sharing.h"
 #include "ppstage/measure/unit_costs.h"
 #include "ppstage/parallel/tensor_parallel.h"
 #include "ppstage/parallel/tp_group.h"
@@ -182,9 +181,6 @@ CostProfile measuredProfile(const Config& config, const CapturedRun* run, int ra
   profile.core_share = cpus.empty()    ? 0
                        : turns.empty() ? cpus.meanShare()
                                        : cpus.measuringShare(turns);
-  if (world != nullptr && !turns.empty()) {
-    profile.time_sharing_slowdown = measureTimeSharingSlowdown(*world, cpus, turns);
-  }
   return profile;
 }
 
@@ -220,7 +216,7 @@ std::optional<TimeCut> cutByTime(Config& config, const CapturedRun& run, int ran
   const Clock::time_point start = Clock::now();
   const CostProfile profile = agreedProfile(config, run, ranks, world);
   job.shared_cores = sharedCoresOf(jobTopologyOnHosts(config, ranks), jobCpuLayout(config, ranks),
-                                   profile.core_share, profile.time_sharing_slowdown);
+                                   profile.core_share);
   cut.measure_s = secondsSince(start);
   cut.costs = costsText(config, profile);
   agreed(world, [&] {

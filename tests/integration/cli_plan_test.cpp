@@ -155,14 +155,8 @@ TEST(PlanCli, PlansWithinTheUsersTpAndWritesAConfigTrainRuns) {
     EXPECT_NE(note.find("measured in turns"), std::string::npos) << note;
     // Each tensor-parallel pair measured on its own, a core a thread where there are two.
     std::ifstream saved(costs);
-    const nlohmann::json profile = nlohmann::json::parse(saved);
-    const double share = profile.at("core_share").get<double>();
+    const double share = nlohmann::json::parse(saved).at("core_share").get<double>();
     EXPECT_DOUBLE_EQ(share, std::min(1.0, plan.at("cores").get<int>() / 2.0));
-    // Measured in turns of a core a thread: what time-sharing one costs beyond the share.
-    const double slowdown = profile.at("time_sharing_slowdown").get<double>();
-    EXPECT_GE(slowdown, 1.0);
-    if (share == 1) EXPECT_LT(slowdown, 2.0);
-    EXPECT_NE(note.find("time-sharing a core took"), std::string::npos) << note;
   } else {
     EXPECT_EQ(note, "");
   }

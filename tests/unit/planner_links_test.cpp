@@ -367,18 +367,5 @@ TEST(SharedCores, ProfilesKeepTheirCoreShare) {
   EXPECT_THROW(readCostProfile(json.dump(), "bad"), Error);
 }
 
-// The measured cost of time-sharing a core survives the profile's JSON; one written before
-// it reads as not measured (1), and one below 1 is refused.
-TEST(SharedCores, ProfilesKeepTheirTimeSharingSlowdown) {
-  CostProfile profile = profileOf(false);
-  profile.time_sharing_slowdown = 1.05;
-  EXPECT_DOUBLE_EQ(readCostProfile(costProfileToJson(profile), "test").time_sharing_slowdown, 1.05);
-  nlohmann::json json = nlohmann::json::parse(costProfileToJson(profile));
-  json.erase("time_sharing_slowdown");
-  EXPECT_DOUBLE_EQ(readCostProfile(json.dump(), "old").time_sharing_slowdown, 1.0);
-  json["time_sharing_slowdown"] = 0.5;
-  EXPECT_THROW(readCostProfile(json.dump(), "bad"), Error);
-}
-
 }  // namespace
 }  // namespace ppstage

@@ -482,26 +482,6 @@ TEST(SharedCores, ARankAloneGetsTheCoresTheOthersLeave) {
                    simulateSchedule(s.request, s.ranks, halved).makespan);
 }
 
-// GPipe, 2 stages of F 1 and B 2, each pipeline rank 2 threads on one machine of 2 cores,
-// measured in turns (a share of 1), where time-sharing a core measured 1.25x slower than
-// the share. Alone a rank computes as measured; beside the other at 0.5 / 1.25 of it. One
-// micro-batch: 1 + 1 + 2 + 2, as measured. Two: F0 alone (1), F1 | F0 together (2.5), F1
-// alone (1), B alone (2), B | B together (5), B alone (2); 12 where the slowdown is 1.
-TEST(SharedCores, ATimeSharedCoreRunsItsMeasuredSlowdownBelowItsShare) {
-  for (int M : {1, 2}) {
-    const PipelineSchedule s = build("gpipe", 2, M);
-    ActionCosts costs;
-    costs.shared_cores.cores = {2};
-    costs.shared_cores.threads = {{2, 2}};
-    costs.shared_cores.time_sharing_slowdown = 1.25;
-    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, M == 1 ? 6.0 : 13.5)
-        << "M=" << M;
-    costs.shared_cores.time_sharing_slowdown = 1;
-    EXPECT_DOUBLE_EQ(simulateSchedule(s.request, s.ranks, costs).makespan, M == 1 ? 6.0 : 12.0)
-        << "M=" << M;
-  }
-}
-
 TEST(Schedules, DeadlockIsRejectedWithTheStuckActionsMarked) {
   ScheduleOptions o;
   o.schedule = std::string(PPSTAGE_FIXTURES_DIR) + "/deadlock.csv";

@@ -144,10 +144,6 @@ struct CostProfile {
   // to run ranks at other shares (Note [Ranks that share cores]); 0 where not known (a
   // GPU, profiles written before it), and a plan then takes the seconds as they are.
   double core_share = 0;
-  // How many times longer than its share of a core a thread computed while it time-shared
-  // one, measured after the units in turns (measure/time_sharing.h); 1 where not measured
-  // (the cores sufficed, the units were measured sharing them, profiles written before it).
-  double time_sharing_slowdown = 1;
 
   // Unit `u`'s cost of `kind` for one micro-batch of `size` samples (Note [Costs per
   // micro-batch size]), with its blocks recomputed under `policy` where measured so.

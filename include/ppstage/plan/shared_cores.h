@@ -10,13 +10,10 @@
 namespace ppstage {
 
 // `job`'s pipeline ranks on `cpus`' machines (one entry per world rank of `job`), their
-// costs measured at `measured_share` of a core per thread (CostProfile::core_share), a
-// thread that time-shares a core `time_sharing_slowdown` times slower than its share
-// (CostProfile's).
+// costs measured at `measured_share` of a core per thread (CostProfile::core_share).
 // Empty, so that costs are durations, where `cpus` is empty or not of `job`'s ranks, the
 // share is not known (0), or every machine has a core for each of its threads now as when
 // measured.
-SharedCores sharedCoresOf(const Topology& job, const CpuLayout& cpus, double measured_share,
-                          double time_sharing_slowdown = 1);
+SharedCores sharedCoresOf(const Topology& job, const CpuLayout& cpus, double measured_share);
 
 }  // namespace ppstage

@@ -28,8 +28,6 @@ struct SharedCores {
   std::vector<double> cores;                 // per machine
   std::vector<std::vector<double>> threads;  // per machine, per pipeline rank
   double measured_share = 1;                 // in (0, 1]
-  // A thread that time-shares a core computes at its share / this (CostProfile's), >= 1.
-  double time_sharing_slowdown = 1;
   // Where not empty (one per pipeline rank), what each rank does after its actions in a
   // step, inside the makespan (Note [A step's tail on shared cores] in
   // src/schedule/simulator.cpp), while the others may still run theirs:
@@ -50,8 +48,7 @@ struct SharedCores {
   bool empty() const { return cores.empty(); }
   // How many times faster than measured pipeline rank `rank` computes while the ranks
   // marked in `computing` (its own among them) compute: the smallest over its machines of
-  // min(1, cores / the threads computing there) / measured_share, where the threads
-  // outnumber the cores also / time_sharing_slowdown.
+  // min(1, cores / the threads computing there) / measured_share.
   double speedOf(size_t rank, const std::vector<bool>& computing) const;
 };
 
